@@ -1,0 +1,56 @@
+"""raypipe: a DALI-style data pipeline that scales across GPUs and nodes with Ray.
+
+``import raypipe as rp`` never starts Ray: ``rp.serve`` and ``rp.loader`` load the
+cluster package on first use.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from . import fn, ops, types
+from .batch_spec import BatchSpec
+from .errors import (
+    ArgumentError,
+    DecodeError,
+    PipelineDefinitionError,
+    RaypipeError,
+    ReaderError,
+    SampleError,
+)
+from .pipeline import BatchInfo, Pipeline, pipeline_def
+from .tensor_list import TensorList
+
+__all__ = [
+    "ArgumentError",
+    "BatchInfo",
+    "BatchSpec",
+    "DecodeError",
+    "Pipeline",
+    "PipelineDefinitionError",
+    "RaypipeError",
+    "ReaderError",
+    "SampleError",
+    "TensorList",
+    "fn",
+    "loader",
+    "ops",
+    "pipeline_def",
+    "serve",
+    "types",
+]
+__version__ = "0.1.0"
+
+
+def serve(*args: Any, **kwargs: Any):
+    """Start a distributed pipeline service on the Ray cluster (see ``cluster.service.serve``)."""
+    from cluster.service import serve as _serve
+
+    return _serve(*args, **kwargs)
+
+
+def loader(*args: Any, **kwargs: Any):
+    """Open the per-rank loader of a running service (see ``cluster.loader.loader``)."""
+    from cluster.loader import loader as _loader
+
+    return _loader(*args, **kwargs)

@@ -1,0 +1,55 @@
+"""Functional operators: ``fn.resize(images, resize_x=224)``, ``fn.readers.file(...)``.
+
+Every registered operator appears here under its dotted name; calling one inside
+a pipeline definition places it in the graph and returns its output(s).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from .graph import DataNode, current_graph
+from .operator import registry
+
+
+def _call(op_name: str, *inputs: DataNode, device: str | None = None, **kwargs: Any):
+    outputs = current_graph(f"fn.{op_name}").add(op_name, inputs, kwargs, device=device)
+    return outputs[0] if len(outputs) == 1 else tuple(outputs)
+
+
+class _Namespace:
+    def __init__(self, prefix: str):
+        self._prefix = prefix
+
+    def __getattr__(self, attr: str):
+        if attr.startswith("__"):
+            raise AttributeError(attr)
+        name = f"{self._prefix}{attr}"
+        ops = registry()
+        if name in ops:
+
+            def operator(*inputs, device=None, **kwargs):
+                return _call(name, *inputs, device=device, **kwargs)
+
+            operator.__name__ = attr
+            operator.__qualname__ = f"fn.{name}"
+            operator.__doc__ = ops[name].__doc__
+            return operator
+        if any(k.startswith(f"{name}.") for k in ops):
+            return _Namespace(f"{name}.")
+        raise AttributeError(f"raypipe has no operator fn.{name}")
+
+    def __dir__(self):
+        names = {k[len(self._prefix) :].split(".")[0] for k in registry() if k.startswith(self._prefix)}
+        return sorted(n for n in names if not n.startswith("_"))
+
+
+_root = _Namespace("")
+
+
+def __getattr__(attr: str):
+    return getattr(_root, attr)
+
+
+def __dir__():
+    return dir(_root)

@@ -1,0 +1,237 @@
+"""The operator graph: nodes recorded while a pipeline is defined, then checked,
+pruned and split into the CPU, Mixed and GPU stages at build time."""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from .errors import ArgumentError, PipelineDefinitionError
+from .operator import DEVICES, STAGE_ORDER, Operator, registry
+
+_local = threading.local()
+
+
+class DataNode:
+    """A symbolic batch: output ``index`` of an operator node."""
+
+    def __init__(self, producer: OpNode, index: int):
+        self.producer = producer
+        self.index = index
+
+    @property
+    def device(self) -> str:
+        """Where the data lives: ``"cpu"`` or ``"gpu"`` (mixed operators produce GPU data)."""
+        return "gpu" if self.producer.device in ("mixed", "gpu") else "cpu"
+
+    @property
+    def name(self) -> str:
+        return self.producer.label if self.index == 0 else f"{self.producer.label}[{self.index}]"
+
+    def gpu(self) -> DataNode:
+        """This data moved to the GPU stage."""
+        if self.device == "gpu":
+            return self
+        return current_graph("DataNode.gpu()").add("_transfer", [self], {}, device="mixed")[0]
+
+    def __repr__(self) -> str:
+        return f"DataNode({self.name}, device={self.device})"
+
+
+class OpNode:
+    """One operator instance placed in the graph."""
+
+    def __init__(self, op: Operator, inputs: list[DataNode], arg_inputs: dict[str, DataNode], name: str | None):
+        self.op = op
+        self.inputs = inputs
+        self.arg_inputs = arg_inputs
+        self.name = name
+        self.outputs = [DataNode(self, i) for i in range(op.schema.num_outputs)]
+
+    @property
+    def device(self) -> str:
+        return self.op.device
+
+    @property
+    def label(self) -> str:
+        """How errors name this operator: its ``name`` or ``schema#id``."""
+        return f"'{self.name}'" if self.name else f"'{self.op.schema.name}'#{self.op.op_id}"
+
+    def upstream(self) -> list[DataNode]:
+        return [*self.inputs, *self.arg_inputs.values()]
+
+
+class Graph:
+    """Operator nodes in the order they were defined."""
+
+    def __init__(self):
+        self.nodes: list[OpNode] = []
+
+    def add(
+        self, op_name: str, inputs: Sequence[Any], kwargs: dict[str, Any], device: str | None = None
+    ) -> list[DataNode]:
+        """Place operator ``op_name`` on ``inputs``; DataNode keyword values become argument inputs."""
+        cls = registry()[op_name]
+        schema = cls.schema
+        for value in inputs:
+            if not isinstance(value, DataNode):
+                raise ArgumentError(f"{op_name}: inputs must be outputs of other operators, got {value!r}")
+        if not schema.min_inputs <= len(inputs) <= schema.max_inputs:
+            expected = (
+                str(schema.min_inputs)
+                if schema.min_inputs == schema.max_inputs
+                else f"{schema.min_inputs}..{schema.max_inputs}"
+            )
+            raise ArgumentError(f"{op_name}: expects {expected} inputs, got {len(inputs)}")
+        name = kwargs.pop("name", None)
+        arg_inputs = {k: v for k, v in kwargs.items() if isinstance(v, DataNode)}
+        for key in arg_inputs:
+            if key not in schema.arg_inputs:
+                raise ArgumentError(f"{op_name}: argument {key!r} cannot be a per-sample input")
+            kwargs.pop(key)
+        if device is None:
+            device = "gpu" if any(i.device == "gpu" for i in inputs) and "gpu" in schema.devices else (
+                schema.devices[0]
+            )
+        if device not in DEVICES:
+            raise ArgumentError(f"{op_name}: device must be one of {DEVICES}, got {device!r}")
+        if device not in schema.devices:
+            raise ArgumentError(f"{op_name}: cannot run on device {device!r} (supported: {schema.devices})")
+        op = cls(device=device, op_id=len(self.nodes), **kwargs)
+        node = OpNode(op, list(inputs), arg_inputs, name)
+        self.nodes.append(node)
+        return node.outputs
+
+
+def current_graph(caller: str) -> Graph:
+    """The graph being defined in this thread; an error outside a pipeline definition."""
+    graph = getattr(_local, "graph", None)
+    if graph is None:
+        raise PipelineDefinitionError(
+            f"{caller} was called outside a pipeline definition "
+            "(call it inside a @pipeline_def function or Pipeline.define_graph)"
+        )
+    return graph
+
+
+class defining:
+    """Context manager: record operator calls into ``graph`` in this thread."""
+
+    def __init__(self, graph: Graph):
+        self.graph = graph
+
+    def __enter__(self) -> Graph:
+        self._previous = getattr(_local, "graph", None)
+        _local.graph = self.graph
+        return self.graph
+
+    def __exit__(self, *exc) -> None:
+        _local.graph = self._previous
+
+
+@dataclass
+class StagedGraph:
+    """A checked, pruned graph split by stage, ready for the executor."""
+
+    outputs: list[DataNode]
+    host_nodes: list[OpNode]
+    gpu_nodes: list[OpNode]
+    reader: OpNode | None
+    to_device: list[DataNode]
+    host_results: list[DataNode]
+    layouts: dict[DataNode, str] = field(default_factory=dict)
+
+
+def stage(graph: Graph, outputs: Sequence[Any]) -> StagedGraph:
+    """Check device order, prune what the outputs do not need and split by stage."""
+    if not outputs:
+        raise PipelineDefinitionError("the pipeline defines no outputs")
+    for out in outputs:
+        if not isinstance(out, DataNode):
+            raise PipelineDefinitionError(f"pipeline outputs must be operator outputs, got {out!r}")
+    needed = _reachable(outputs)
+    ordered = [n for n in graph.nodes if n in needed]
+    for node in ordered:
+        _check_order(node)
+    readers = [n for n in ordered if n.op.schema.is_reader]
+    if len(readers) > 1:
+        labels = ", ".join(r.label for r in readers)
+        raise PipelineDefinitionError(f"a pipeline may hold one reader, found {len(readers)}: {labels}")
+    host_nodes = [n for n in ordered if n.device in ("cpu", "mixed")]
+    gpu_nodes = [n for n in ordered if n.device == "gpu"]
+    to_device: list[DataNode] = []
+    host_results: list[DataNode] = []
+    for node in gpu_nodes:
+        for d in node.inputs:
+            if d.producer.device != "gpu" and d not in to_device:
+                to_device.append(d)
+        for d in node.arg_inputs.values():
+            if d not in host_results:
+                host_results.append(d)
+    for out in outputs:
+        if out.producer.device == "mixed" and out not in to_device:
+            to_device.append(out)
+        elif out.producer.device == "cpu" and out not in host_results:
+            host_results.append(out)
+    host_results = [d for d in host_results if d not in to_device] + to_device
+    _hint_decoders(ordered, outputs)
+    layouts: dict[DataNode, str] = {}
+    for node in ordered:
+        layout = node.op.output_layout([layouts.get(d, "") for d in node.inputs])
+        for d in node.outputs:
+            layouts[d] = layout
+    return StagedGraph(
+        outputs=list(outputs),
+        host_nodes=host_nodes,
+        gpu_nodes=gpu_nodes,
+        reader=readers[0] if readers else None,
+        to_device=to_device,
+        host_results=host_results,
+        layouts=layouts,
+    )
+
+
+def _hint_decoders(ordered: list[OpNode], outputs: Sequence[DataNode]) -> None:
+    """Tell a decoder whose every consumer resizes to one fixed size what that size is,
+    so it may decode at reduced (DCT-domain) resolution."""
+    for node in ordered:
+        hint = getattr(node.op, "hint_output_size", None)
+        if hint is None or node.outputs[0] in outputs:
+            continue
+        consumers = [c for c in ordered if node.outputs[0] in c.upstream()]
+        sizes = {getattr(c.op, "fixed_output_size", lambda: None)() for c in consumers}
+        if consumers and all(node.outputs[0] in c.inputs for c in consumers) and len(sizes) == 1:
+            size = sizes.pop()
+            if size is not None:
+                hint(*size)
+
+
+def _reachable(outputs: Sequence[DataNode]) -> set[OpNode]:
+    seen: set[OpNode] = set()
+    stack = [o.producer for o in outputs]
+    while stack:
+        node = stack.pop()
+        if node not in seen:
+            seen.add(node)
+            stack.extend(d.producer for d in node.upstream())
+    return seen
+
+
+def _check_order(node: OpNode) -> None:
+    for d in node.inputs:
+        if STAGE_ORDER[d.producer.device] > STAGE_ORDER[node.device] or (
+            node.device == "mixed" and d.device == "gpu"
+        ):
+            raise PipelineDefinitionError(
+                f"operator {node.label} (device {node.device!r}) cannot consume the output of "
+                f"{d.producer.label} (device {d.producer.device!r}): data flows cpu -> mixed -> gpu; "
+                f"run {node.label} on the GPU or move {d.producer.label} earlier"
+            )
+    for key, d in node.arg_inputs.items():
+        if d.device == "gpu":
+            raise PipelineDefinitionError(
+                f"argument {key!r} of operator {node.label} comes from {d.producer.label} on the GPU; "
+                "per-sample arguments must be computed on the CPU"
+            )

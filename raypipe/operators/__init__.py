@@ -1,0 +1,17 @@
+"""Built-in operators; importing this package registers them."""
+
+from . import (  # noqa: F401
+    cast,
+    color_twist,
+    crop,
+    crop_mirror_normalize,
+    decoders,
+    flip,
+    python_function,
+    random,
+    readers,
+    resize,
+    rotate,
+    transfer,
+    transpose,
+)

@@ -1,0 +1,150 @@
+"""Image decoders: ``decoders.image`` and the fused ``decoders.image_random_crop``.
+
+Both decode on the host with Pillow (libjpeg-turbo; the GIL is released while
+decoding, so the CPU stage's threads run in parallel). On ``device="mixed"`` the
+decoded image goes to the GPU stage. ``on_error="skip"`` drops an undecodable
+sample and counts it instead of raising.
+"""
+
+from __future__ import annotations
+
+import io
+import math
+
+import numpy as np
+from PIL import Image, UnidentifiedImageError
+
+from ..errors import ArgumentError, DecodeError
+from ..operator import Operator, Schema, Skip, check_range, register
+from ..types import DALIImageType
+from .crop_window import random_crop_window
+
+_DCT_SCALES = (8, 4, 2)
+
+
+def _open(data: np.ndarray) -> Image.Image:
+    try:
+        return Image.open(io.BytesIO(data.tobytes() if isinstance(data, np.ndarray) else data))
+    except UnidentifiedImageError:
+        raise DecodeError("not a recognised image format") from None
+
+
+def _finish(image: Image.Image, output_type: DALIImageType) -> np.ndarray:
+    try:
+        image.load()
+    except (OSError, SyntaxError, ValueError) as exc:
+        raise DecodeError(f"corrupt or truncated image data ({exc})") from None
+    mode = "L" if output_type is DALIImageType.GRAY else "RGB"
+    if image.mode != mode:
+        image = image.convert(mode)
+    array = np.asarray(image)
+    if output_type is DALIImageType.GRAY:
+        return array[:, :, None]
+    if output_type is DALIImageType.BGR:
+        return np.ascontiguousarray(array[:, :, ::-1])
+    return array
+
+
+class _Decoder(Operator):
+    def _configure_common(self, output_type: DALIImageType, on_error: str) -> None:
+        if not isinstance(output_type, DALIImageType):
+            raise ArgumentError(f"{self.schema.name}: output_type must be types.RGB, BGR or GRAY")
+        if on_error not in ("raise", "skip"):
+            raise ArgumentError(f"{self.schema.name}: on_error must be 'raise' or 'skip', got {on_error!r}")
+        self.output_type = output_type
+        self.on_error = on_error
+
+    def output_layout(self, input_layouts):
+        return "HWC"
+
+    def run_sample(self, inputs, args, ctx):
+        try:
+            return self.decode(inputs[0], ctx)
+        except DecodeError as exc:
+            if self.on_error == "skip":
+                return Skip(str(exc))
+            raise
+
+
+@register
+class ImageDecoder(_Decoder):
+    """Decode a whole image to HWC uint8."""
+
+    schema = Schema("decoders.image", devices=("cpu", "mixed"))
+
+    def configure(self, output_type: DALIImageType = DALIImageType.RGB, on_error: str = "raise") -> None:
+        self._configure_common(output_type, on_error)
+
+    def decode(self, data: np.ndarray, ctx) -> np.ndarray:
+        return _finish(_open(data), self.output_type)
+
+
+@register
+class ImageRandomCropDecoder(_Decoder):
+    """Decode a random window of an image (area and aspect ratio sampled per sample).
+
+    The window is chosen from the JPEG header alone. When the graph resizes the
+    result to a fixed size (set through :meth:`hint_output_size` at build time),
+    the decoder asks libjpeg for DCT-domain downscaling by 1/2, 1/4 or 1/8 as long
+    as the window stays at least that size, which skips most of the decode work on
+    large images.
+    """
+
+    schema = Schema("decoders.image_random_crop", devices=("cpu", "mixed"))
+
+    def configure(
+        self,
+        output_type: DALIImageType = DALIImageType.RGB,
+        random_area=(0.08, 1.0),
+        random_aspect_ratio=(3 / 4, 4 / 3),
+        num_attempts: int = 10,
+        on_error: str = "raise",
+    ) -> None:
+        self._configure_common(output_type, on_error)
+        self.random_area = check_range(self.schema.name, "random_area", random_area, low=0.0)
+        if self.random_area[1] <= 0 or self.random_area[1] > 1:
+            raise ArgumentError(f"{self.schema.name}: random_area must lie in (0, 1], got {random_area!r}")
+        self.random_aspect_ratio = check_range(self.schema.name, "random_aspect_ratio", random_aspect_ratio)
+        if self.random_aspect_ratio[0] <= 0:
+            raise ArgumentError(f"{self.schema.name}: random_aspect_ratio must be positive")
+        if not isinstance(num_attempts, int) or num_attempts < 1:
+            raise ArgumentError(f"{self.schema.name}: num_attempts must be a positive int")
+        self.num_attempts = num_attempts
+        self.target_size: tuple[int, int] | None = None
+
+    def hint_output_size(self, width: int, height: int) -> None:
+        """The graph resizes this decoder's output to ``width`` x ``height``: allow DCT scaling."""
+        self.target_size = (width, height)
+
+    def window(self, width: int, height: int, ctx) -> tuple[int, int, int, int]:
+        """The crop window ``(x, y, w, h)`` for this sample of a ``width`` x ``height`` image."""
+        return random_crop_window(
+            width, height, self.random_area, self.random_aspect_ratio, self.num_attempts, self.rng(ctx)
+        )
+
+    def decode(self, data: np.ndarray, ctx) -> np.ndarray:
+        image = _open(data)
+        width, height = image.size
+        x, y, w, h = self.window(width, height, ctx)
+        scale = self._dct_scale(image, w, h)
+        if scale > 1:
+            mode = "L" if self.output_type is DALIImageType.GRAY else "RGB"
+            image.draft(mode, (math.ceil(width / scale), math.ceil(height / scale)))
+            sx, sy = width / image.size[0], height / image.size[1]
+            box = (int(x / sx), int(y / sy), max(int(x / sx) + 1, int((x + w) / sx)), max(int(y / sy) + 1, int((y + h) / sy)))
+        else:
+            box = (x, y, x + w, y + h)
+        try:
+            image = image.crop(box)
+        except (OSError, SyntaxError, ValueError) as exc:
+            raise DecodeError(f"corrupt or truncated image data ({exc})") from None
+        return _finish(image, self.output_type)
+
+    def _dct_scale(self, image: Image.Image, w: int, h: int) -> int:
+        if self.target_size is None or image.format != "JPEG":
+            return 1
+        tw, th = self.target_size
+        for scale in _DCT_SCALES:
+            if w // scale >= tw and h // scale >= th:
+                return scale
+        return 1

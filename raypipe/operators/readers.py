@@ -1,0 +1,180 @@
+"""``readers.file``: encoded files and integer labels from a folder tree, a list file,
+or explicit lists, with DALI's sharding and shuffling arguments and random access
+by sample index (the distributed service drives it with explicit indices)."""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Sequence
+from typing import Any
+
+import numpy as np
+
+from .. import reader_order
+from ..batch_spec import BatchSpec
+from ..errors import ArgumentError, ReaderError
+from ..operator import Operator, Schema, register
+
+IMAGE_EXTENSIONS = (".jpg", ".jpeg", ".png", ".bmp", ".tif", ".tiff", ".webp", ".ppm", ".pgm", ".pbm", ".pnm")
+
+
+def list_file_root(file_root: str) -> tuple[list[str], list[int]]:
+    """Image files under one folder per class; labels are class folder indices in sorted order."""
+    if not os.path.isdir(file_root):
+        raise ReaderError(f"readers.file: file_root {file_root!r} does not exist or is not a folder")
+    classes = sorted(e.name for e in os.scandir(file_root) if e.is_dir())
+    paths, labels = [], []
+    for label, cls in enumerate(classes):
+        found = []
+        for dirpath, dirnames, filenames in os.walk(os.path.join(file_root, cls)):
+            dirnames.sort()
+            found.extend(os.path.join(dirpath, f) for f in filenames if f.lower().endswith(IMAGE_EXTENSIONS))
+        found.sort()
+        paths.extend(found)
+        labels.extend([label] * len(found))
+    if not paths:
+        raise ReaderError(
+            f"readers.file: file_root {file_root!r} holds no images "
+            f"(expected one sub-folder per class with files ending in {', '.join(IMAGE_EXTENSIONS[:3])}, ...)"
+        )
+    return paths, labels
+
+
+def parse_file_list(file_list: str) -> tuple[list[str], list[int]]:
+    """Lines of ``path label``; relative paths are relative to the list file's folder."""
+    try:
+        with open(file_list, encoding="utf-8") as f:
+            lines = f.read().splitlines()
+    except OSError as exc:
+        raise ReaderError(f"readers.file: cannot open file_list {file_list!r}: {exc.strerror}") from None
+    base = os.path.dirname(os.path.abspath(file_list))
+    paths, labels = [], []
+    for lineno, line in enumerate(lines, 1):
+        if not line.strip():
+            continue
+        parts = line.strip().rsplit(maxsplit=1)
+        if len(parts) != 2:
+            raise ReaderError(f"readers.file: {file_list}:{lineno}: expected 'path label', got {line!r}")
+        path, label = parts
+        try:
+            value = int(label)
+        except ValueError:
+            raise ReaderError(
+                f"readers.file: {file_list}:{lineno}: label {label!r} is not an integer in {line!r}"
+            ) from None
+        paths.append(path if os.path.isabs(path) else os.path.join(base, path))
+        labels.append(value)
+    if not paths:
+        raise ReaderError(f"readers.file: file_list {file_list!r} lists no files")
+    return paths, labels
+
+
+@register
+class FileReader(Operator):
+    """Reads whole files as uint8 arrays, with an int32 label per file."""
+
+    schema = Schema("readers.file", devices=("cpu",), min_inputs=0, max_inputs=0, num_outputs=2, is_reader=True)
+
+    def configure(
+        self,
+        file_root: str | None = None,
+        file_list: str | None = None,
+        files: Sequence[str] | None = None,
+        labels: Sequence[int] | None = None,
+        shard_id: int = 0,
+        num_shards: int = 1,
+        random_shuffle: bool = False,
+        initial_fill: int = 1024,
+        pad_last_batch: bool = False,
+        stick_to_shard: bool = False,
+    ) -> None:
+        given = [n for n, v in (("file_root", file_root), ("file_list", file_list), ("files", files)) if v is not None]
+        if len(given) != 1:
+            raise ArgumentError(f"readers.file: give exactly one of file_root, file_list, files (got {given or 'none'})")
+        if labels is not None and files is None:
+            raise ArgumentError("readers.file: labels can only be given with files")
+        if files is not None:
+            files = [os.fspath(f) for f in files]
+            if not files:
+                raise ArgumentError("readers.file: files is empty")
+            if labels is not None and len(labels) != len(files):
+                raise ArgumentError(f"readers.file: {len(files)} files but {len(labels)} labels")
+        if not isinstance(num_shards, int) or num_shards < 1:
+            raise ArgumentError(f"readers.file: num_shards must be a positive int, got {num_shards!r}")
+        if not isinstance(shard_id, int) or not 0 <= shard_id < num_shards:
+            raise ArgumentError(f"readers.file: shard_id must be in [0, {num_shards}), got {shard_id!r}")
+        if not isinstance(initial_fill, int) or initial_fill < 1:
+            raise ArgumentError(f"readers.file: initial_fill must be a positive int, got {initial_fill!r}")
+        self.file_root, self.file_list = file_root, file_list
+        self._files, self._labels = files, labels
+        self.shard_id, self.num_shards = shard_id, num_shards
+        self.random_shuffle, self.initial_fill = bool(random_shuffle), initial_fill
+        self.pad_last_batch, self.stick_to_shard = bool(pad_last_batch), bool(stick_to_shard)
+        self.paths: list[str] | None = None
+
+    def prepare(self) -> None:
+        """List the data; raises ReaderError naming the folder, list file or line at fault."""
+        if self.paths is not None:
+            return
+        if self.file_root is not None:
+            paths, labels = list_file_root(os.fspath(self.file_root))
+        elif self.file_list is not None:
+            paths, labels = parse_file_list(os.fspath(self.file_list))
+        else:
+            paths = self._files
+            labels = list(self._labels) if self._labels is not None else list(range(len(paths)))
+        if len(paths) < self.num_shards:
+            raise ReaderError(f"readers.file: {len(paths)} files cannot fill {self.num_shards} shards")
+        self.paths = paths
+        self.labels = np.asarray(labels, dtype=np.int32)
+
+    def __len__(self) -> int:
+        self.prepare()
+        return len(self.paths)
+
+    def source_of(self, index: int) -> str:
+        """The file behind sample ``index``."""
+        return self.paths[index] if self.paths is not None and 0 <= index < len(self.paths) else f"sample {index}"
+
+    def read(self, index: int) -> tuple[np.ndarray, np.ndarray]:
+        """Random access: the encoded bytes and the label of sample ``index``."""
+        if not 0 <= index < len(self.paths):
+            raise IndexError(f"readers.file: sample index {index} outside [0, {len(self.paths)})")
+        path = self.paths[index]
+        try:
+            data = np.fromfile(path, dtype=np.uint8)
+        except OSError as exc:
+            raise ReaderError(f"readers.file: cannot read {path!r}: {exc.strerror or exc}") from None
+        return data, self.labels[index : index + 1].copy()
+
+    def run_sample(self, inputs, args, ctx):
+        return self.read(ctx.sample_index)
+
+    def epoch_batches(self, batch_size: int, epoch: int, seed: int) -> list[BatchSpec]:
+        """This reader's batches for ``epoch`` under its own sharding and shuffling."""
+        return reader_order.epoch_batches(
+            size=len(self),
+            batch_size=batch_size,
+            epoch=epoch,
+            seed=seed,
+            shard_id=self.shard_id,
+            num_shards=self.num_shards,
+            stick_to_shard=self.stick_to_shard,
+            random_shuffle=self.random_shuffle,
+            initial_fill=self.initial_fill,
+            pad_last_batch=self.pad_last_batch,
+        )
+
+    def meta(self, batch_size: int) -> dict[str, Any]:
+        """DALI-style reader metadata plus the batch count per epoch."""
+        size = len(self)
+        per_epoch = reader_order.batches_per_epoch(size, batch_size, self.num_shards)
+        return {
+            "epoch_size": size,
+            "epoch_size_padded": per_epoch * batch_size * self.num_shards,
+            "shard_id": self.shard_id,
+            "number_of_shards": self.num_shards,
+            "pad_last_batch": self.pad_last_batch,
+            "stick_to_shard": self.stick_to_shard,
+            "batches_per_epoch": per_epoch,
+        }

@@ -1,0 +1,94 @@
+"""The order in which a self-driven reader visits samples: pure functions.
+
+DALI semantics: contiguous shards, a shard that moves on by one each epoch unless
+``stick_to_shard``, an optional shuffle buffer of ``initial_fill`` samples, and
+a last batch topped up by repeating the shard's last sample (``pad_last_batch``)
+or by wrapping around to the start of the shard. Every shard yields the same
+number of batches per epoch (that of the largest shard), so data-parallel ranks
+never disagree on the batch count. Epochs never share a batch.
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+
+from .batch_spec import BatchSpec
+from .keyed_random import sample_generator
+
+_SHUFFLE_STREAM = 0x5EED_0F_BF  # operator id reserved for the reader's shuffle buffer
+
+
+def shard_bounds(size: int, shard_id: int, num_shards: int) -> tuple[int, int]:
+    """``[start, end)`` of shard ``shard_id``: contiguous, sizes differ by at most one."""
+    return size * shard_id // num_shards, size * (shard_id + 1) // num_shards
+
+
+def epoch_shard(shard_id: int, num_shards: int, epoch: int, stick_to_shard: bool) -> int:
+    """The shard read in ``epoch``: ``shard_id``, moved on by one per epoch unless sticky."""
+    return shard_id if stick_to_shard else (shard_id + epoch) % num_shards
+
+
+def shuffle_buffer_order(indices: np.ndarray, initial_fill: int, rng: np.random.Generator) -> np.ndarray:
+    """Pass ``indices`` (read order) through a shuffle buffer of ``initial_fill`` slots.
+
+    The buffer fills in read order; each output is drawn uniformly from the buffer
+    and its slot refilled with the next read sample, as DALI's readers do.
+    """
+    n = len(indices)
+    fill = max(1, min(initial_fill, n))
+    buffer = list(indices[:fill])
+    picks = rng.random(n)
+    out = np.empty(n, dtype=np.int64)
+    pending = fill
+    for i in range(n):
+        slot = int(picks[i] * len(buffer))
+        out[i] = buffer[slot]
+        if pending < n:
+            buffer[slot] = indices[pending]
+            pending += 1
+        else:
+            buffer[slot] = buffer[-1]
+            buffer.pop()
+    return out
+
+
+def batches_per_epoch(size: int, batch_size: int, num_shards: int) -> int:
+    """Batches every shard yields per epoch: enough for the largest shard."""
+    return math.ceil(math.ceil(size / num_shards) / batch_size)
+
+
+def epoch_batches(
+    *,
+    size: int,
+    batch_size: int,
+    epoch: int,
+    seed: int,
+    shard_id: int = 0,
+    num_shards: int = 1,
+    stick_to_shard: bool = False,
+    random_shuffle: bool = False,
+    initial_fill: int = 1024,
+    pad_last_batch: bool = False,
+) -> list[BatchSpec]:
+    """All batches of ``epoch`` for one shard, in order."""
+    shard = epoch_shard(shard_id, num_shards, epoch, stick_to_shard)
+    start, end = shard_bounds(size, shard, num_shards)
+    order = np.arange(start, end, dtype=np.int64)
+    if random_shuffle:
+        order = shuffle_buffer_order(order, initial_fill, sample_generator(seed, epoch, shard, _SHUFFLE_STREAM))
+    count = batches_per_epoch(size, batch_size, num_shards)
+    total = count * batch_size
+    num_pad = total - len(order)
+    if num_pad:
+        if len(order) == 0:
+            raise ValueError(f"shard {shard} of {num_shards} is empty ({size} samples): use fewer shards")
+        filler = np.full(num_pad, order[-1]) if pad_last_batch else np.resize(order, num_pad)
+        order = np.concatenate([order, filler])
+    specs = []
+    for b in range(count):
+        chunk = order[b * batch_size : (b + 1) * batch_size]
+        pad = max(0, (b + 1) * batch_size - (total - num_pad))
+        specs.append(BatchSpec(epoch, b, chunk, min(pad, batch_size), b == count - 1))
+    return specs

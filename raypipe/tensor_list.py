@@ -1,0 +1,114 @@
+"""The batch container a pipeline returns: one ``TensorList`` per output."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+import numpy as np
+
+from .backend import is_device_array, to_host
+
+
+class TensorList:
+    """A batch of samples of one pipeline output.
+
+    ``device`` is ``"cpu"`` for host data and ``"gpu"`` for data made by the GPU
+    stage. ``np.asarray(tl)`` gives the dense ``(batch, ...)`` array of a host
+    batch whose samples share a shape; ``tl.as_cpu()`` brings a GPU batch to the
+    host; ``tl.at(i)`` is one sample.
+    """
+
+    def __init__(self, samples: Sequence[Any] | Any, device: str, layout: str = ""):
+        if isinstance(samples, (list, tuple)):
+            self._samples = list(samples)
+            self._dense = None
+        else:
+            self._dense = samples
+            self._samples = None
+        self.device = device
+        self._layout = layout
+
+    @classmethod
+    def from_samples(cls, samples: Sequence[Any], device: str, layout: str = "", xp=np) -> TensorList:
+        """Stack samples into one dense array when their shapes and dtypes agree."""
+        if samples and _uniform(samples):
+            return cls(xp.stack(samples), device, layout)
+        return cls(list(samples), device, layout)
+
+    def __len__(self) -> int:
+        return len(self._dense) if self._dense is not None else len(self._samples)
+
+    def layout(self) -> str:
+        """Per-sample layout such as ``"HWC"``, or ``""`` when not an image."""
+        return self._layout
+
+    def is_dense_tensor(self) -> bool:
+        """True when every sample has the same shape and dtype."""
+        return self._dense is not None or (bool(self._samples) and _uniform(self._samples))
+
+    def shape(self) -> list[tuple[int, ...]]:
+        """Shape of every sample."""
+        if self._dense is not None:
+            return [tuple(self._dense.shape[1:])] * len(self._dense)
+        return [tuple(s.shape) for s in self._samples]
+
+    def at(self, index: int) -> Any:
+        """Sample ``index`` as an array on this batch's device."""
+        if self._dense is not None:
+            return self._dense[index]
+        return self._samples[index]
+
+    def as_tensor(self) -> Any:
+        """The dense ``(batch, ...)`` array on this batch's device."""
+        if self._dense is None:
+            if not self._samples:
+                raise ValueError("empty batch has no dense form")
+            if not _uniform(self._samples):
+                shapes = sorted({tuple(s.shape) for s in self._samples})[:4]
+                raise ValueError(
+                    f"samples have different shapes ({shapes}...); "
+                    "resize/crop them to one size or read them with .at(i)"
+                )
+            xp = _module_of(self._samples[0])
+            self._dense = xp.stack(self._samples)
+            self._samples = None
+        return self._dense
+
+    def as_cpu(self) -> TensorList:
+        """This batch in host memory (itself when already there)."""
+        if self._dense is not None:
+            return TensorList(to_host(self._dense), "cpu", self._layout)
+        return TensorList([to_host(s) for s in self._samples], "cpu", self._layout)
+
+    def as_array(self) -> np.ndarray:
+        """The dense batch as a host numpy array."""
+        return to_host(self.as_tensor())
+
+    def __array__(self, dtype=None, copy=None) -> np.ndarray:
+        dense = self.as_tensor()
+        if is_device_array(dense):
+            raise TypeError("this batch lives on the GPU: call .as_cpu() before np.asarray")
+        return np.asarray(dense, dtype=dtype)
+
+    def __dlpack__(self, **kwargs):
+        return self.as_tensor().__dlpack__(**kwargs)
+
+    def __dlpack_device__(self):
+        return self.as_tensor().__dlpack_device__()
+
+    def __repr__(self) -> str:
+        return f"TensorList(len={len(self)}, device={self.device!r}, layout={self._layout!r})"
+
+
+def _uniform(samples: Sequence[Any]) -> bool:
+    first = samples[0]
+    return all(s.shape == first.shape and s.dtype == first.dtype for s in samples)
+
+
+def _module_of(array: Any):
+    if is_device_array(array):
+        import cupy
+
+        return cupy
+    return np
