@@ -7,7 +7,10 @@
   GPU stage needs to the device (pinned staging buffer + CUDA stream on a GPU).
 * GPU stage: runs batched operators; up to ``gpu_size`` batches wait for it.
 
-Queues between the stages are bounded, so prefetching never runs away.
+Queues between the stages are bounded, so prefetching never runs away: besides
+the batch the caller holds, at most ``cpu_size + gpu_size + 2`` batches exist
+(``cpu_size`` in the CPU stage, ``gpu_size`` waiting for the GPU stage, one in
+it and one finished).
 """
 
 from __future__ import annotations
@@ -15,7 +18,7 @@ from __future__ import annotations
 import queue
 import threading
 from collections.abc import Iterator
-from concurrent.futures import Future, ThreadPoolExecutor
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -84,6 +87,7 @@ class Executor:
         """Begin processing ``specs`` in the background."""
         self.stop()
         self._stop = threading.Event()
+        self._finished = False
         self._slots = threading.Semaphore(self._cpu_size)
         self._pending: queue.Queue = queue.Queue()
         self._device_q: queue.Queue = queue.Queue(self._gpu_size)
@@ -99,10 +103,13 @@ class Executor:
 
     def next(self) -> BatchResult:
         """The next finished batch; re-raises a sample's error; StopIteration when specs run out."""
+        if self._finished:
+            raise StopIteration
         item = self._get(self._out_q)
         if isinstance(item, _Failure):
             raise item.error
         if item is None:
+            self._finished = True
             raise StopIteration
         return item
 
@@ -148,7 +155,6 @@ class Executor:
                 self._pending.put((spec, futures))
         except BaseException as exc:
             self._pending.put(_Failure(exc))
-            return
         self._pending.put(None)
 
     def _process_sample(self, ctx: SampleContext) -> dict[DataNode, Any] | SkippedSample:
@@ -184,18 +190,21 @@ class Executor:
             item = self._get_or_stop(self._pending)
             if item is _STOPPED:
                 return
-            if item is None or isinstance(item, _Failure):
-                self._put(self._device_q, item)
+            if item is None:
+                self._put(self._device_q, None)
                 return
+            if isinstance(item, _Failure):
+                self._put(self._device_q, item)
+                continue
             spec, futures = item
             try:
                 results = [f.result() for f in futures]
                 batch = self._assemble(spec, results)
             except BaseException as exc:
                 batch = _Failure(exc)
-            finally:
-                self._slots.release()
-            if not self._put(self._device_q, batch):
+            delivered = self._put(self._device_q, batch)
+            self._slots.release()
+            if not delivered:
                 return
 
     def _assemble(self, spec: BatchSpec, results: list) -> tuple:
@@ -208,9 +217,7 @@ class Executor:
             tl = TensorList.from_samples(host[d], "cpu")
             dense = tl.is_dense_tensor() and len(tl) > 0
             device[d] = (
-                list(self._device.to_device(tl.as_tensor()))
-                if dense
-                else [self._device.to_device(s) for s in host[d]]
+                list(self._device.to_device(tl.as_tensor())) if dense else [self._device.to_device(s) for s in host[d]]
             )
         return spec, positions, skipped, host, device
 
@@ -221,9 +228,12 @@ class Executor:
             item = self._get_or_stop(self._device_q)
             if item is _STOPPED:
                 return
-            if item is None or isinstance(item, _Failure):
-                self._put(self._out_q, item)
+            if item is None:
+                self._put(self._out_q, None)
                 return
+            if isinstance(item, _Failure):
+                self._put(self._out_q, item)
+                continue
             try:
                 result = self._run_gpu(xp, *item)
             except BaseException as exc:
@@ -239,7 +249,7 @@ class Executor:
             inputs = [env[d] for d in node.inputs]
             args = {k: host[d] for k, d in node.arg_inputs.items()}
             try:
-                out = node.op.run_batch(xp, inputs, args, ctxs) if ctxs else [[]] * len(node.outputs)
+                out = node.op.run_batch(xp, inputs, args, ctxs) if ctxs else _empty(len(node.outputs))
             except Exception as exc:
                 raise SampleError(
                     f"operator {node.label} failed on the batch of samples {indices[:8]}"
@@ -277,3 +287,7 @@ class Executor:
 
 
 _STOPPED = object()
+
+
+def _empty(num_outputs: int) -> list | tuple[list, ...]:
+    return [] if num_outputs == 1 else tuple([] for _ in range(num_outputs))

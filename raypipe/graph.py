@@ -92,8 +92,8 @@ class Graph:
                 raise ArgumentError(f"{op_name}: argument {key!r} cannot be a per-sample input")
             kwargs.pop(key)
         if device is None:
-            device = "gpu" if any(i.device == "gpu" for i in inputs) and "gpu" in schema.devices else (
-                schema.devices[0]
+            device = (
+                "gpu" if any(i.device == "gpu" for i in inputs) and "gpu" in schema.devices else (schema.devices[0])
             )
         if device not in DEVICES:
             raise ArgumentError(f"{op_name}: device must be one of {DEVICES}, got {device!r}")
@@ -221,9 +221,7 @@ def _reachable(outputs: Sequence[DataNode]) -> set[OpNode]:
 
 def _check_order(node: OpNode) -> None:
     for d in node.inputs:
-        if STAGE_ORDER[d.producer.device] > STAGE_ORDER[node.device] or (
-            node.device == "mixed" and d.device == "gpu"
-        ):
+        if STAGE_ORDER[d.producer.device] > STAGE_ORDER[node.device] or (node.device == "mixed" and d.device == "gpu"):
             raise PipelineDefinitionError(
                 f"operator {node.label} (device {node.device!r}) cannot consume the output of "
                 f"{d.producer.label} (device {d.producer.device!r}): data flows cpu -> mixed -> gpu; "

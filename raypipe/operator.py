@@ -81,9 +81,7 @@ class Operator:
         """Layout of the first output given the inputs' layouts."""
         return input_layouts[0] if input_layouts else ""
 
-    def compute(
-        self, xp: ModuleType, inputs: Sequence[Any], args: dict[str, Any], ctx: SampleContext
-    ) -> Any:
+    def compute(self, xp: ModuleType, inputs: Sequence[Any], args: dict[str, Any], ctx: SampleContext) -> Any:
         """One sample, written against the array module ``xp``."""
         raise NotImplementedError(f"{self.schema.name} has no array-module implementation")
 

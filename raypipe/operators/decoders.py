@@ -131,7 +131,12 @@ class ImageRandomCropDecoder(_Decoder):
             mode = "L" if self.output_type is DALIImageType.GRAY else "RGB"
             image.draft(mode, (math.ceil(width / scale), math.ceil(height / scale)))
             sx, sy = width / image.size[0], height / image.size[1]
-            box = (int(x / sx), int(y / sy), max(int(x / sx) + 1, int((x + w) / sx)), max(int(y / sy) + 1, int((y + h) / sy)))
+            box = (
+                int(x / sx),
+                int(y / sy),
+                max(int(x / sx) + 1, int((x + w) / sx)),
+                max(int(y / sy) + 1, int((y + h) / sy)),
+            )
         else:
             box = (x, y, x + w, y + h)
         try:

@@ -90,7 +90,9 @@ class FileReader(Operator):
     ) -> None:
         given = [n for n, v in (("file_root", file_root), ("file_list", file_list), ("files", files)) if v is not None]
         if len(given) != 1:
-            raise ArgumentError(f"readers.file: give exactly one of file_root, file_list, files (got {given or 'none'})")
+            raise ArgumentError(
+                f"readers.file: give exactly one of file_root, file_list, files (got {given or 'none'})"
+            )
         if labels is not None and files is None:
             raise ArgumentError("readers.file: labels can only be given with files")
         if files is not None:

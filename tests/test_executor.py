@@ -1,0 +1,115 @@
+"""The staged executor: stages overlap, prefetch is bounded, errors reach run()."""
+
+from __future__ import annotations
+
+import threading
+import time
+
+import numpy as np
+import pytest
+
+import raypipe as rp
+from raypipe import fn
+
+CPU_SLEEP = 0.12
+GPU_SLEEP = 0.12
+
+
+def _sleep_sample(a):
+    time.sleep(CPU_SLEEP)
+    return a
+
+
+def _sleep_batch(samples):
+    time.sleep(GPU_SLEEP)
+    return samples
+
+
+@rp.pipeline_def(batch_size=4, num_threads=4, seed=0)
+def sleepy(files):
+    _, labels = fn.readers.file(files=files)
+    labels = fn.python_function(labels, function=_sleep_sample)
+    return fn.python_function(labels, function=_sleep_batch, device="gpu")
+
+
+def test_cpu_and_gpu_stages_overlap(jpeg_files):
+    """Each stage sleeps the same time per batch: steady state must cost about one stage, not two."""
+    with sleepy(jpeg_files, prefetch_queue_depth={"cpu_size": 2, "gpu_size": 2}) as pipe:
+        pipe.run()
+        pipe.run()
+        n = 6
+        start = time.perf_counter()
+        for _ in range(n):
+            (out,) = pipe.run()
+        per_batch = (time.perf_counter() - start) / n
+    assert len(out) == 4
+    assert per_batch < 0.75 * (CPU_SLEEP + GPU_SLEEP), per_batch
+    assert per_batch > 0.8 * max(CPU_SLEEP, GPU_SLEEP), per_batch
+
+
+def test_prefetch_is_bounded(jpeg_files):
+    seen: list[int] = []
+    lock = threading.Lock()
+
+    def record(label):
+        with lock:
+            seen.append(int(label[0]))
+        return label
+
+    @rp.pipeline_def(batch_size=2, num_threads=2, seed=0, prefetch_queue_depth={"cpu_size": 1, "gpu_size": 1})
+    def counting(files):
+        _, labels = fn.readers.file(files=files)
+        return fn.python_function(labels, function=record)
+
+    with counting(jpeg_files) as pipe:
+        pipe.run()
+        time.sleep(0.5)
+        # held 1 + cpu_size 1 + gpu_size 1 + 2 (in the GPU stage, finished) = 5 batches of 2
+        assert 2 <= len(seen) <= 10, seen
+
+
+def test_sample_error_reaches_run_and_names_the_file(jpeg_files):
+    def fail_on_third(label):
+        if int(label[0]) == 2:
+            raise ValueError("bad value")
+        return label
+
+    @rp.pipeline_def(batch_size=2, num_threads=2, seed=0)
+    def failing(files):
+        _, labels = fn.readers.file(files=files, name="Reader")
+        return fn.python_function(labels, function=fail_on_third, name="checker")
+
+    files = jpeg_files[:6]
+    with failing(files) as pipe:
+        (first,) = pipe.run()
+        assert np.asarray(first).ravel().tolist() == [0, 1]
+        with pytest.raises(
+            rp.SampleError, match=r"operator 'checker' failed on sample 2 \(.*img_00002.jpg\).*bad value"
+        ) as info:
+            pipe.run()
+        assert info.value.sample_index == 2 and info.value.source == files[2]
+        (third,) = pipe.run()
+        assert np.asarray(third).ravel().tolist() == [4, 5]
+
+
+def test_drive_runs_explicit_batches_then_stops(jpeg_files):
+    @rp.pipeline_def(batch_size=3, num_threads=2, seed=0)
+    def labels_only(files):
+        return fn.readers.file(files=files, labels=list(range(100, 100 + len(files))))[1]
+
+    specs = [
+        rp.BatchSpec(epoch=4, index=0, sample_indices=np.array([5, 1, 7])),
+        rp.BatchSpec(epoch=4, index=1, sample_indices=np.array([2, 2]), num_pad=1, last_in_epoch=True),
+    ]
+    with labels_only(jpeg_files[:8]) as pipe:
+        pipe.drive(specs)
+        (a,) = pipe.run()
+        info_a = pipe.last_batch_info
+        (b,) = pipe.run()
+        info_b = pipe.last_batch_info
+        with pytest.raises(StopIteration):
+            pipe.run()
+    assert np.asarray(a).ravel().tolist() == [105, 101, 107]
+    assert (info_a.epoch, info_a.index, info_a.sample_indices) == (4, 0, [5, 1, 7])
+    assert np.asarray(b).ravel().tolist() == [102, 102]
+    assert info_b.is_pad == [False, True] and info_b.last_in_epoch

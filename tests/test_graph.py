@@ -1,0 +1,144 @@
+"""Graph definition and build-time checks: device order, pruning, argument errors, both API styles."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+import raypipe as rp
+from raypipe import fn, ops
+
+
+def _build(graph_fn, **kwargs):
+    pipe = rp.pipeline_def(graph_fn, batch_size=2, num_threads=1, seed=1)(**kwargs)
+    pipe.build()
+    return pipe
+
+
+def test_cpu_operator_cannot_consume_gpu_data(jpeg_files):
+    def graph(files):
+        jpegs, _ = fn.readers.file(files=files)
+        images = fn.decoders.image(jpegs, device="mixed")
+        return fn.python_function(images, function=lambda a: a, device="cpu", name="late_cpu")
+
+    with pytest.raises(rp.PipelineDefinitionError, match=r"'late_cpu'.*device 'cpu'.*'decoders.image'#1.*mixed"):
+        _build(graph, files=jpeg_files[:2])
+
+
+def test_per_sample_argument_must_come_from_cpu(jpeg_files):
+    def graph(files):
+        jpegs, _ = fn.readers.file(files=files)
+        images = fn.decoders.image(jpegs, device="mixed")
+        coin = fn.random.coin_flip().gpu()
+        return fn.flip(images, horizontal=coin)
+
+    with pytest.raises(rp.PipelineDefinitionError, match="argument 'horizontal'.*per-sample arguments"):
+        _build(graph, files=jpeg_files[:2])
+
+
+def test_unused_branches_are_pruned(jpeg_files):
+    calls = []
+
+    def exploding(a):
+        calls.append(1)
+        raise RuntimeError("must never run")
+
+    def graph(files):
+        jpegs, labels = fn.readers.file(files=files)
+        fn.python_function(jpegs, function=exploding)
+        return labels
+
+    with _build(graph, files=jpeg_files[:4]) as pipe:
+        (labels,) = pipe.run()
+    assert np.asarray(labels).ravel().tolist() == [0, 1]
+    assert calls == []
+
+
+def test_unknown_operator_and_argument_errors(jpeg_files):
+    def unknown_op(files):
+        jpegs, _ = fn.readers.file(files=files)
+        return fn.no_such_operator(jpegs)
+
+    with pytest.raises(AttributeError, match="fn.no_such_operator"):
+        _build(unknown_op, files=jpeg_files[:2])
+
+    def unknown_arg(files):
+        jpegs, _ = fn.readers.file(files=files)
+        return fn.decoders.image(jpegs, colourspace="RGB")
+
+    with pytest.raises(rp.ArgumentError, match="decoders.image.*colourspace"):
+        _build(unknown_arg, files=jpeg_files[:2])
+
+    def bad_device(files):
+        jpegs, _ = fn.readers.file(files=files)
+        return fn.decoders.image(jpegs, device="gpu")
+
+    with pytest.raises(rp.ArgumentError, match=r"decoders.image: cannot run on device 'gpu'"):
+        _build(bad_device, files=jpeg_files[:2])
+
+
+def test_operators_outside_a_pipeline_are_an_error():
+    with pytest.raises(rp.PipelineDefinitionError, match="outside a pipeline definition"):
+        fn.random.coin_flip()
+
+
+def test_one_reader_per_pipeline(jpeg_files):
+    def graph(files):
+        _, a = fn.readers.file(files=files, name="A")
+        _, b = fn.readers.file(files=files, name="B")
+        return a, b
+
+    with pytest.raises(rp.PipelineDefinitionError, match="one reader.*'A'.*'B'"):
+        _build(graph, files=jpeg_files[:2])
+
+
+class ClassStylePipe(rp.Pipeline):
+    def __init__(self, files, **kwargs):
+        super().__init__(**kwargs)
+        self.reader = ops.readers.File(files=files, name="Reader")
+        self.decode = ops.decoders.Image(device="mixed")
+        self.coin = ops.random.CoinFlip(probability=0.5)
+
+    def define_graph(self):
+        jpegs, labels = self.reader()
+        return self.decode(jpegs), labels, self.coin()
+
+
+@pytest.mark.parametrize("style", ["class", "function"])
+def test_class_and_function_styles_agree(jpeg_files, style):
+    files = jpeg_files[:4]
+
+    @rp.pipeline_def(batch_size=99, num_threads=1, seed=5)
+    def function_pipe(files):
+        jpegs, labels = fn.readers.file(files=files, name="Reader")
+        return fn.decoders.image(jpegs, device="mixed"), labels, fn.random.coin_flip(probability=0.5)
+
+    reference = ClassStylePipe(files, batch_size=4, num_threads=2, seed=5)
+    pipe = reference if style == "class" else function_pipe(files, batch_size=4, num_threads=2)
+    with reference, pipe:
+        assert pipe.batch_size == 4 and pipe.epoch_size("Reader") == 4
+        ref = reference.run() if pipe is not reference else None
+        images, labels, coins = pipe.run()
+        assert images.device == "gpu" and labels.device == "cpu" and images.layout() == "HWC"
+        assert np.asarray(labels).ravel().tolist() == [0, 1, 2, 3]
+        if ref is not None:
+            for a, b in zip(ref, (images, labels, coins)):
+                for i in range(4):
+                    assert np.array_equal(np.asarray(a.as_cpu().at(i)), np.asarray(b.as_cpu().at(i)))
+
+
+def test_pipeline_arguments_are_validated_before_anything_runs():
+    @rp.pipeline_def(batch_size=2)
+    def graph(files):
+        return fn.readers.file(files=files)[1]
+
+    with pytest.raises(rp.ArgumentError, match="batch_size must be a positive int, got 0"):
+        graph(["x.jpg"], batch_size=0)
+    with pytest.raises(rp.ArgumentError, match="num_threads"):
+        graph(["x.jpg"], num_threads=-1)
+    with pytest.raises(rp.ArgumentError, match="cpu_size"):
+        graph(["x.jpg"], prefetch_queue_depth={"gpu_size": 2})
+    with pytest.raises(rp.ArgumentError, match="unexpected keyword argument 'root'"):
+        graph(["x.jpg"], root="x")
+    with pytest.raises(rp.ArgumentError, match="unknown pipeline arguments"):
+        rp.pipeline_def(batchsize=3)
