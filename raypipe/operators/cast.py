@@ -1,1 +1,86 @@
-"""Placeholder: being written."""
+"""``cast``: convert samples to another element type, saturating as DALI's ``ConvertSat`` does.
+
+:func:`saturate_cast` and :func:`parse_dtype` are shared by the operators that take a
+``dtype=`` argument (``crop_mirror_normalize``, ``color_twist``), so every operator
+converts the same way: floating point to integer rounds to the nearest value (ties to
+even, as CUDA's ``__float2int_rn``; DALI's host path rounds ties away from zero) and
+clamps to the target's range; integer to narrower integer clamps; anything to bool is
+``x != 0``; conversions to floating point are plain casts.
+"""
+
+from __future__ import annotations
+
+from types import ModuleType
+from typing import Any
+
+import numpy as np
+
+from ..errors import ArgumentError
+from ..operator import Operator, Schema, register
+from ..types import DALIDataType, to_numpy_dtype
+
+
+def parse_dtype(op: str, name: str, value: DALIDataType | np.dtype | type | str) -> np.dtype:
+    """Validate a ``dtype`` argument (a ``types`` member or numpy dtype); return the numpy dtype."""
+    try:
+        dtype = to_numpy_dtype(value)
+    except ValueError:
+        raise ArgumentError(f"{op}: {name} must be a types.* member or a numpy dtype, got {value!r}") from None
+    if dtype.kind not in "biuf":
+        raise ArgumentError(f"{op}: {name} must be a numeric or bool type, got {dtype}")
+    return dtype
+
+
+def _float_bounds(info: np.iinfo, float_dtype: np.dtype) -> tuple[Any, Any]:
+    """The widest ``[lo, hi]`` of ``float_dtype`` values inside the integer range
+    (``float32(2**31 - 1)`` rounds up to ``2**31``, which would overflow the cast); when
+    ``hi`` falls short of the integer maximum, the caller sets values above it to the maximum."""
+    ftype = float_dtype.type
+    lo, hi = ftype(info.min), ftype(info.max)
+    if int(hi) > info.max:
+        hi = np.nextafter(hi, ftype(0))
+    return lo, hi
+
+
+def saturate_cast(xp: ModuleType, x: Any, dtype: np.dtype, overwrite: bool = False) -> Any:
+    """``x`` converted to ``dtype`` with rounding and saturation (see the module docstring).
+
+    ``overwrite=True`` lets a float ``x`` that the caller owns be rounded in place, which
+    saves one full-size temporary on the hot paths."""
+    dtype = np.dtype(dtype)
+    if x.dtype == dtype:
+        return x
+    if dtype.kind == "b":
+        return x != 0
+    if dtype.kind == "f" or x.dtype.kind == "b":
+        return x.astype(dtype)
+    info = np.iinfo(dtype)
+    if x.dtype.kind == "f":
+        if x.dtype.itemsize < 4:
+            x, overwrite = x.astype(np.float32), True
+        lo, hi = _float_bounds(info, x.dtype)
+        rounded = xp.rint(x, out=x) if overwrite else xp.rint(x)
+        over = rounded > hi if int(hi) < info.max else None
+        result = xp.clip(rounded, lo, hi, out=rounded).astype(dtype)
+        if over is not None:
+            result[over] = info.max
+        return result
+    src = np.iinfo(x.dtype)
+    if src.min >= info.min and src.max <= info.max:
+        return x.astype(dtype)
+    return xp.clip(x, max(info.min, src.min), min(info.max, src.max)).astype(dtype)
+
+
+@register
+class Cast(Operator):
+    """Convert each sample to ``dtype`` (rounding to nearest and saturating, as DALI)."""
+
+    schema = Schema("cast", devices=("cpu", "gpu"))
+
+    def configure(self, dtype: DALIDataType | np.dtype | type | str | None = None) -> None:
+        if dtype is None:
+            raise ArgumentError("cast: dtype is required")
+        self.dtype = parse_dtype("cast", "dtype", dtype)
+
+    def compute(self, xp: ModuleType, inputs, args, ctx) -> Any:
+        return saturate_cast(xp, xp.asarray(inputs[0]), self.dtype)

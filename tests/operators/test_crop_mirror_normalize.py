@@ -1,0 +1,185 @@
+"""crop_mirror_normalize on decoded JPEGs, against a straightforward float64 numpy reference.
+
+Tolerances: float32 outputs within rtol 1e-5 / atol 1e-4 of the float64 reference
+(values are O(1), float32 rounding is ~1e-7 relative); float16 within rtol 1e-3 /
+atol 1e-3 (11-bit mantissa); integer outputs exact (the test picks parameters whose
+results are whole numbers, so no rounding tie is involved).
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pytest
+
+import raypipe as rp
+from raypipe import fn, types
+
+MEAN = [0.485 * 255, 0.456 * 255, 0.406 * 255]
+STD = [0.229 * 255, 0.224 * 255, 0.225 * 255]
+
+
+def reference(
+    image: np.ndarray,
+    crop=None,
+    pos=(0.5, 0.5),
+    mirror=False,
+    mean=0.0,
+    std=1.0,
+    scale=1.0,
+    shift=0.0,
+    layout="CHW",
+) -> np.ndarray:
+    """Crop at ``round(pos * (size - crop))`` (ties away from zero), flip, normalize in float64."""
+    if crop is not None:
+        (h, w), (H, W) = crop, image.shape[:2]
+        y0 = math.floor(pos[1] * (H - h) + 0.5)
+        x0 = math.floor(pos[0] * (W - w) + 0.5)
+        image = image[y0 : y0 + h, x0 : x0 + w]
+    if mirror:
+        image = image[:, ::-1]
+    out = (image.astype(np.float64) - np.asarray(mean, np.float64)) / np.asarray(std, np.float64) * scale + shift
+    return out.transpose(2, 0, 1) if layout == "CHW" else out
+
+
+@rp.pipeline_def(batch_size=8, num_threads=2, seed=3)
+def imagenet_pipe(files, device, **cmn_args):
+    jpegs, _ = fn.readers.file(files=files)
+    images = fn.decoders.image(jpegs)
+    mirror = fn.random.coin_flip()
+    out = fn.crop_mirror_normalize(images, device=device, mirror=mirror, **cmn_args)
+    return out, images, mirror
+
+
+def run_imagenet(files, device, **cmn_args):
+    with imagenet_pipe(files, device, **cmn_args) as pipe:
+        out, images, mirror = pipe.run()
+    host = out.as_cpu()
+    return host, [images.at(i) for i in range(len(images))], np.asarray(mirror), out.layout()
+
+
+@pytest.mark.parametrize("device", ["cpu", "gpu"])
+def test_crop_mirror_normalize_matches_reference(jpeg_files, device):
+    out, images, mirror, layout = run_imagenet(
+        jpeg_files[:8], device, crop=(200, 180), dtype=types.FLOAT, mean=MEAN, std=STD
+    )
+    assert set(mirror.tolist()) == {0, 1}, "the seed must give both mirrored and plain samples"
+    assert layout == "CHW"
+    dense = np.asarray(out)
+    assert dense.shape == (8, 3, 200, 180) and dense.dtype == np.float32
+    for i, image in enumerate(images):
+        expected = reference(image, crop=(200, 180), mirror=bool(mirror[i]), mean=MEAN, std=STD)
+        np.testing.assert_allclose(dense[i], expected, rtol=1e-5, atol=1e-4)
+
+
+def test_gpu_batched_path_equals_host_path(jpeg_files):
+    """The GPU stage stacks the windows and normalizes the whole batch; same float32 ops, same bits."""
+    host, _, _, _ = run_imagenet(jpeg_files[:8], "cpu", crop=(224, 224), mean=MEAN, std=STD)
+    batched, _, _, _ = run_imagenet(jpeg_files[:8], "gpu", crop=(224, 224), mean=MEAN, std=STD)
+    np.testing.assert_array_equal(np.asarray(host), np.asarray(batched))
+
+
+@pytest.mark.parametrize("device", ["cpu", "gpu"])
+def test_per_sample_crop_position(jpeg_files, device):
+    @rp.pipeline_def(batch_size=4, num_threads=2, seed=5)
+    def pipe():
+        jpegs, _ = fn.readers.file(files=jpeg_files[:4])
+        images = fn.decoders.image(jpegs)
+        pos_x = fn.random.uniform(range=(0.0, 1.0))
+        out = fn.crop_mirror_normalize(
+            images, device=device, crop=(100, 120), crop_pos_x=pos_x, crop_pos_y=1.0, output_layout="HWC"
+        )
+        return out, images, pos_x
+
+    with pipe() as p:
+        out, images, pos_x = p.run()
+    assert out.layout() == "HWC"
+    dense = np.asarray(out.as_cpu())
+    assert len(set(np.asarray(pos_x).tolist())) == 4
+    for i in range(4):
+        expected = reference(images.at(i), crop=(100, 120), pos=(float(pos_x.at(i)), 1.0), layout="HWC")
+        np.testing.assert_array_equal(dense[i], expected.astype(np.float32))
+
+
+@pytest.mark.parametrize("device", ["cpu", "gpu"])
+def test_hwc_float16_without_crop(jpeg_files, device):
+    """No crop: decoded sizes differ, so the GPU stage takes its per-sample path."""
+    out, images, mirror, layout = run_imagenet(
+        jpeg_files[:8], device, dtype=types.FLOAT16, output_layout="HWC", mean=MEAN, std=STD, scale=0.5, shift=2.0
+    )
+    assert layout == "HWC"
+    assert len({image.shape for image in images}) > 1
+    for i, image in enumerate(images):
+        got = out.at(i)
+        assert got.dtype == np.float16 and got.shape == image.shape
+        expected = reference(image, mirror=bool(mirror[i]), mean=MEAN, std=STD, scale=0.5, shift=2.0, layout="HWC")
+        np.testing.assert_allclose(got.astype(np.float64), expected, rtol=1e-3, atol=1e-3)
+
+
+@pytest.mark.parametrize("device", ["cpu", "gpu"])
+def test_uint8_output_saturates(jpeg_files, device):
+    out, images, mirror, _ = run_imagenet(
+        jpeg_files[:8], device, crop=(150, 150), dtype=types.UINT8, scale=2.0, shift=-200.0
+    )
+    dense = np.asarray(out)
+    assert dense.dtype == np.uint8
+    assert dense.min() == 0 and dense.max() == 255
+    for i, image in enumerate(images):
+        expected = np.clip(reference(image, crop=(150, 150), mirror=bool(mirror[i]), scale=2.0, shift=-200.0), 0, 255)
+        np.testing.assert_array_equal(dense[i], expected.astype(np.uint8))
+
+
+@pytest.mark.parametrize("device", ["cpu", "gpu"])
+def test_pad_output_adds_zero_channel(jpeg_files, device):
+    plain, _, _, _ = run_imagenet(jpeg_files[:8], device, crop=(64, 64), mean=MEAN, std=STD)
+    padded, _, _, _ = run_imagenet(jpeg_files[:8], device, crop=(64, 64), mean=MEAN, std=STD, pad_output=True)
+    plain, padded = np.asarray(plain), np.asarray(padded)
+    assert padded.shape == (8, 4, 64, 64)
+    np.testing.assert_array_equal(padded[:, :3], plain)
+    assert not padded[:, 3].any()
+
+
+def test_crop_larger_than_image_fails_naming_the_sample(jpeg_files):
+    with imagenet_pipe(jpeg_files[:8], "cpu", crop=(2000, 100)) as pipe:
+        with pytest.raises(rp.SampleError, match=r"crop 2000x100 exceeds the \d+x\d+ image"):
+            pipe.run()
+
+
+def test_mean_length_must_match_channels(jpeg_files):
+    @rp.pipeline_def(batch_size=2, num_threads=1, seed=0)
+    def gray():
+        jpegs, _ = fn.readers.file(files=jpeg_files[:2])
+        return fn.crop_mirror_normalize(fn.decoders.image(jpegs, output_type=types.GRAY), mean=MEAN, std=STD)
+
+    with gray() as pipe:
+        with pytest.raises(rp.SampleError, match="mean/std have 3/3 values but the image has 1 channels"):
+            pipe.run()
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "match"),
+    [
+        ({"crop": (224,)}, "crop must be a pair of positive ints"),
+        ({"crop": (0, 10)}, "crop must be a pair of positive ints"),
+        ({"crop_pos_x": 1.5}, r"crop_pos_x must lie in \[0, 1\]"),
+        ({"crop_pos_y": "top"}, "crop_pos_y must be a number"),
+        ({"mirror": 2}, "mirror must be 0 or 1"),
+        ({"std": [1.0, 0.0, 1.0]}, "std must not contain zeros"),
+        ({"mean": [1.0, 2.0], "std": [1.0, 2.0, 3.0]}, "mean has 2 values but std has 3"),
+        ({"mean": []}, "mean must hold one or more finite numbers"),
+        ({"scale": float("nan")}, "scale must be finite"),
+        ({"dtype": "not-a-type"}, "dtype must be a types"),
+        ({"output_layout": "NCHW"}, "output_layout must be one of"),
+        ({"fill": 0}, "unexpected keyword argument 'fill'"),
+    ],
+)
+def test_argument_errors(jpeg_files, kwargs, match):
+    @rp.pipeline_def(batch_size=1, num_threads=1)
+    def pipe():
+        jpegs, _ = fn.readers.file(files=jpeg_files[:1])
+        return fn.crop_mirror_normalize(fn.decoders.image(jpegs), **kwargs)
+
+    with pipe() as p:
+        with pytest.raises(rp.ArgumentError, match=f"crop_mirror_normalize: .*{match}"):
+            p.build()

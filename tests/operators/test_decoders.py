@@ -1,0 +1,140 @@
+"""Decoders on real JPEG files against Pillow; bad files raise or are skipped and counted."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from PIL import Image
+
+import raypipe as rp
+from raypipe import fn, types
+from raypipe.keyed_random import SampleContext
+from raypipe.operators.crop_window import random_crop_window
+
+
+@rp.pipeline_def(batch_size=4, num_threads=2, seed=11)
+def decode(files, device="cpu", **decoder_args):
+    jpegs, labels = fn.readers.file(files=files, name="Reader")
+    return fn.decoders.image(jpegs, device=device, **decoder_args), labels
+
+
+@pytest.mark.parametrize("device", ["cpu", "mixed"])
+@pytest.mark.parametrize("output_type, mode", [(types.RGB, "RGB"), (types.GRAY, "L"), (types.BGR, "RGB")])
+def test_image_matches_pillow(jpeg_files, device, output_type, mode):
+    with decode(jpeg_files[:4], device=device, output_type=output_type) as pipe:
+        images, _ = pipe.run()
+    assert images.device == ("gpu" if device == "mixed" else "cpu")
+    images = images.as_cpu()
+    for i, path in enumerate(jpeg_files[:4]):
+        ref = np.asarray(Image.open(path).convert(mode))
+        ref = ref[:, :, None] if mode == "L" else ref
+        ref = ref[:, :, ::-1] if output_type is types.BGR else ref
+        assert np.array_equal(images.at(i), ref)  # exact: the same libjpeg-turbo
+
+
+@rp.pipeline_def(batch_size=4, num_threads=2, seed=11)
+def random_crop(files, resize_to=None, **decoder_args):
+    jpegs, _ = fn.readers.file(files=files, name="Reader")
+    images = fn.decoders.image_random_crop(jpegs, **decoder_args)
+    if resize_to is not None:
+        images = fn.resize(images, resize_x=resize_to[0], resize_y=resize_to[1])
+    return images
+
+
+def _window(path, op_id, index, seed=11, epoch=0, area=(0.08, 1.0)):
+    width, height = Image.open(path).size
+    rng = SampleContext(seed, epoch, index).rng(op_id)
+    return random_crop_window(width, height, area, (3 / 4, 4 / 3), 10, rng)
+
+
+def test_image_random_crop_is_decode_then_crop_of_the_keyed_window(jpeg_files):
+    with random_crop(jpeg_files[:8], num_threads=3) as pipe:
+        (crops,) = pipe.run()
+        (crops2,) = pipe.run()
+    for i, path in enumerate(jpeg_files[:8]):
+        x, y, w, h = _window(path, op_id=1, index=i)
+        ref = np.asarray(Image.open(path).convert("RGB"))[y : y + h, x : x + w]
+        got = (crops if i < 4 else crops2).at(i % 4)
+        assert np.array_equal(got, ref)
+
+
+def test_dct_downscaling_applies_to_large_crops_and_stays_close(tmp_path):
+    from raypipe.datasets import synthetic_image
+
+    path = str(tmp_path / "large.jpg")
+    synthetic_image(np.random.default_rng(0), 2000, 1500).save(path, quality=90)
+    args = {"random_area": (0.9, 1.0), "resize_to": (224, 224)}
+    with random_crop([path] * 4, **args) as pipe:
+        (fast,) = pipe.run()
+        op = pipe._staged.host_nodes[1].op
+        assert op.target_size == (224, 224)
+    x, y, w, h = _window(path, op_id=1, index=0, area=(0.9, 1.0))
+    ref = Image.open(path).convert("RGB").resize((224, 224), Image.BILINEAR, box=(x, y, x + w, y + h))
+    diff = np.abs(np.asarray(fast.at(0), dtype=np.int16) - np.asarray(ref, dtype=np.int16))
+    # DCT-domain 1/4 scaling then bilinear vs full decode then bilinear: close, not identical
+    assert diff.mean() < 3.0, diff.mean()
+
+
+def test_no_dct_hint_when_output_is_also_returned(jpeg_files):
+    @rp.pipeline_def(batch_size=2, num_threads=1, seed=0)
+    def both(files):
+        jpegs, _ = fn.readers.file(files=files)
+        crops = fn.decoders.image_random_crop(jpegs)
+        return crops, fn.resize(crops, resize_x=64, resize_y=64)
+
+    with both(jpeg_files[:2]) as pipe:
+        pipe.build()
+        assert pipe._staged.host_nodes[1].op.target_size is None
+
+
+@pytest.fixture()
+def bad_files(tmp_path, jpeg_files):
+    data = open(jpeg_files[0], "rb").read()
+    truncated = tmp_path / "truncated.jpg"
+    truncated.write_bytes(data[: len(data) // 3])
+    text = tmp_path / "notes.jpg"
+    text.write_text("this is not an image")
+    return [str(truncated), str(text)]
+
+
+@pytest.mark.parametrize("decoder", ["image", "image_random_crop"])
+@pytest.mark.parametrize("which, message", [(0, "truncated"), (1, "not a recognised image format")])
+def test_bad_image_names_the_file(jpeg_files, bad_files, decoder, which, message):
+    files = [jpeg_files[0], bad_files[which]]
+
+    @rp.pipeline_def(batch_size=2, num_threads=2, seed=0)
+    def pipe_def():
+        jpegs, _ = fn.readers.file(files=files)
+        return getattr(fn.decoders, decoder)(jpegs)
+
+    with pipe_def() as pipe:
+        with pytest.raises(rp.DecodeError, match=message) as info:
+            pipe.run()
+    assert info.value.source == bad_files[which] and info.value.sample_index == 1
+    assert bad_files[which] in str(info.value)
+
+
+def test_on_error_skip_counts_and_reports(jpeg_files, bad_files):
+    files = [jpeg_files[0], bad_files[0], jpeg_files[1], bad_files[1]]
+    with decode(files, on_error="skip") as pipe:
+        images, labels = pipe.run()
+        assert len(images) == 2 and np.asarray(labels).ravel().tolist() == [0, 2]
+        skipped = pipe.skipped_samples
+        assert [(s.sample_index, s.source) for s in skipped] == [(1, bad_files[0]), (3, bad_files[1])]
+        assert "truncated" in skipped[0].reason and pipe.last_batch_info.sample_indices == [0, 2]
+
+
+def test_decoder_argument_errors(jpeg_files):
+    with pytest.raises(rp.ArgumentError, match="on_error must be 'raise' or 'skip'"):
+        decode(jpeg_files[:1], on_error="ignore").build()
+    with pytest.raises(rp.ArgumentError, match="random_area must lie in"):
+        random_crop(jpeg_files[:1], random_area=(0.5, 2.0)).build()
+
+
+def test_png_and_grayscale_inputs_convert_to_rgb(tmp_path):
+    gray = tmp_path / "g.png"
+    Image.fromarray(np.arange(64, dtype=np.uint8).reshape(8, 8), "L").save(gray)
+    with decode([str(gray)], batch_size=1) as pipe:
+        images, _ = pipe.run()
+    out = images.at(0)
+    assert out.shape == (8, 8, 3) and np.array_equal(out[:, :, 0], np.arange(64).reshape(8, 8))
