@@ -9,6 +9,7 @@ from . import (  # noqa: F401
     flip,
     python_function,
     random,
+    random_resized_crop,
     readers,
     resize,
     rotate,

@@ -1,1 +1,60 @@
-"""Placeholder: being written."""
+"""``flip``: mirror images horizontally and/or vertically, per sample when the flags are
+argument inputs (``horizontal=fn.random.coin_flip()``)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from ..errors import ArgumentError
+from ..operator import Operator, Schema, as_scalar, register
+
+# (vertical axis, horizontal axis) of each supported layout.
+AXES = {"HWC": (0, 1), "CHW": (1, 2), "HW": (0, 1)}
+
+
+def _flag(name: str, value: Any) -> int:
+    if value not in (0, 1):
+        raise ArgumentError(f"flip: {name} must be 0 or 1, got {value!r}")
+    return int(value)
+
+
+@register
+class Flip(Operator):
+    """Mirror images; a flag of 1 flips that direction.
+
+    ``layout`` ("HWC", "CHW" or "HW") says which axes are height and width; by default
+    it is the input's layout as the graph reports it at build time, or HWC when unknown.
+    """
+
+    schema = Schema("flip", devices=("cpu", "gpu"), arg_inputs=("horizontal", "vertical"))
+
+    def configure(self, horizontal: int = 1, vertical: int = 0, layout: str | None = None) -> None:
+        self.horizontal = _flag("horizontal", horizontal)
+        self.vertical = _flag("vertical", vertical)
+        if layout is not None and layout not in AXES:
+            raise ArgumentError(f"flip: layout must be one of {tuple(AXES)}, got {layout!r}")
+        self.layout = layout
+        self.resolved_layout = layout or "HWC"
+
+    def output_layout(self, input_layouts):
+        given = input_layouts[0] if input_layouts else ""
+        if self.layout is None and given:
+            if given not in AXES:
+                raise ArgumentError(f"flip: cannot tell the image axes of layout {given!r}; pass layout=")
+            self.resolved_layout = given
+        return self.resolved_layout
+
+    def compute(self, xp, inputs, args, ctx):
+        image = inputs[0]
+        layout = self.resolved_layout
+        if image.ndim != len(layout):
+            raise ValueError(f"flip: expects {layout} data, got shape {tuple(image.shape)}")
+        vertical_axis, horizontal_axis = AXES[layout]
+        axes = [
+            axis
+            for axis, flag in ((vertical_axis, "vertical"), (horizontal_axis, "horizontal"))
+            if as_scalar(args.get(flag, getattr(self, flag)))
+        ]
+        if not axes:
+            return image
+        return xp.ascontiguousarray(xp.flip(image, axis=tuple(axes)))

@@ -1,0 +1,78 @@
+"""``random_resized_crop``: a random window (area and aspect ratio sampled per sample)
+resized to a fixed size, as torchvision's RandomResizedCrop and DALI's operator do.
+
+The window comes from the sample's keyed random stream, so the CPU and GPU
+variants, and any number of threads, pick the same window for the same sample.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import numpy as np
+
+from ..errors import ArgumentError
+from ..operator import Operator, Schema, check_range, register
+from .crop_window import random_crop_window
+from .resample import check_hwc, check_linear_interp, pil_resize, pillow_applies, resample
+
+
+def _output_size(size: int | Sequence[int]) -> tuple[int, int]:
+    sizes = (size, size) if isinstance(size, (int, np.integer)) else tuple(size)
+    if len(sizes) != 2 or any(isinstance(s, bool) or not isinstance(s, (int, np.integer)) or s < 1 for s in sizes):
+        raise ArgumentError(f"random_resized_crop: size must be a positive int or a pair (h, w), got {size!r}")
+    return int(sizes[0]), int(sizes[1])
+
+
+@register
+class RandomResizedCrop(Operator):
+    """Crop a random window of an HWC image and resize it to ``size`` = (h, w), antialiased bilinear."""
+
+    schema = Schema("random_resized_crop", devices=("cpu", "gpu"))
+
+    def configure(
+        self,
+        size: int | Sequence[int] | None = None,
+        random_area: Sequence[float] = (0.08, 1.0),
+        random_aspect_ratio: Sequence[float] = (3 / 4, 4 / 3),
+        num_attempts: int = 10,
+        antialias: bool = True,
+        interp_type=None,
+    ) -> None:
+        name = self.schema.name
+        if size is None:
+            raise ArgumentError(f"{name}: size is required (an int or a pair (h, w))")
+        self.height, self.width = _output_size(size)
+        self.random_area = check_range(name, "random_area", random_area, low=0.0)
+        if not 0 < self.random_area[1] <= 1:
+            raise ArgumentError(f"{name}: random_area must lie in (0, 1], got {random_area!r}")
+        self.random_aspect_ratio = check_range(name, "random_aspect_ratio", random_aspect_ratio)
+        if self.random_aspect_ratio[0] <= 0:
+            raise ArgumentError(f"{name}: random_aspect_ratio must be positive, got {random_aspect_ratio!r}")
+        if isinstance(num_attempts, bool) or not isinstance(num_attempts, int) or num_attempts < 1:
+            raise ArgumentError(f"{name}: num_attempts must be a positive int, got {num_attempts!r}")
+        self.num_attempts = num_attempts
+        self.antialias = bool(antialias)
+        check_linear_interp(name, interp_type)
+
+    def window(self, width: int, height: int, ctx) -> tuple[int, int, int, int]:
+        """The crop window ``(x, y, w, h)`` of this sample in a ``width`` x ``height`` image."""
+        return random_crop_window(
+            width, height, self.random_area, self.random_aspect_ratio, self.num_attempts, self.rng(ctx)
+        )
+
+    def _box(self, image, ctx) -> tuple[int, int, int, int]:
+        check_hwc(self.schema.name, image)
+        x, y, w, h = self.window(image.shape[1], image.shape[0], ctx)
+        return x, y, x + w, y + h
+
+    def compute(self, xp, inputs, args, ctx):
+        image = inputs[0]
+        box = self._box(image, ctx)
+        return resample(xp, image, self.width, self.height, box=box, antialias=self.antialias)
+
+    def run_sample(self, inputs, args, ctx):
+        image = inputs[0]
+        if not pillow_applies(image, None, self.antialias):
+            return self.compute(np, inputs, args, ctx)
+        return pil_resize(image, self.width, self.height, box=self._box(image, ctx))

@@ -1,0 +1,154 @@
+"""``crop``: DALI's anchor rule, per-sample positions, out-of-bounds policies, argument errors."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+import raypipe as rp
+from raypipe import fn
+from raypipe.operators.crop import crop_window
+
+
+def _samples(tl) -> list[np.ndarray]:
+    tl = tl.as_cpu()
+    return [np.asarray(tl.at(i)) for i in range(len(tl))]
+
+
+def _run(files, device, pos_x=None, **crop_args):
+    """Crop outputs, source images and (when ``pos_x`` is a range) the drawn crop_pos_x values."""
+
+    @rp.pipeline_def(batch_size=len(files), num_threads=2, seed=11)
+    def pipe():
+        jpegs, _ = fn.readers.file(files=files)
+        images = fn.decoders.image(jpegs)
+        if pos_x is None:
+            return fn.crop(images, device=device, **crop_args), images
+        x = fn.random.uniform(range=pos_x)
+        return fn.crop(images, device=device, crop_pos_x=x, **crop_args), images, x
+
+    with pipe() as p:
+        outs = p.run()
+    assert outs[0].device == ("gpu" if device == "gpu" else "cpu")
+    return [_samples(tl) for tl in outs]
+
+
+@pytest.mark.parametrize(
+    ("args", "expected"),
+    [
+        ((375, 500, 224, 224, 0.5, 0.5), (76, 138)),  # 75.5 rounds away from zero
+        ((375, 500, 224, 224, 0.0, 0.0), (0, 0)),
+        ((375, 500, 224, 224, 1.0, 1.0), (151, 276)),
+        ((100, 100, 120, 120, 0.5, 0.5), (-10, -10)),
+        ((100, 100, 121, 121, 0.5, 0.5), (-11, -11)),  # -10.5 rounds away from zero
+        ((10, 10, 10, 10, 0.3, 0.7), (0, 0)),
+    ],
+)
+def test_crop_window_follows_dali_rounding(args, expected):
+    assert crop_window(*args) == expected
+
+
+@given(
+    in_h=st.integers(1, 2000),
+    in_w=st.integers(1, 2000),
+    frac_h=st.floats(0, 1),
+    frac_w=st.floats(0, 1),
+    pos_x=st.floats(0, 1),
+    pos_y=st.floats(0, 1),
+)
+def test_crop_window_stays_inside_when_the_crop_fits(in_h, in_w, frac_h, frac_w, pos_x, pos_y):
+    crop_h, crop_w = max(1, int(in_h * frac_h)), max(1, int(in_w * frac_w))
+    y0, x0 = crop_window(in_h, in_w, crop_h, crop_w, pos_x, pos_y)
+    assert 0 <= y0 <= in_h - crop_h and 0 <= x0 <= in_w - crop_w
+
+
+@pytest.mark.parametrize("device", ["cpu", "gpu"])
+def test_crop_matches_numpy_slice(jpeg_files, device):
+    outs, srcs = _run(jpeg_files[:4], device, crop=(200, 300), crop_pos_x=0.25, crop_pos_y=0.75)
+    for got, src in zip(outs, srcs):
+        y0, x0 = crop_window(src.shape[0], src.shape[1], 200, 300, 0.25, 0.75)
+        np.testing.assert_array_equal(got, src[y0 : y0 + 200, x0 : x0 + 300])
+
+
+@pytest.mark.parametrize("device", ["cpu", "gpu"])
+def test_per_sample_position(jpeg_files, device):
+    outs, srcs, xs = _run(jpeg_files[:4], device, pos_x=(0.0, 1.0), crop_h=100, crop_w=150)
+    assert len({float(x) for x in xs}) == 4
+    for got, src, x in zip(outs, srcs, xs):
+        y0, x0 = crop_window(src.shape[0], src.shape[1], 100, 150, float(x), 0.5)
+        np.testing.assert_array_equal(got, src[y0 : y0 + 100, x0 : x0 + 150])
+
+
+@pytest.mark.parametrize("device", ["cpu", "gpu"])
+def test_crop_larger_than_image_is_an_error_naming_both_sizes(jpeg_files, device):
+    @rp.pipeline_def(batch_size=2, num_threads=1, seed=0)
+    def pipe():
+        jpegs, _ = fn.readers.file(files=jpeg_files[:2])
+        return fn.crop(fn.decoders.image(jpegs), device=device, crop=(1000, 100))
+
+    with (
+        pipe() as p,
+        pytest.raises(rp.SampleError, match=r"1000x100 \(h x w\) window does not fit in the \d+x\d+ image"),
+    ):
+        p.run()
+
+
+@pytest.mark.parametrize("device", ["cpu", "gpu"])
+def test_pad_policy_fills_outside_the_image(jpeg_files, device):
+    crop_h, crop_w = 500, 700
+    outs, srcs = _run(
+        jpeg_files[:3],
+        device,
+        crop=(crop_h, crop_w),
+        crop_pos_x=0.0,
+        out_of_bounds_policy="pad",
+        fill_values=(1, 2, 3),
+    )
+    for got, src in zip(outs, srcs):
+        in_h, in_w = src.shape[:2]
+        y0, x0 = crop_window(in_h, in_w, crop_h, crop_w, 0.0, 0.5)
+        expected = np.empty((crop_h, crop_w, 3), np.uint8)
+        expected[...] = (1, 2, 3)
+        expected[-y0 : -y0 + in_h, -x0 : -x0 + in_w] = src
+        assert x0 == 0 and y0 < 0
+        np.testing.assert_array_equal(got, expected)
+
+
+@pytest.mark.parametrize("device", ["cpu", "gpu"])
+def test_per_sample_position_out_of_range_is_an_error(jpeg_files, device):
+    @rp.pipeline_def(batch_size=1, num_threads=1, seed=0)
+    def pipe():
+        jpegs, _ = fn.readers.file(files=jpeg_files[:1])
+        x = fn.random.uniform(range=(1.5, 2.0))
+        return fn.crop(fn.decoders.image(jpegs), device=device, crop=(10, 10), crop_pos_x=x)
+
+    with pipe() as p, pytest.raises(rp.SampleError, match=r"crop_pos_x must be in \[0, 1\]"):
+        p.run()
+
+
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        ({}, r"give crop=\(h, w\), or both crop_h and crop_w"),
+        ({"crop_h": 10}, r"give crop=\(h, w\), or both crop_h and crop_w"),
+        ({"crop": (10, 10), "crop_w": 5}, "not both"),
+        ({"crop": (10, 0)}, "at least 1"),
+        ({"crop": (1, 2, 3)}, r"crop must be a size or a pair \(h, w\)"),
+        ({"crop": 10, "crop_pos_y": -0.1}, r"crop_pos_y must be in \[0, 1\]"),
+        ({"crop": 10, "crop_pos_x": "left"}, "crop_pos_x must be a number"),
+        ({"crop": 10, "out_of_bounds_policy": "trim"}, "out_of_bounds_policy must be one of"),
+        ({"crop": 10, "fill_values": "grey"}, "fill_values must be numbers"),
+    ],
+)
+def test_invalid_arguments_are_named(jpeg_files, args, message):
+    @rp.pipeline_def(batch_size=1, num_threads=1, seed=0)
+    def pipe():
+        jpegs, _ = fn.readers.file(files=jpeg_files[:1])
+        return fn.crop(fn.decoders.image(jpegs), **args)
+
+    p = pipe()
+    with pytest.raises(rp.ArgumentError, match=f"crop: .*{message}"):
+        p.build()
+    p.close()

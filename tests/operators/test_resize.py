@@ -1,0 +1,198 @@
+"""``resize``: DALI's sizing rules, Pillow parity on both devices, argument errors."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+from PIL import Image
+
+import raypipe as rp
+from raypipe import fn
+from raypipe.operators.resize import Resize, output_size
+
+# The GPU path is float32 matrix products; Pillow uses 22-bit fixed-point weights, so
+# values that land on a rounding boundary may differ. One level per pass is possible,
+# hence at most 2 overall, and such pixels are rare.
+GPU_MAX_DIFF = 2
+GPU_MEAN_DIFF = 0.1
+
+
+def _samples(tl) -> list[np.ndarray]:
+    tl = tl.as_cpu()
+    return [np.asarray(tl.at(i)) for i in range(len(tl))]
+
+
+def _run(files, device, **resize_args):
+    @rp.pipeline_def(batch_size=len(files), num_threads=2, seed=3)
+    def pipe():
+        jpegs, _ = fn.readers.file(files=files)
+        images = fn.decoders.image(jpegs)
+        return fn.resize(images, device=device, **resize_args), images
+
+    with pipe() as p:
+        out, src = p.run()
+    assert out.device == ("gpu" if device == "gpu" else "cpu")
+    assert out.layout() == "HWC"
+    return _samples(out), _samples(src)
+
+
+def _pillow(image: np.ndarray, width: int, height: int) -> np.ndarray:
+    return np.asarray(Image.fromarray(image).resize((width, height), Image.Resampling.BILINEAR))
+
+
+def _check_parity(device: str, got: np.ndarray, ref: np.ndarray) -> None:
+    assert got.shape == ref.shape and got.dtype == ref.dtype
+    diff = np.abs(got.astype(np.int32) - ref)
+    if device == "cpu":
+        assert diff.max() == 0
+    else:
+        assert diff.max() <= GPU_MAX_DIFF
+        assert diff.mean() < GPU_MEAN_DIFF
+
+
+@pytest.mark.parametrize(
+    ("size", "args", "expected"),
+    [
+        ((500, 375), {"resize_x": 224, "resize_y": 160}, (224, 160)),
+        ((500, 375), {"resize_x": 250}, (250, 188)),
+        ((500, 375), {"resize_y": 150}, (200, 150)),
+        ((500, 375), {"resize_x": 250, "mode": "stretch"}, (250, 375)),
+        ((500, 375), {"resize_x": 224, "resize_y": 224, "mode": "not_smaller"}, (299, 224)),
+        ((500, 375), {"resize_x": 224, "resize_y": 224, "mode": "not_larger"}, (224, 168)),
+        ((1280, 720), {"resize_x": 640, "resize_y": 480, "mode": "not_larger"}, (640, 360)),
+        ((640, 480), {"resize_x": 1920, "resize_y": 1080, "mode": "not_smaller"}, (1920, 1440)),
+        ((500, 375), {"resize_shorter": 256}, (341, 256)),
+        ((375, 500), {"resize_shorter": 256}, (256, 341)),
+        ((500, 375), {"resize_longer": 256}, (256, 192)),
+        ((1000, 3), {"resize_x": 10}, (10, 1)),
+    ],
+)
+def test_output_size_follows_dali_rules(size, args, expected):
+    assert output_size(*size, **args) == expected
+
+
+@settings(max_examples=200, deadline=None)
+@given(
+    in_w=st.integers(1, 4000),
+    in_h=st.integers(1, 4000),
+    req_w=st.integers(1, 2000),
+    req_h=st.integers(1, 2000),
+)
+def test_not_smaller_and_not_larger_bound_the_requested_size(in_w, in_h, req_w, req_h):
+    w, h = output_size(in_w, in_h, resize_x=req_w, resize_y=req_h, mode="not_smaller")
+    assert w >= req_w and h >= req_h and (w == req_w or h == req_h)
+    w, h = output_size(in_w, in_h, resize_x=req_w, resize_y=req_h, mode="not_larger")
+    assert (w <= req_w or w == 1) and (h <= req_h or h == 1) and (w == req_w or h == req_h)
+
+
+@pytest.mark.parametrize(
+    ("args", "expected"),
+    [
+        ({"resize_x": 224, "resize_y": 160}, (224, 160)),
+        ({"resize_x": 224, "resize_y": 160, "mode": "stretch"}, (224, 160)),
+        ({"resize_x": 224, "resize_y": 160, "mode": "not_smaller"}, None),
+        ({"resize_x": 224}, None),
+        ({"resize_shorter": 256}, None),
+    ],
+)
+def test_fixed_output_size_only_for_exact_sizes(args, expected):
+    assert Resize(device="cpu", op_id=0, **args).fixed_output_size() == expected
+
+
+@pytest.mark.parametrize("device", ["cpu", "gpu"])
+@pytest.mark.parametrize("size", [(224, 160), (640, 520), (500, 120)], ids=["down", "up", "mixed"])
+def test_resize_matches_pillow(jpeg_files, device, size):
+    outs, srcs = _run(jpeg_files[:3], device, resize_x=size[0], resize_y=size[1])
+    for got, src in zip(outs, srcs):
+        _check_parity(device, got, _pillow(src, *size))
+
+
+@pytest.mark.parametrize("device", ["cpu", "gpu"])
+def test_resize_shorter_keeps_aspect_ratio(jpeg_files, device):
+    outs, srcs = _run(jpeg_files[4:7], device, resize_shorter=200)
+    for got, src in zip(outs, srcs):
+        width, height = output_size(src.shape[1], src.shape[0], resize_shorter=200)
+        assert min(got.shape[:2]) == 200
+        _check_parity(device, got, _pillow(src, width, height))
+
+
+@pytest.mark.parametrize("device", ["cpu", "gpu"])
+def test_float_output_is_unrounded_pillow_filter(jpeg_files, device):
+    outs, srcs = _run(jpeg_files[:2], device, resize_x=150, resize_y=100, dtype=rp.types.FLOAT)
+    for got, src in zip(outs, srcs):
+        assert got.dtype == np.float32
+        # Pillow rounds to uint8 after each pass; the float result does not.
+        assert np.abs(got - _pillow(src, 150, 100)).max() <= 1.0
+        assert not np.array_equal(got, np.round(got))
+
+
+def _bilinear_reference(image: np.ndarray, width: int, height: int) -> np.ndarray:
+    """Plain bilinear interpolation at output pixel centres, edges clamped."""
+    in_h, in_w = image.shape[:2]
+    xs = (np.arange(width) + 0.5) * in_w / width - 0.5
+    ys = (np.arange(height) + 0.5) * in_h / height - 0.5
+    img = image.astype(np.float64)
+    rows = np.stack([[np.interp(xs, np.arange(in_w), img[y, :, c]) for c in range(3)] for y in range(in_h)])
+    rows = rows.transpose(0, 2, 1)
+    cols = np.stack([[np.interp(ys, np.arange(in_h), rows[:, x, c]) for c in range(3)] for x in range(width)])
+    return cols.transpose(2, 0, 1)
+
+
+@pytest.mark.parametrize("device", ["cpu", "gpu"])
+def test_antialias_false_is_plain_bilinear(jpeg_files, device):
+    outs, srcs = _run(jpeg_files[:2], device, resize_x=100, resize_y=80, antialias=False)
+    for got, src in zip(outs, srcs):
+        ref = _bilinear_reference(src, 100, 80)
+        # The uint8 intermediate between the passes costs at most one level.
+        assert np.abs(got - ref).max() <= 1.0
+        assert np.abs(got.astype(np.int32) - _pillow(src, 100, 80)).mean() > 1.0
+
+
+def test_random_crop_decoder_feeds_resize(jpeg_files):
+    @rp.pipeline_def(batch_size=4, num_threads=2, seed=5)
+    def pipe():
+        jpegs, _ = fn.readers.file(files=jpeg_files[:4])
+        images = fn.decoders.image_random_crop(jpegs)
+        return fn.resize(images, resize_x=64, resize_y=48)
+
+    with pipe() as p:
+        (out,) = p.run()
+    assert np.asarray(out).shape == (4, 48, 64, 3)
+
+
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        ({}, "give resize_x and/or resize_y"),
+        ({"resize_x": -3}, "resize_x must be a positive number"),
+        ({"resize_y": "big"}, "resize_y must be a positive number"),
+        ({"resize_x": 10, "mode": "fit"}, "mode must be one of"),
+        ({"resize_shorter": 256, "resize_x": 224}, "resize_shorter cannot be combined"),
+        ({"resize_longer": 256, "mode": "stretch"}, "resize_longer cannot be combined"),
+        ({"resize_x": 10, "interp_type": "cubic"}, "interp_type 'cubic' is not supported"),
+        ({"resize_x": 10, "dtype": "pixels"}, "unknown dtype 'pixels'"),
+        ({"resize_x": 10, "size": 3}, "resize: .*'size'"),
+    ],
+)
+def test_invalid_arguments_are_named(jpeg_files, args, message):
+    @rp.pipeline_def(batch_size=1, num_threads=1, seed=0)
+    def pipe():
+        jpegs, _ = fn.readers.file(files=jpeg_files[:1])
+        return fn.resize(fn.decoders.image(jpegs), **args)
+
+    p = pipe()
+    with pytest.raises(rp.ArgumentError, match=message):
+        p.build()
+    p.close()
+
+
+def test_non_image_input_names_the_shape(jpeg_files):
+    @rp.pipeline_def(batch_size=1, num_threads=1, seed=0)
+    def pipe():
+        jpegs, _ = fn.readers.file(files=jpeg_files[:1])
+        return fn.resize(jpegs, resize_x=10)
+
+    with pipe() as p, pytest.raises(rp.SampleError, match=r"resize: expects a non-empty HWC image, got shape \(\d+,\)"):
+        p.run()
