@@ -205,7 +205,7 @@ def _hint_decoders(ordered: list[OpNode], outputs: Sequence[DataNode]) -> None:
         if consumers and all(node.outputs[0] in c.inputs for c in consumers) and len(sizes) == 1:
             size = sizes.pop()
             if size is not None:
-                hint(*size)
+                hint(*size, on_host=node.device == "cpu" and all(c.device == "cpu" for c in consumers))
 
 
 def _reachable(outputs: Sequence[DataNode]) -> set[OpNode]:

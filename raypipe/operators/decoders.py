@@ -29,14 +29,22 @@ def _open(data: np.ndarray) -> Image.Image:
         raise DecodeError("not a recognised image format") from None
 
 
-def _finish(image: Image.Image, output_type: DALIImageType) -> np.ndarray:
+def _finish(
+    image: Image.Image, output_type: DALIImageType, box: tuple | None = None, resize_to: tuple | None = None
+) -> np.ndarray:
+    """Decode (the ``box`` of) ``image``, convert it to ``output_type`` and optionally resize
+    it with Pillow's antialiased bilinear filter, all without leaving Pillow."""
     try:
         image.load()
+        if box is not None:
+            image = image.crop(box)
     except (OSError, SyntaxError, ValueError) as exc:
         raise DecodeError(f"corrupt or truncated image data ({exc})") from None
     mode = "L" if output_type is DALIImageType.GRAY else "RGB"
     if image.mode != mode:
         image = image.convert(mode)
+    if resize_to is not None and image.size != resize_to:
+        image = image.resize(resize_to, Image.BILINEAR)
     array = np.asarray(image)
     if output_type is DALIImageType.GRAY:
         return array[:, :, None]
@@ -87,7 +95,9 @@ class ImageRandomCropDecoder(_Decoder):
     result to a fixed size (set through :meth:`hint_output_size` at build time),
     the decoder asks libjpeg for DCT-domain downscaling by 1/2, 1/4 or 1/8 as long
     as the window stays at least that size, which skips most of the decode work on
-    large images.
+    large images. When that resize runs on the host too, the decoder does it inside
+    Pillow (the same filter, the same pixels) and the resize operator passes the
+    result through, saving two copies of every crop.
     """
 
     schema = Schema("decoders.image_random_crop", devices=("cpu", "mixed"))
@@ -111,10 +121,13 @@ class ImageRandomCropDecoder(_Decoder):
             raise ArgumentError(f"{self.schema.name}: num_attempts must be a positive int")
         self.num_attempts = num_attempts
         self.target_size: tuple[int, int] | None = None
+        self.resize_on_host = False
 
-    def hint_output_size(self, width: int, height: int) -> None:
-        """The graph resizes this decoder's output to ``width`` x ``height``: allow DCT scaling."""
+    def hint_output_size(self, width: int, height: int, on_host: bool) -> None:
+        """The graph resizes this decoder's output to ``width`` x ``height`` (on the host when
+        ``on_host``): allow DCT scaling, and resize here when on the host."""
         self.target_size = (width, height)
+        self.resize_on_host = on_host
 
     def window(self, width: int, height: int, ctx) -> tuple[int, int, int, int]:
         """The crop window ``(x, y, w, h)`` for this sample of a ``width`` x ``height`` image."""
@@ -139,11 +152,7 @@ class ImageRandomCropDecoder(_Decoder):
             )
         else:
             box = (x, y, x + w, y + h)
-        try:
-            image = image.crop(box)
-        except (OSError, SyntaxError, ValueError) as exc:
-            raise DecodeError(f"corrupt or truncated image data ({exc})") from None
-        return _finish(image, self.output_type)
+        return _finish(image, self.output_type, box, self.target_size if self.resize_on_host else None)
 
     def _dct_scale(self, image: Image.Image, w: int, h: int) -> int:
         if self.target_size is None or image.format != "JPEG":

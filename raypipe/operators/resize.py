@@ -100,8 +100,11 @@ class Resize(Operator):
             raise ArgumentError(f"resize: unknown dtype {dtype!r}") from None
 
     def fixed_output_size(self) -> tuple[int, int] | None:
-        """``(width, height)`` when every output has that size whatever the input, else None."""
+        """``(width, height)`` when every output has that size whatever the input and the result
+        is Pillow's antialiased uint8 resize (so a decoder may do it instead), else None."""
         if self.resize_x is None or self.resize_y is None or self.mode not in ("default", "stretch"):
+            return None
+        if not self.antialias or self.dtype not in (None, np.dtype(np.uint8)):
             return None
         return _round_size(self.resize_x), _round_size(self.resize_y)
 
@@ -120,4 +123,7 @@ class Resize(Operator):
         check_hwc("resize", image)
         if not pillow_applies(image, self.dtype, self.antialias):
             return self.compute(np, inputs, args, ctx)
-        return pil_resize(image, *self.target_size(image.shape[1], image.shape[0]))
+        width, height = self.target_size(image.shape[1], image.shape[0])
+        if (width, height) == (image.shape[1], image.shape[0]):
+            return image
+        return pil_resize(image, width, height)
