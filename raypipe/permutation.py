@@ -44,13 +44,28 @@ class FeistelPermutation:
                 left, right = right, left ^ (_mix(right ^ k) & self._mask)
         return (left << self._half) | right
 
+    def _decrypt(self, x: np.ndarray) -> np.ndarray:
+        left = x >> self._half
+        right = x & self._mask
+        with np.errstate(over="ignore"):
+            for k in self._keys[::-1]:
+                left, right = right ^ (_mix(left ^ k) & self._mask), left
+        return (left << self._half) | right
+
+    def inverse(self, values: np.ndarray | int) -> np.ndarray:
+        """The positions that map to ``values``: ``perm.inverse(perm(p)) == p``."""
+        return self._walk(values, self._decrypt)
+
     def __call__(self, positions: np.ndarray | int) -> np.ndarray:
+        return self._walk(positions, self._encrypt)
+
+    def _walk(self, positions: np.ndarray | int, step) -> np.ndarray:
         x = np.asarray(positions, dtype=np.uint64).copy()
         if x.size and int(x.max()) >= self.n:
             raise IndexError(f"position {int(x.max())} outside [0, {self.n})")
-        out = self._encrypt(x)
+        out = step(x)
         outside = out >= np.uint64(self.n)
         while outside.any():
-            out[outside] = self._encrypt(out[outside])
+            out[outside] = step(out[outside])
             outside = out >= np.uint64(self.n)
         return out.astype(np.int64)
