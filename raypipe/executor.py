@@ -101,6 +101,11 @@ class Executor:
         for t in self._threads:
             t.start()
 
+    @property
+    def running(self) -> bool:
+        """True once started and until stopped."""
+        return bool(self._threads)
+
     def next(self) -> BatchResult:
         """The next finished batch; re-raises a sample's error; StopIteration when specs run out."""
         if self._finished:

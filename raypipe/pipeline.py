@@ -75,7 +75,8 @@ class Pipeline:
         raise PipelineDefinitionError(f"{type(self).__name__} must implement define_graph()")
 
     def build(self) -> None:
-        """Define, check and stage the graph, open the reader and start prefetching."""
+        """Define, check and stage the graph and open the reader; prefetching starts with
+        the first ``run()`` (or ``drive()``)."""
         if self._staged is not None:
             return
         graph = Graph()
@@ -96,11 +97,12 @@ class Pipeline:
             device=DeviceContext(self.device_id),
             source_of=self._source_of,
         )
-        self._executor.start(self._self_driven(self._epoch))
 
     def run(self) -> tuple[TensorList, ...]:
         """The next batch: one :class:`TensorList` per output."""
         self.build()
+        if not self._executor.running:
+            self._executor.start(self._self_driven(self._epoch))
         result = self._executor.next()
         self._last = result
         self._skipped.extend(result.skipped)

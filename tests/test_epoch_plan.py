@@ -35,7 +35,7 @@ def test_plan_properties(n, world, batch, shuffle, last, seed, epoch, block):
     p = plan(n, seed, epoch, world, batch, shuffle, last, block_size=block, initial_fill=5)
     batches = _all(p)
     real = []
-    for (r, k), spec in batches.items():
+    for (_rank, k), spec in batches.items():
         assert spec.epoch == epoch and spec.index == k and spec.last_in_epoch == (k == p.num_batches - 1)
         assert 1 <= len(spec.sample_indices) <= batch
         if last != "partial" or k < p.num_batches - 1:
