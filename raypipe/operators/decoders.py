@@ -27,6 +27,8 @@ def _open(data: np.ndarray) -> Image.Image:
         return Image.open(io.BytesIO(data.tobytes() if isinstance(data, np.ndarray) else data))
     except UnidentifiedImageError:
         raise DecodeError("not a recognised image format") from None
+    except (OSError, SyntaxError, ValueError) as exc:
+        raise DecodeError(f"corrupt or truncated image header ({exc})") from None
 
 
 def _finish(

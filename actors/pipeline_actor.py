@@ -1,0 +1,91 @@
+"""The per-GPU pipeline actor: builds the user's pipeline and serves one rank's batches.
+
+Batch ``k`` of epoch ``e`` for rank ``r`` is a pure function of (seed, e, r, k): the
+actor derives the sample indices from the epoch plan and drives its pipeline's reader
+with them, running on into the next epoch so there is no barrier between epochs. A
+request for any other position re-seeks, so a restarted actor (or a resumed rank)
+continues at the exact batch.
+"""
+
+from __future__ import annotations
+
+import itertools
+import time
+from collections.abc import Callable, Iterator
+from typing import Any
+
+import numpy as np
+import ray
+
+from raypipe.backend import gpu_available
+from raypipe.batch_spec import BatchSpec
+from raypipe.epoch_plan import plan
+
+
+class PipelineActor:
+    """Wraps one pipeline; ``get_batch(epoch, k)`` returns host arrays through the object store."""
+
+    def __init__(self, pipeline_fn: Callable, pipeline_kwargs: dict[str, Any], config: dict[str, Any]):
+        self.config = config
+        device_id = 0 if ray.get_gpu_ids() and gpu_available() else None
+        self.pipe = pipeline_fn(
+            **pipeline_kwargs, batch_size=config["batch_size"], seed=config["seed"], device_id=device_id
+        )
+        self.pipe.build()
+        self.rank: int | None = None
+        self._position: tuple[int, int] | None = None
+        self._served = 0
+        self._busy_s = 0.0
+
+    def where(self) -> dict[str, Any]:
+        """The node and GPUs this actor holds."""
+        ctx = ray.get_runtime_context()
+        return {"node_id": ctx.get_node_id(), "gpu_ids": [str(g) for g in ray.get_gpu_ids()]}
+
+    def assign(self, rank: int) -> None:
+        """Serve ``rank`` from now on."""
+        if rank != self.rank:
+            self.rank = rank
+            self._position = None
+
+    def get_batch(self, epoch: int, k: int) -> dict[str, Any]:
+        """Batch ``k`` of ``epoch`` for the assigned rank: outputs as host arrays plus padding flags."""
+        if self.rank is None:
+            raise RuntimeError("pipeline actor has no rank assigned")
+        start = time.perf_counter()
+        if self._position != (epoch, k):
+            self.pipe.drive(self._specs(epoch, k))
+        outputs = self.pipe.run()
+        info = self.pipe.last_batch_info
+        self._position = (epoch + 1, 0) if info.last_in_epoch else (epoch, k + 1)
+        self._served += 1
+        self._busy_s += time.perf_counter() - start
+        return {
+            "outputs": [np.asarray(o.as_cpu()) for o in outputs],
+            "is_pad": np.asarray(info.is_pad, dtype=bool),
+            "sample_indices": np.asarray(info.sample_indices, dtype=np.int64),
+            "epoch": info.epoch,
+            "index": info.index,
+            "skipped": [(s.sample_index, s.source, s.reason) for s in info.skipped],
+        }
+
+    def stats(self) -> dict[str, Any]:
+        """Batches served and time spent producing them."""
+        return {"rank": self.rank, "batches": self._served, "busy_s": round(self._busy_s, 3), **self.where()}
+
+    def _specs(self, epoch: int, k: int) -> Iterator[BatchSpec]:
+        c = self.config
+        for e in itertools.count(epoch):
+            p = plan(
+                c["dataset_len"],
+                c["seed"],
+                e,
+                c["world_size"],
+                c["batch_size"],
+                c["shuffle"],
+                c["last_batch"],
+                c["block_size"],
+                c["initial_fill"],
+            )
+            for j in range(k if e == epoch else 0, p.num_batches):
+                yield p.batch(self.rank, j)

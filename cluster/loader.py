@@ -1,0 +1,168 @@
+"""``rp.loader``: one training rank's view of a service.
+
+Finds the service by name, attaches to a pipeline actor (one on this node when
+possible), and yields this rank's batches of the current epoch, keeping ``prefetch``
+requests in flight. Host batches arrive through the node's shared-memory object
+store and become torch tensors without a copy (read-only: clone before writing in
+place); on a GPU node they are moved to ``cuda:<local rank>``.
+"""
+
+from __future__ import annotations
+
+import collections
+import os
+import warnings
+from collections.abc import Iterator
+from typing import Any
+
+import numpy as np
+import ray
+
+from raypipe.epoch_plan import plan
+from raypipe.errors import ArgumentError, RaypipeError
+
+from .naming import NAMESPACE, coordinator_name
+
+OUTPUTS = ("torch", "numpy")
+
+
+class Loader:
+    """Iterates over one rank's batches; ``len()`` is equal on every rank."""
+
+    def __init__(
+        self, name: str, rank: int, world_size: int, output: str = "torch", prefetch: int = 2, device: str | None = None
+    ):
+        if output not in OUTPUTS:
+            raise ArgumentError(f"loader: output must be one of {OUTPUTS}, got {output!r}")
+        if isinstance(prefetch, bool) or not isinstance(prefetch, int) or prefetch < 1:
+            raise ArgumentError(f"loader: prefetch must be a positive int, got {prefetch!r}")
+        if (
+            isinstance(rank, bool)
+            or not isinstance(rank, int)
+            or isinstance(world_size, bool)
+            or not isinstance(world_size, int)
+        ):
+            raise ArgumentError(f"loader: rank and world_size must be ints, got {rank!r} and {world_size!r}")
+        if not ray.is_initialized():
+            ray.init(address=os.environ.get("RAY_ADDRESS", "auto"), log_to_driver=False)
+        try:
+            self._coordinator = ray.get_actor(coordinator_name(name), namespace=NAMESPACE)
+        except ValueError:
+            raise RaypipeError(
+                f"loader: no raypipe service named {name!r} on this Ray cluster (start it with rp.serve)"
+            ) from None
+        self.config = ray.get(self._coordinator.config.remote())
+        if world_size != self.config["world_size"]:
+            raise ArgumentError(
+                f"loader: world_size={world_size} but service {name!r} serves {self.config['world_size']} ranks"
+            )
+        if not 0 <= rank < world_size:
+            raise ArgumentError(f"loader: rank {rank} outside [0, {world_size})")
+        self.name, self.rank, self.output, self.prefetch = name, rank, output, prefetch
+        self.device = device
+        node = ray.get_runtime_context().get_node_id()
+        self._actor, self.slot = ray.get(self._coordinator.attach.remote(rank, node))
+        self._epoch = 0
+        self._next = 0
+        self.last_is_pad: np.ndarray | None = None
+        self.last_sample_indices: np.ndarray | None = None
+
+    @property
+    def epoch(self) -> int:
+        """The epoch the next iteration reads."""
+        return self._epoch
+
+    def set_epoch(self, epoch: int) -> None:
+        """Read ``epoch`` next, from its first batch."""
+        if isinstance(epoch, bool) or not isinstance(epoch, int) or epoch < 0:
+            raise ArgumentError(f"loader: epoch must be a non-negative int, got {epoch!r}")
+        self._epoch, self._next = epoch, 0
+
+    def __len__(self) -> int:
+        return self._plan().num_batches
+
+    def __iter__(self) -> Iterator[tuple[Any, ...]]:
+        epoch, total = self._epoch, len(self)
+        pending: collections.deque = collections.deque()
+        requested = self._next
+        while self._next < total:
+            while len(pending) < self.prefetch and requested < total:
+                pending.append(self._actor.get_batch.remote(epoch, requested))
+                requested += 1
+            batch = self._fetch(pending.popleft(), epoch)
+            self._next += 1
+            self.last_is_pad = batch["is_pad"]
+            self.last_sample_indices = batch["sample_indices"]
+            self._coordinator.ack.remote(self.rank, epoch, self._next)
+            yield tuple(self._convert(a) for a in batch["outputs"])
+        self._epoch, self._next = epoch + 1, 0
+
+    def state_dict(self) -> dict[str, Any]:
+        """Where this rank is: resume with ``load_state_dict`` (any process, same service config)."""
+        c = self.config
+        return {
+            "name": self.name,
+            "rank": self.rank,
+            "world_size": c["world_size"],
+            "seed": c["seed"],
+            "epoch": self._epoch,
+            "batch": self._next,
+        }
+
+    def load_state_dict(self, state: dict[str, Any]) -> None:
+        """Resume at the exact batch recorded by ``state_dict``."""
+        for key in ("world_size", "seed"):
+            if state[key] != self.config[key]:
+                raise ArgumentError(f"loader: state has {key}={state[key]} but the service has {self.config[key]}")
+        self._epoch, self._next = int(state["epoch"]), int(state["batch"])
+
+    def _plan(self):
+        c = self.config
+        return plan(
+            c["dataset_len"],
+            c["seed"],
+            self._epoch,
+            c["world_size"],
+            c["batch_size"],
+            c["shuffle"],
+            c["last_batch"],
+            c["block_size"],
+            c["initial_fill"],
+        )
+
+    def _fetch(self, ref, epoch: int) -> dict[str, Any]:
+        try:
+            return ray.get(ref)
+        except ray.exceptions.RayTaskError as exc:
+            cause = exc.cause
+            if isinstance(cause, RaypipeError):
+                raise cause from None
+            raise
+        except ray.exceptions.RayActorError as exc:
+            raise RaypipeError(
+                f"loader: the pipeline actor serving rank {self.rank} of {self.name!r} is gone at epoch {epoch}, "
+                f"batch {self._next} ({type(exc).__name__}); resume from state_dict() once the service is back"
+            ) from exc
+
+    def _convert(self, array: np.ndarray) -> Any:
+        if self.output == "numpy":
+            return array
+        import torch
+
+        with warnings.catch_warnings():
+            warnings.filterwarnings("ignore", message="The given NumPy array is not writable")
+            tensor = torch.from_numpy(array)
+        device = self.device or (f"cuda:{_local_rank()}" if torch.cuda.is_available() else None)
+        return tensor.to(device, non_blocking=True) if device else tensor
+
+
+def _local_rank() -> int:
+    for key in ("LOCAL_RANK", "HOROVOD_LOCAL_RANK", "OMPI_COMM_WORLD_LOCAL_RANK"):
+        if key in os.environ:
+            return int(os.environ[key])
+    return 0
+
+
+def loader(name: str, rank: int, world_size: int, **kwargs: Any) -> Loader:
+    """Open rank ``rank``'s loader of the service ``name`` (see :class:`Loader`)."""
+    return Loader(name, rank, world_size, **kwargs)

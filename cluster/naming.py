@@ -1,0 +1,13 @@
+"""Where a service's actors are registered: one fixed namespace, so any process finds them."""
+
+from __future__ import annotations
+
+NAMESPACE = "raypipe"
+
+
+def coordinator_name(service: str) -> str:
+    return f"{service}.coordinator"
+
+
+def pipeline_actor_name(service: str, slot: int) -> str:
+    return f"{service}.pipeline.{slot}"

@@ -1,0 +1,149 @@
+"""The service on a simulated 3-node Ray cluster (head + 2 nodes with 2 logical GPUs each)."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+import ray
+from ray.cluster_utils import Cluster
+
+import raypipe as rp
+from tests.cluster.pipelines import indexed
+
+WORLD = 4
+
+
+@pytest.fixture(scope="module")
+def cluster():
+    c = Cluster(initialize_head=True, head_node_args={"num_cpus": 1, "include_dashboard": False})
+    for _ in range(2):
+        c.add_node(num_cpus=2, num_gpus=2)
+    c.wait_for_nodes()
+    ray.init(address=c.address, log_to_driver=False)
+    yield c
+    ray.shutdown()
+    c.shutdown()
+
+
+def _serve(files, name, **kwargs):
+    args = {"world_size": WORLD, "seed": 0, "num_cpus_per_actor": 0.25, "replace": True} | kwargs
+    return rp.serve(indexed, name=name, files=files, **args)
+
+
+def _epoch(loaders, epoch):
+    """Every rank's labels and padding flags for one epoch, ranks consumed one after another."""
+    out = {}
+    for r, ld in enumerate(loaders):
+        ld.set_epoch(epoch)
+        batches = []
+        for images, labels in ld:
+            assert tuple(images.shape[1:]) == (32, 32, 3) and images.shape[0] == labels.shape[0]
+            batches.append((labels.numpy().ravel().tolist(), ld.last_is_pad.tolist()))
+        out[r] = batches
+    return out
+
+
+@pytest.mark.parametrize("policy", ["pad", "drop", "partial"])
+def test_every_policy_gives_equal_counts_and_exactly_once(cluster, jpeg_files, policy):
+    files = jpeg_files[:23]  # 23 samples, 4 ranks x 5: not divisible
+    svc = _serve(files, f"svc-{policy}", last_batch=policy)
+    try:
+        loaders = [rp.loader(f"svc-{policy}", rank=r, world_size=WORLD) for r in range(WORLD)]
+        lens = {len(ld) for ld in loaders}
+        assert lens == {1 if policy == "drop" else 2}
+        orders = []
+        for epoch in (0, 1):
+            per_rank = _epoch(loaders, epoch)
+            assert {len(b) for b in per_rank.values()} == lens
+            real = [s for b in per_rank.values() for labels, pads in b for s, p in zip(labels, pads) if not p]
+            assert len(real) == len(set(real)), "ranks overlap"
+            if policy == "drop":
+                assert len(real) == 20
+            else:
+                assert sorted(real) == list(range(23))
+            for b in per_rank.values():
+                assert all(len(labels) > 0 for labels, _ in b), "no empty batch"
+            orders.append([s for r in range(WORLD) for labels, _ in per_rank[r] for s in labels])
+        assert orders[0] != orders[1], "a new order each epoch"
+        assert _epoch(loaders, 0) == _epoch(loaders, 0), "the same order for the same seed and epoch"
+    finally:
+        svc.shutdown()
+
+
+def test_actors_spread_over_nodes_with_logical_gpus(cluster, jpeg_files):
+    svc = _serve(jpeg_files, "svc-spread")
+    try:
+        loaders = [rp.loader("svc-spread", rank=r, world_size=WORLD) for r in range(WORLD)]
+        for ld in loaders:
+            next(iter(ld))
+        actors = svc.stats()["actors"]
+        nodes = [a["node_id"] for a in actors]
+        assert len(set(nodes)) == 2 and all(nodes.count(n) == 2 for n in set(nodes))
+        assert all(len(a["gpu_ids"]) == 1 for a in actors)
+        assert sorted(a["rank"] for a in actors) == list(range(WORLD))
+    finally:
+        svc.shutdown()
+
+
+def test_resume_mid_epoch_from_state_dict(cluster, jpeg_files):
+    svc = _serve(jpeg_files, "svc-resume", world_size=2)
+    try:
+        ld = rp.loader("svc-resume", rank=1, world_size=2)
+        ld.set_epoch(3)
+        full = [labels.numpy().ravel().tolist() for _, labels in ld]
+        ld.set_epoch(3)
+        it = iter(ld)
+        next(it)
+        state = ld.state_dict()
+        assert state["epoch"] == 3 and state["batch"] == 1
+        fresh = rp.loader("svc-resume", rank=1, world_size=2)
+        fresh.load_state_dict(state)
+        rest = [labels.numpy().ravel().tolist() for _, labels in fresh]
+        assert rest == full[1:]
+    finally:
+        svc.shutdown()
+
+
+def test_errors_are_clear_and_early(cluster, jpeg_files, tmp_path):
+    with pytest.raises(rp.ArgumentError, match=r"world_size=5 .* needs 5 GPUs; the Ray cluster has 4"):
+        _serve(jpeg_files, "svc-big", world_size=5)
+    with pytest.raises(rp.ArgumentError, match="last_batch must be one of"):
+        _serve(jpeg_files, "svc-bad", last_batch="fill")
+    with pytest.raises(rp.ArgumentError, match="shuffle must be one of"):
+        _serve(jpeg_files, "svc-bad", shuffle="random")
+    with pytest.raises(rp.ReaderError, match="does not exist"):
+        _serve_root(tmp_path)
+    svc = _serve(jpeg_files, "svc-name", world_size=2)
+    try:
+        with pytest.raises(rp.ArgumentError, match="already running; pass replace=True"):
+            _serve(jpeg_files, "svc-name", world_size=2, replace=False)
+        with pytest.raises(rp.ArgumentError, match=r"rank 2 outside \[0, 2\)"):
+            rp.loader("svc-name", rank=2, world_size=2)
+        with pytest.raises(rp.ArgumentError, match="world_size=4 but service 'svc-name' serves 2 ranks"):
+            rp.loader("svc-name", rank=0, world_size=4)
+        with pytest.raises(rp.RaypipeError, match="no raypipe service named 'nope'"):
+            rp.loader("nope", rank=0, world_size=2)
+    finally:
+        svc.shutdown()
+
+
+def _serve_root(tmp_path):
+    @rp.pipeline_def(batch_size=2)
+    def from_root(root):
+        return rp.fn.readers.file(file_root=root)[1]
+
+    return rp.serve(from_root, name="svc-bad", world_size=2, root=str(tmp_path / "missing"))
+
+
+def test_decode_error_reaches_the_rank_naming_the_file(cluster, jpeg_files, tmp_path):
+    bad = tmp_path / "broken.jpg"
+    bad.write_bytes(open(jpeg_files[0], "rb").read()[:500])
+    files = [*jpeg_files[:9], str(bad)]
+    svc = _serve(files, "svc-decode", world_size=1, shuffle="none")
+    try:
+        ld = rp.loader("svc-decode", rank=0, world_size=1)
+        with pytest.raises(rp.DecodeError, match=r"sample 9 \(.*broken.jpg\)"):
+            for _ in ld:
+                pass
+    finally:
+        svc.shutdown()
