@@ -147,3 +147,37 @@ def test_decode_error_reaches_the_rank_naming_the_file(cluster, jpeg_files, tmp_
                 pass
     finally:
         svc.shutdown()
+
+
+def test_ddp_two_gloo_ranks_train_through_the_loader(cluster, jpeg_files):
+    import socket
+
+    import torch.multiprocessing as mp
+
+    from tests.cluster.ddp_worker import train_rank
+
+    svc = _serve(jpeg_files, "svc-ddp", world_size=2)
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    ctx = mp.get_context("spawn")
+    results = ctx.Queue()
+    try:
+        procs = [
+            ctx.Process(target=train_rank, args=(r, 2, cluster.address, "svc-ddp", port, results)) for r in range(2)
+        ]
+        for p in procs:
+            p.start()
+        out = sorted(results.get(timeout=120) for _ in procs)
+        for p in procs:
+            p.join(timeout=60)
+            assert p.exitcode == 0
+    finally:
+        svc.shutdown()
+    (_, len0, seen0, loss0, w0), (_, len1, seen1, loss1, w1) = out
+    assert len0 == len1 == 3 and len(loss0) == len(loss1) == 6
+    assert all(np.isfinite(loss0 + loss1))
+    assert np.allclose(w0, w1), "DDP kept the replicas in sync"
+    for epoch in range(2):
+        assert sorted(seen0[epoch] + seen1[epoch]) == list(range(24)), "each epoch: every sample exactly once"
+    assert seen0[0] != seen0[1], "a new order each epoch"
