@@ -88,7 +88,7 @@ build_wheel() {  # sets BUILT_WHEEL to the cached wheel's path
         die "no C++ compiler (g++) found; install it (apt-get install g++)"
     command -v make >/dev/null 2>&1 || die "make not found; install it (apt-get install make)"
     # (setuptools >= 70.1 has bdist_wheel built in; older ones need the wheel package.)
-    "$PYTHON" -c "import importlib.util as u, setuptools, packaging
+    "$PYTHON" -c "import importlib.util as u, packaging, setuptools
 assert u.find_spec('setuptools.command.bdist_wheel') or u.find_spec('wheel')" >/dev/null 2>&1 || {
         log "installing build prerequisites (setuptools, wheel, packaging)"
         pip_ install setuptools wheel packaging >&2
