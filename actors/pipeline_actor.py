@@ -19,7 +19,13 @@ import ray
 
 from raypipe.backend import gpu_available
 from raypipe.batch_spec import BatchSpec
-from raypipe.epoch_plan import plan
+from raypipe.epoch_plan import EpochPlan, plan
+
+
+def service_plan(config: dict[str, Any], epoch: int) -> EpochPlan:
+    """The plan of ``epoch`` for a service described by its configuration dict."""
+    keys = ("dataset_len", "seed", "world_size", "batch_size", "shuffle", "last_batch", "block_size", "initial_fill")
+    return plan(epoch=epoch, **{k: config[k] for k in keys})
 
 
 class PipelineActor:
@@ -29,7 +35,7 @@ class PipelineActor:
         self.config = config
         device_id = 0 if ray.get_gpu_ids() and gpu_available() else None
         self.pipe = pipeline_fn(
-            **pipeline_kwargs, batch_size=config["batch_size"], seed=config["seed"], device_id=device_id
+            **{**pipeline_kwargs, "batch_size": config["batch_size"], "seed": config["seed"], "device_id": device_id}
         )
         self.pipe.build()
         self.rank: int | None = None
@@ -74,18 +80,7 @@ class PipelineActor:
         return {"rank": self.rank, "batches": self._served, "busy_s": round(self._busy_s, 3), **self.where()}
 
     def _specs(self, epoch: int, k: int) -> Iterator[BatchSpec]:
-        c = self.config
         for e in itertools.count(epoch):
-            p = plan(
-                c["dataset_len"],
-                c["seed"],
-                e,
-                c["world_size"],
-                c["batch_size"],
-                c["shuffle"],
-                c["last_batch"],
-                c["block_size"],
-                c["initial_fill"],
-            )
+            p = service_plan(self.config, e)
             for j in range(k if e == epoch else 0, p.num_batches):
                 yield p.batch(self.rank, j)

@@ -18,7 +18,7 @@ from typing import Any
 import numpy as np
 import ray
 
-from raypipe.epoch_plan import plan
+from actors.pipeline_actor import service_plan
 from raypipe.errors import ArgumentError, RaypipeError
 
 from .naming import NAMESPACE, coordinator_name
@@ -117,18 +117,7 @@ class Loader:
         self._epoch, self._next = int(state["epoch"]), int(state["batch"])
 
     def _plan(self):
-        c = self.config
-        return plan(
-            c["dataset_len"],
-            c["seed"],
-            self._epoch,
-            c["world_size"],
-            c["batch_size"],
-            c["shuffle"],
-            c["last_batch"],
-            c["block_size"],
-            c["initial_fill"],
-        )
+        return service_plan(self.config, self._epoch)
 
     def _fetch(self, ref, epoch: int) -> dict[str, Any]:
         try:

@@ -21,30 +21,13 @@ from concurrent.futures import ThreadPoolExecutor
 import numpy as np
 from PIL import Image
 
-import raypipe as rp
-from raypipe import fn, types
 from raypipe.datasets import make_jpeg_folder
 from raypipe.operators.crop_window import random_crop_window
 from raypipe.operators.readers import list_file_root
+from raypipe.presets import IMAGENET_MEAN, IMAGENET_STD, resnet50_train
 
-MEAN = np.array([0.485, 0.456, 0.406], np.float32).reshape(3, 1, 1) * 255
-INV_STD = 1 / (np.array([0.229, 0.224, 0.225], np.float32).reshape(3, 1, 1) * 255)
-
-
-@rp.pipeline_def(seed=0)
-def resnet50_pipe(file_root: str):
-    jpegs, labels = fn.readers.file(file_root=file_root, random_shuffle=True, name="Reader")
-    images = fn.decoders.image_random_crop(jpegs)
-    images = fn.resize(images, resize_x=224, resize_y=224)
-    images = fn.crop_mirror_normalize(
-        images,
-        mirror=fn.random.coin_flip(),
-        dtype=types.FLOAT,
-        output_layout="CHW",
-        mean=(MEAN.ravel()).tolist(),
-        std=(1 / INV_STD.ravel()).tolist(),
-    )
-    return images, labels
+MEAN = np.array(IMAGENET_MEAN, np.float32).reshape(3, 1, 1)
+INV_STD = 1 / np.array(IMAGENET_STD, np.float32).reshape(3, 1, 1)
 
 
 def reference_sample(path: str, rng: np.random.Generator) -> np.ndarray:
@@ -71,7 +54,7 @@ def run_reference(paths: list[str], batch_size: int, threads: int) -> float:
 
 
 def run_raypipe(root: str, num_images: int, batch_size: int, threads: int) -> float:
-    with resnet50_pipe(root, batch_size=batch_size, num_threads=threads) as pipe:
+    with resnet50_train(root, batch_size=batch_size, num_threads=threads) as pipe:
         pipe.run()
         batches = max(1, num_images // batch_size)
         start = time.perf_counter()

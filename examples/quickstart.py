@@ -16,27 +16,10 @@ import time
 
 from tqdm import tqdm
 
-import raypipe as rp
-from raypipe import fn, types
 from raypipe.backend import gpu_available
 from raypipe.datasets import make_jpeg_folder
 from raypipe.iterators import TorchIterator
-
-
-@rp.pipeline_def(batch_size=32, num_threads=2, device_id=None, seed=7)
-def train_pipe(file_root: str):
-    jpegs, labels = fn.readers.file(file_root=file_root, random_shuffle=True, name="Reader")
-    images = fn.decoders.image_random_crop(jpegs, device="mixed" if gpu_available() else "cpu")
-    images = fn.resize(images, resize_x=224, resize_y=224)
-    images = fn.crop_mirror_normalize(
-        images,
-        mirror=fn.random.coin_flip(),
-        dtype=types.FLOAT,
-        output_layout="CHW",
-        mean=[0.485 * 255, 0.456 * 255, 0.406 * 255],
-        std=[0.229 * 255, 0.224 * 255, 0.225 * 255],
-    )
-    return images, labels
+from raypipe.presets import resnet50_train
 
 
 def main() -> None:
@@ -49,7 +32,13 @@ def main() -> None:
     root = args.data or os.path.join(tempfile.gettempdir(), "raypipe-quickstart")
     if not args.data:
         make_jpeg_folder(root, num_classes=4, per_class=32)
-    pipe = train_pipe(file_root=root, batch_size=args.batch_size, num_threads=args.threads)
+    pipe = resnet50_train(
+        file_root=root,
+        decoder_device="mixed" if gpu_available() else "cpu",
+        batch_size=args.batch_size,
+        num_threads=args.threads,
+        seed=7,
+    )
     with pipe:
         loader = TorchIterator(
             pipe, output_map=["images", "labels"], reader_name="Reader", last_batch_policy="partial", auto_reset=True

@@ -23,24 +23,8 @@ from ray.train import ScalingConfig, get_context, report
 from ray.train.torch import TorchTrainer, prepare_model
 
 import raypipe as rp
-from raypipe import fn, types
 from raypipe.datasets import make_jpeg_folder
-
-
-@rp.pipeline_def(batch_size=16, num_threads=1)
-def train_pipe(file_root: str, size: int = 64):
-    jpegs, labels = fn.readers.file(file_root=file_root, name="Reader")
-    images = fn.decoders.image_random_crop(jpegs, device="mixed")
-    images = fn.resize(images, resize_x=size, resize_y=size)
-    images = fn.crop_mirror_normalize(
-        images,
-        mirror=fn.random.coin_flip(),
-        dtype=types.FLOAT,
-        output_layout="CHW",
-        mean=[0.485 * 255, 0.456 * 255, 0.406 * 255],
-        std=[0.229 * 255, 0.224 * 255, 0.225 * 255],
-    )
-    return images, labels
+from raypipe.presets import resnet50_train
 
 
 def small_cnn(num_classes: int) -> torch.nn.Module:
@@ -103,7 +87,7 @@ def main() -> None:
             ray.init(num_cpus=max(4, os.cpu_count() or 1), num_gpus=args.workers, include_dashboard=False)
     classes = len([d for d in os.listdir(root) if os.path.isdir(os.path.join(root, d))])
     svc = rp.serve(
-        train_pipe,
+        resnet50_train,
         name="ddp-demo",
         world_size=args.workers,
         seed=0,
@@ -112,6 +96,10 @@ def main() -> None:
         num_cpus_per_actor=0.5,
         replace=True,
         file_root=root,
+        size=64,
+        batch_size=16,
+        num_threads=1,
+        decoder_device="mixed",
     )
     try:
         trainer = TorchTrainer(

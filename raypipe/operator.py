@@ -11,6 +11,7 @@ stated tolerance.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Sequence
 from dataclasses import dataclass
 from types import ModuleType
@@ -120,6 +121,17 @@ def check_range(op: str, name: str, value: Sequence[float], low: float | None = 
         bound = f" with lo >= {low}" if low is not None else ""
         raise ArgumentError(f"{op}: {name} must satisfy lo <= hi{bound}, got {value!r}")
     return lo, hi
+
+
+def check_number(op: str, name: str, value: Any) -> float:
+    """A finite float argument; ArgumentError naming the operator and argument otherwise."""
+    try:
+        number = float(value)
+    except (TypeError, ValueError):
+        raise ArgumentError(f"{op}: {name} must be a number, got {value!r}") from None
+    if not math.isfinite(number):
+        raise ArgumentError(f"{op}: {name} must be finite, got {value!r}")
+    return number
 
 
 def as_scalar(value: Any) -> Any:

@@ -20,8 +20,7 @@ from typing import Any
 
 import numpy as np
 
-from ..errors import ArgumentError
-from ..operator import Operator, Schema, as_scalar, register
+from ..operator import Operator, Schema, as_scalar, check_number, register
 from ..types import DALIDataType
 from .cast import parse_dtype, saturate_cast
 
@@ -55,7 +54,7 @@ class ColorTwist(Operator):
         dtype: DALIDataType | np.dtype | str | None = None,
     ) -> None:
         self.defaults = {
-            name: _number(name, value)
+            name: check_number(_OP, name, value)
             for name, value in zip(_ARGS, (brightness, contrast, saturation, hue), strict=True)
         }
         self.dtype = None if dtype is None else parse_dtype(_OP, "dtype", dtype)
@@ -64,7 +63,9 @@ class ColorTwist(Operator):
         image = inputs[0]
         if image.ndim != 3 or image.shape[2] != 3:
             raise ValueError(f"{_OP}: expects HWC RGB images, got a sample of shape {tuple(image.shape)}")
-        values = {name: _number(name, as_scalar(args.get(name, default))) for name, default in self.defaults.items()}
+        values = {
+            name: check_number(_OP, name, as_scalar(args.get(name, default))) for name, default in self.defaults.items()
+        }
         matrix = twist_matrix(**values)
         half_range = 0.5 if image.dtype.kind == "f" else 128.0
         offset = values["brightness"] * (1.0 - values["contrast"]) * half_range
@@ -73,13 +74,3 @@ class ColorTwist(Operator):
         twisted += np.float32(offset)
         dtype = image.dtype if self.dtype is None else self.dtype
         return saturate_cast(xp, twisted.reshape(image.shape), dtype, overwrite=True)
-
-
-def _number(name: str, value: Any) -> float:
-    try:
-        number = float(value)
-    except (TypeError, ValueError):
-        raise ArgumentError(f"{_OP}: {name} must be a number, got {value!r}") from None
-    if not math.isfinite(number):
-        raise ArgumentError(f"{_OP}: {name} must be finite, got {value!r}")
-    return number

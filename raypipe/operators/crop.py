@@ -10,7 +10,7 @@ from typing import Any
 import numpy as np
 
 from ..errors import ArgumentError
-from ..operator import Operator, Schema, as_scalar, register
+from ..operator import Operator, Schema, as_scalar, check_number, register
 
 POLICIES = ("error", "pad")
 
@@ -30,10 +30,7 @@ def _round_half_away(value: float) -> int:
 
 def check_position(op: str, name: str, value: Any) -> float:
     """A relative crop position as a float in [0, 1]; ArgumentError otherwise."""
-    try:
-        pos = float(value)
-    except (TypeError, ValueError):
-        raise ArgumentError(f"{op}: {name} must be a number in [0, 1], got {value!r}") from None
+    pos = check_number(op, name, value)
     if not 0.0 <= pos <= 1.0:
         raise ArgumentError(f"{op}: {name} must be in [0, 1], got {value!r}")
     return pos

@@ -11,7 +11,6 @@ naive expression with its temporaries).
 
 from __future__ import annotations
 
-import math
 from collections.abc import Sequence
 from types import ModuleType
 from typing import Any
@@ -19,35 +18,13 @@ from typing import Any
 import numpy as np
 
 from ..errors import ArgumentError
-from ..operator import Operator, Schema, as_scalar, register
+from ..operator import Operator, Schema, as_scalar, check_number, register
 from ..types import FLOAT, DALIDataType
 from .cast import parse_dtype, saturate_cast
+from .crop import check_position, crop_window
 
 _OP = "crop_mirror_normalize"
 _LAYOUTS = ("CHW", "HWC")
-
-
-def _anchor(size: int, crop: int, pos: float) -> int:
-    """First index of a ``crop``-long window at relative position ``pos`` of ``size``:
-    ``round(pos * (size - crop))`` with ties away from zero, as DALI's ``roundf``."""
-    return int(math.floor(pos * (size - crop) + 0.5))
-
-
-def _number(name: str, value: Any) -> float:
-    try:
-        number = float(value)
-    except (TypeError, ValueError):
-        raise ArgumentError(f"{_OP}: {name} must be a number, got {value!r}") from None
-    if not math.isfinite(number):
-        raise ArgumentError(f"{_OP}: {name} must be finite, got {value!r}")
-    return number
-
-
-def _position(name: str, value: Any) -> float:
-    pos = _number(name, value)
-    if not 0.0 <= pos <= 1.0:
-        raise ArgumentError(f"{_OP}: {name} must lie in [0, 1], got {value!r}")
-    return pos
 
 
 def _crop_size(crop: Any) -> tuple[int, int]:
@@ -99,8 +76,8 @@ class CropMirrorNormalize(Operator):
         pad_output: bool = False,
     ) -> None:
         self.crop = None if crop is None else _crop_size(crop)
-        self.crop_pos_x = _position("crop_pos_x", crop_pos_x)
-        self.crop_pos_y = _position("crop_pos_y", crop_pos_y)
+        self.crop_pos_x = check_position(_OP, "crop_pos_x", crop_pos_x)
+        self.crop_pos_y = check_position(_OP, "crop_pos_y", crop_pos_y)
         if mirror not in (0, 1):
             raise ArgumentError(f"{_OP}: mirror must be 0 or 1, got {mirror!r}")
         self.mirror = bool(mirror)
@@ -110,14 +87,14 @@ class CropMirrorNormalize(Operator):
             raise ArgumentError(f"{_OP}: std must not contain zeros, got {list(std)}")
         if mean.size != std.size and 1 not in (mean.size, std.size):
             raise ArgumentError(f"{_OP}: mean has {mean.size} values but std has {std.size}")
-        self.shift = _number("shift", shift)
+        self.shift = check_number(_OP, "shift", shift)
         self.dtype = parse_dtype(_OP, "dtype", dtype)
         if output_layout not in _LAYOUTS:
             raise ArgumentError(f"{_OP}: output_layout must be one of {_LAYOUTS}, got {output_layout!r}")
         self.layout = output_layout
         channel_shape = (-1, 1, 1) if output_layout == "CHW" else (-1,)
         self.mean = mean.reshape(channel_shape)
-        self.inv_std = (np.float64(_number("scale", scale)) / std).astype(np.float32).reshape(channel_shape)
+        self.inv_std = (np.float64(check_number(_OP, "scale", scale)) / std).astype(np.float32).reshape(channel_shape)
         self.pad_output = bool(pad_output)
 
     def output_layout(self, input_layouts: Sequence[str]) -> str:
@@ -154,9 +131,9 @@ class CropMirrorNormalize(Operator):
         height, width = image.shape[:2]
         if crop_h > height or crop_w > width:
             raise ValueError(f"{_OP}: crop {crop_h}x{crop_w} exceeds the {height}x{width} image")
-        pos_x = _position("crop_pos_x", as_scalar(args.get("crop_pos_x", self.crop_pos_x)))
-        pos_y = _position("crop_pos_y", as_scalar(args.get("crop_pos_y", self.crop_pos_y)))
-        y0, x0 = _anchor(height, crop_h, pos_y), _anchor(width, crop_w, pos_x)
+        pos_x = check_position(_OP, "crop_pos_x", as_scalar(args.get("crop_pos_x", self.crop_pos_x)))
+        pos_y = check_position(_OP, "crop_pos_y", as_scalar(args.get("crop_pos_y", self.crop_pos_y)))
+        y0, x0 = crop_window(height, width, crop_h, crop_w, pos_x, pos_y)
         return image[y0 : y0 + crop_h, x0 : x0 + crop_w]
 
     def _normalize(self, xp: ModuleType, images: Any, flip_from: int) -> Any:

@@ -162,7 +162,7 @@ def test_mean_length_must_match_channels(jpeg_files):
     [
         ({"crop": (224,)}, "crop must be a pair of positive ints"),
         ({"crop": (0, 10)}, "crop must be a pair of positive ints"),
-        ({"crop_pos_x": 1.5}, r"crop_pos_x must lie in \[0, 1\]"),
+        ({"crop_pos_x": 1.5}, r"crop_pos_x must be in \[0, 1\]"),
         ({"crop_pos_y": "top"}, "crop_pos_y must be a number"),
         ({"mirror": 2}, "mirror must be 0 or 1"),
         ({"std": [1.0, 0.0, 1.0]}, "std must not contain zeros"),
