@@ -219,6 +219,9 @@ class Executor:
         host = {d: [r[d] for r in kept] for d in self._graph.host_results}
         device = {}
         for d in self._graph.to_device:
+            if not self._device.on_gpu:
+                device[d] = host[d]
+                continue
             tl = TensorList.from_samples(host[d], "cpu")
             dense = tl.is_dense_tensor() and len(tl) > 0
             device[d] = (

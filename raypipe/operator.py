@@ -97,7 +97,8 @@ class Operator:
         args: dict[str, list[Any]],
         ctxs: Sequence[SampleContext],
     ) -> list[Any] | tuple[list[Any], ...]:
-        """One batch in the GPU stage: lists of per-sample device arrays in and out."""
+        """One batch in the GPU stage. Each input is a sequence of per-sample device arrays (a
+        list, or one array holding the whole batch); return the same for each output."""
         outs = [
             self.compute(xp, [inp[i] for inp in inputs], {k: v[i] for k, v in args.items()}, ctx)
             for i, ctx in enumerate(ctxs)

@@ -31,7 +31,10 @@ class TensorList:
 
     @classmethod
     def from_samples(cls, samples: Sequence[Any], device: str, layout: str = "", xp=np) -> TensorList:
-        """Stack samples into one dense array when their shapes and dtypes agree."""
+        """Stack samples into one dense array when their shapes and dtypes agree; an array
+        that already holds the whole batch is taken as it is."""
+        if not isinstance(samples, (list, tuple)):
+            return cls(samples, device, layout)
         if samples and _uniform(samples):
             return cls(xp.stack(samples), device, layout)
         return cls(list(samples), device, layout)

@@ -103,7 +103,7 @@ class CropMirrorNormalize(Operator):
     def compute(self, xp: ModuleType, inputs, args, ctx) -> Any:
         return self._normalize(xp, self._crop(inputs[0], args)[None], 0 if self._mirrored(args) else 1)[0]
 
-    def run_batch(self, xp: ModuleType, inputs, args, ctxs) -> list[Any]:
+    def run_batch(self, xp: ModuleType, inputs, args, ctxs) -> Any:
         """Stack the crop windows once, plain ones first and mirrored ones after, and normalize
         the batch with one pass per group (the flip is a view folded into that pass); per sample
         when window shapes differ. cupy stacks many small strided views in a single kernel."""
@@ -115,8 +115,9 @@ class CropMirrorNormalize(Operator):
             return [self._normalize(xp, w[None], 0 if m else 1)[0] for w, m in zip(windows, mirrored, strict=True)]
         order = sorted(range(len(windows)), key=mirrored.__getitem__)
         out = self._normalize(xp, xp.stack([windows[i] for i in order]), mirrored.count(False))
-        slot = {sample: row for row, sample in enumerate(order)}
-        return [out[slot[i]] for i in range(len(windows))]
+        if order == sorted(order):
+            return out
+        return out[xp.asarray(np.argsort(order))]
 
     def _mirrored(self, args: dict[str, Any]) -> bool:
         return bool(as_scalar(args.get("mirror", self.mirror)))

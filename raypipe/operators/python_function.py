@@ -12,8 +12,9 @@ from ..operator import Operator, Schema, register
 class PythonFunction(Operator):
     """Apply ``function`` to each sample (cpu) or to each batch's list of samples (gpu).
 
-    On the CPU the function receives one sample's arrays, on the GPU lists of the
-    batch's arrays (numpy or cupy). It must be thread-safe and deterministic.
+    On the CPU the function receives one sample's arrays; on the GPU, per input, the
+    batch's samples as a sequence (a list, or one array holding the batch; numpy or
+    cupy). It must be thread-safe and deterministic.
     """
 
     schema = Schema("python_function", devices=("cpu", "gpu"), min_inputs=0, max_inputs=8)
