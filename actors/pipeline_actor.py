@@ -10,6 +10,7 @@ continues at the exact batch.
 from __future__ import annotations
 
 import itertools
+import os
 import time
 from collections.abc import Callable, Iterator
 from typing import Any
@@ -46,20 +47,16 @@ class PipelineActor:
     def where(self) -> dict[str, Any]:
         """The node and GPUs this actor holds."""
         ctx = ray.get_runtime_context()
-        return {"node_id": ctx.get_node_id(), "gpu_ids": [str(g) for g in ray.get_gpu_ids()]}
+        return {"node_id": ctx.get_node_id(), "gpu_ids": [str(g) for g in ray.get_gpu_ids()], "pid": os.getpid()}
 
-    def assign(self, rank: int) -> None:
-        """Serve ``rank`` from now on."""
-        if rank != self.rank:
-            self.rank = rank
-            self._position = None
+    def get_batch(self, rank: int, epoch: int, k: int) -> dict[str, Any]:
+        """Batch ``k`` of ``epoch`` for ``rank``: outputs as host arrays plus padding flags.
 
-    def get_batch(self, epoch: int, k: int) -> dict[str, Any]:
-        """Batch ``k`` of ``epoch`` for the assigned rank: outputs as host arrays plus padding flags."""
-        if self.rank is None:
-            raise RuntimeError("pipeline actor has no rank assigned")
+        The request names everything the batch depends on, so a restarted actor answers a
+        re-run request exactly as the old one would have."""
         start = time.perf_counter()
-        if self._position != (epoch, k):
+        if (rank, epoch, k) != (self.rank, *(self._position or (None, None))):
+            self.rank = rank
             self.pipe.drive(self._specs(epoch, k))
         outputs = self.pipe.run()
         info = self.pipe.last_batch_info

@@ -39,9 +39,7 @@ class Coordinator:
             free = [s for s in range(len(self._actors)) if s not in taken]
             same_node = [s for s in free if self._nodes[s] == node_id]
             preferred = [s for s in free if s == rank]
-            slot = (same_node or preferred or free)[0]
-            self._slot_of_rank[rank] = slot
-            ray.get(self._actors[slot].assign.remote(rank))
+            self._slot_of_rank[rank] = (same_node or preferred or free)[0]
         slot = self._slot_of_rank[rank]
         return self._actors[slot], slot
 

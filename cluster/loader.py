@@ -87,7 +87,7 @@ class Loader:
         requested = self._next
         while self._next < total:
             while len(pending) < self.prefetch and requested < total:
-                pending.append(self._actor.get_batch.remote(epoch, requested))
+                pending.append(self._actor.get_batch.remote(self.rank, epoch, requested))
                 requested += 1
             batch = self._fetch(pending.popleft(), epoch)
             self._next += 1

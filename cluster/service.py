@@ -66,6 +66,7 @@ def serve(
     initial_fill: int = 1024,
     replace: bool = False,
     detached: bool = False,
+    max_restarts: int = ACTOR_MAX_RESTARTS,
     startup_timeout_s: float = 120.0,
     **pipeline_kwargs: Any,
 ) -> Service:
@@ -82,6 +83,8 @@ def serve(
         raise ArgumentError(f"serve: name must be a non-empty string without '/', got {name!r}")
     if isinstance(world_size, bool) or not isinstance(world_size, int) or world_size < 1:
         raise ArgumentError(f"serve: world_size must be a positive int, got {world_size!r}")
+    if isinstance(max_restarts, bool) or not isinstance(max_restarts, int) or max_restarts < -1:
+        raise ArgumentError(f"serve: max_restarts must be an int >= -1 (-1: unlimited), got {max_restarts!r}")
     if num_gpus_per_actor < 0 or num_cpus_per_actor < 0:
         raise ArgumentError("serve: num_gpus_per_actor and num_cpus_per_actor must be >= 0")
     if placement_strategy not in _PLACEMENT_STRATEGIES:
@@ -134,8 +137,8 @@ def serve(
             namespace=NAMESPACE,
             num_cpus=num_cpus_per_actor,
             num_gpus=num_gpus_per_actor,
-            max_restarts=ACTOR_MAX_RESTARTS,
-            max_task_retries=ACTOR_MAX_TASK_RETRIES,
+            max_restarts=max_restarts,
+            max_task_retries=ACTOR_MAX_TASK_RETRIES if max_restarts else 0,
             lifetime="detached" if detached else None,
             scheduling_strategy=PlacementGroupSchedulingStrategy(pg, placement_group_bundle_index=slot),
         ).remote(pipeline, pipeline_kwargs, config)

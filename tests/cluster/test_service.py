@@ -219,3 +219,61 @@ def test_horovod_two_ranks_train_through_the_loader(cluster):
     steps = [ln for ln in lines if "epoch=0" in ln]
     assert len(steps) == 2 and all("steps=5 len=5" in ln for ln in steps), lines
     assert sum("replicas_in_sync=True" in ln for ln in lines) == 2, lines
+
+
+def _kill_actor_of(svc, rank):
+    import os
+    import signal
+
+    actor = next(a for a in svc.stats()["actors"] if a["rank"] == rank)
+    os.kill(actor["pid"], signal.SIGKILL)
+    return actor["pid"]
+
+
+def test_killed_actor_restarts_and_the_epoch_stays_exactly_once(cluster, jpeg_files):
+    svc = _serve(jpeg_files, "svc-kill", world_size=1, shuffle="global", batch_size=2)
+    try:
+        ld = rp.loader("svc-kill", rank=0, world_size=1)
+        assert len(ld) == 12
+        seen = []
+        for i, (_, labels) in enumerate(ld):
+            seen.extend(labels.numpy().ravel().tolist())
+            if i == 3:
+                old_pid = _kill_actor_of(svc, 0)
+        assert sorted(seen) == list(range(24)), "every sample exactly once despite the restart"
+        ld.set_epoch(0)
+        again = [s for _, labels in ld for s in labels.numpy().ravel().tolist()]
+        assert again == seen, "the restarted actor produced the same order"
+        assert next(a for a in svc.stats()["actors"] if a["rank"] == 0)["pid"] != old_pid
+    finally:
+        svc.shutdown()
+
+
+def test_actor_without_restarts_left_gives_a_clear_error(cluster, jpeg_files):
+    svc = _serve(jpeg_files, "svc-dead", world_size=1, max_restarts=0, batch_size=2)
+    try:
+        ld = rp.loader("svc-dead", rank=0, world_size=1)
+        it = iter(ld)
+        next(it)
+        _kill_actor_of(svc, 0)
+        with pytest.raises(rp.RaypipeError, match=r"pipeline actor serving rank 0 of 'svc-dead' is gone at epoch 0"):
+            for _ in it:
+                pass
+        assert 1 <= ld.state_dict()["batch"] < len(ld)
+    finally:
+        svc.shutdown()
+
+
+def test_fractional_gpus_put_two_actors_on_each_gpu(cluster, jpeg_files):
+    with pytest.raises(rp.ArgumentError, match=r"world_size=9 with 0.5 GPU per pipeline actor needs 4.5 GPUs"):
+        _serve(jpeg_files, "svc-half", world_size=9, num_gpus_per_actor=0.5)
+    svc = _serve(jpeg_files, "svc-half", world_size=8, num_gpus_per_actor=0.5, batch_size=3)
+    try:
+        loaders = [rp.loader("svc-half", rank=r, world_size=8) for r in range(8)]
+        seen = [s for ld in loaders for _, labels in ld for s in labels.numpy().ravel().tolist()]
+        assert sorted(seen) == list(range(24))
+        placed = [(a["node_id"], tuple(a["gpu_ids"])) for a in svc.stats()["actors"]]
+        assert all(len(gpus) == 1 for _, gpus in placed)
+        assert sorted(placed.count(p) for p in set(placed)) == [2, 2, 2, 2], placed
+    finally:
+        svc.shutdown()
