@@ -72,6 +72,11 @@ class PipelineActor:
             "skipped": [(s.sample_index, s.source, s.reason) for s in info.skipped],
         }
 
+    def pause(self) -> None:
+        """Stop preparing batches ahead (frees the CPUs); the next request restarts the pipeline."""
+        self.pipe.close()
+        self._position = None
+
     def stats(self) -> dict[str, Any]:
         """Batches served and time spent producing them."""
         return {"rank": self.rank, "batches": self._served, "busy_s": round(self._busy_s, 3), **self.where()}

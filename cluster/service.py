@@ -40,6 +40,11 @@ class Service:
         """Per-rank acknowledged progress and per-actor batches served and busy time."""
         return ray.get(self._coordinator.stats.remote())
 
+    def pause(self) -> None:
+        """Stop every pipeline actor's read-ahead until a rank asks for its next batch, to free
+        the CPUs (during evaluation, say); no batch is lost, the next one is recomputed."""
+        ray.get([a.pause.remote() for a in self._actors])
+
     def snapshot(self) -> dict[str, Any]:
         """The coordinator's small state: configuration, progress, assignment."""
         return ray.get(self._coordinator.snapshot.remote())

@@ -277,3 +277,20 @@ def test_fractional_gpus_put_two_actors_on_each_gpu(cluster, jpeg_files):
         assert sorted(placed.count(p) for p in set(placed)) == [2, 2, 2, 2], placed
     finally:
         svc.shutdown()
+
+
+def test_pause_loses_no_batch(cluster, jpeg_files):
+    svc = _serve(jpeg_files, "svc-pause", world_size=2)
+    try:
+        ld = rp.loader("svc-pause", rank=0, world_size=2)
+        ld.set_epoch(2)
+        full = [labels.numpy().ravel().tolist() for _, labels in ld]
+        ld.set_epoch(2)
+        got = []
+        for i, (_, labels) in enumerate(ld):
+            got.append(labels.numpy().ravel().tolist())
+            if i == 0:
+                svc.pause()
+        assert got == full and len(full) == 3
+    finally:
+        svc.shutdown()
