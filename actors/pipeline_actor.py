@@ -21,6 +21,9 @@ import ray
 from raypipe.backend import gpu_available
 from raypipe.batch_spec import BatchSpec
 from raypipe.epoch_plan import EpochPlan, plan
+from raypipe.tensor_list import TensorList
+
+from .cuda_ipc import Exporter, device_uuid, use_ipc
 
 
 def service_plan(config: dict[str, Any], epoch: int) -> EpochPlan:
@@ -39,6 +42,8 @@ class PipelineActor:
             **{**pipeline_kwargs, "batch_size": config["batch_size"], "seed": config["seed"], "device_id": device_id}
         )
         self.pipe.build()
+        self._gpu_uuid = device_uuid(0) if device_id is not None else None
+        self._exporter = Exporter()
         self.rank: int | None = None
         self._position: tuple[int, int] | None = None
         self._served = 0
@@ -49,8 +54,9 @@ class PipelineActor:
         ctx = ray.get_runtime_context()
         return {"node_id": ctx.get_node_id(), "gpu_ids": [str(g) for g in ray.get_gpu_ids()], "pid": os.getpid()}
 
-    def get_batch(self, rank: int, epoch: int, k: int) -> dict[str, Any]:
-        """Batch ``k`` of ``epoch`` for ``rank``: outputs as host arrays plus padding flags.
+    def get_batch(self, rank: int, epoch: int, k: int, gpu_uuid: bytes | None = None) -> dict[str, Any]:
+        """Batch ``k`` of ``epoch`` for ``rank``: outputs as host arrays (or CUDA IPC handles
+        when the rank runs on this actor's GPU, ``gpu_uuid``) plus padding flags.
 
         The request names everything the batch depends on, so a restarted actor answers a
         re-run request exactly as the old one would have."""
@@ -64,13 +70,22 @@ class PipelineActor:
         self._served += 1
         self._busy_s += time.perf_counter() - start
         return {
-            "outputs": [np.asarray(o.as_cpu()) for o in outputs],
+            "outputs": [self._ship(o, gpu_uuid, (rank, epoch, k)) for o in outputs],
             "is_pad": np.asarray(info.is_pad, dtype=bool),
             "sample_indices": np.asarray(info.sample_indices, dtype=np.int64),
             "epoch": info.epoch,
             "index": info.index,
             "skipped": [(s.sample_index, s.source, s.reason) for s in info.skipped],
         }
+
+    def release(self, token: tuple[int, int, int]) -> None:
+        """The rank has copied the IPC-shipped outputs of batch ``token``: free them."""
+        self._exporter.release(token)
+
+    def _ship(self, output: TensorList, gpu_uuid: bytes | None, token: tuple[int, int, int]) -> Any:
+        if output.device == "gpu" and use_ipc(output.as_tensor(), self._gpu_uuid, gpu_uuid):
+            return self._exporter.export(output.as_tensor(), token)
+        return np.asarray(output.as_cpu())
 
     def pause(self) -> None:
         """Stop preparing batches ahead (frees the CPUs); the next request restarts the pipeline."""

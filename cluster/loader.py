@@ -18,6 +18,7 @@ from typing import Any
 import numpy as np
 import ray
 
+from actors.cuda_ipc import IpcArray, device_uuid, import_to_torch
 from actors.pipeline_actor import service_plan
 from raypipe.errors import ArgumentError, RaypipeError
 
@@ -60,6 +61,7 @@ class Loader:
             raise ArgumentError(f"loader: rank {rank} outside [0, {world_size})")
         self.name, self.rank, self.output, self.prefetch = name, rank, output, prefetch
         self.device = device
+        self._gpu_uuid = device_uuid(_local_rank()) if output == "torch" and device is None else None
         node = ray.get_runtime_context().get_node_id()
         self._actor, self.slot = ray.get(self._coordinator.attach.remote(rank, node))
         self._epoch = 0
@@ -87,14 +89,17 @@ class Loader:
         requested = self._next
         while self._next < total:
             while len(pending) < self.prefetch and requested < total:
-                pending.append(self._actor.get_batch.remote(self.rank, epoch, requested))
+                pending.append(self._actor.get_batch.remote(self.rank, epoch, requested, self._gpu_uuid))
                 requested += 1
             batch = self._fetch(pending.popleft(), epoch)
             self._next += 1
             self.last_is_pad = batch["is_pad"]
             self.last_sample_indices = batch["sample_indices"]
             self._coordinator.ack.remote(self.rank, epoch, self._next)
-            yield tuple(self._convert(a) for a in batch["outputs"])
+            outputs = tuple(self._convert(a) for a in batch["outputs"])
+            if any(isinstance(a, IpcArray) for a in batch["outputs"]):
+                self._actor.release.remote((self.rank, epoch, self._next - 1))
+            yield outputs
         self._epoch, self._next = epoch + 1, 0
 
     def state_dict(self) -> dict[str, Any]:
@@ -133,7 +138,9 @@ class Loader:
                 f"batch {self._next} ({type(exc).__name__}); resume from state_dict() once the service is back"
             ) from exc
 
-    def _convert(self, array: np.ndarray) -> Any:
+    def _convert(self, array: np.ndarray | IpcArray) -> Any:
+        if isinstance(array, IpcArray):
+            return import_to_torch(array, _local_rank())
         if self.output == "numpy":
             return array
         import torch
