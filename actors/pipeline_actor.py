@@ -47,12 +47,18 @@ class PipelineActor:
         self.rank: int | None = None
         self._position: tuple[int, int] | None = None
         self._served = 0
+        self._seeks = 0
         self._busy_s = 0.0
 
     def where(self) -> dict[str, Any]:
         """The node and GPUs this actor holds."""
         ctx = ray.get_runtime_context()
-        return {"node_id": ctx.get_node_id(), "gpu_ids": [str(g) for g in ray.get_gpu_ids()], "pid": os.getpid()}
+        return {
+            "node_id": ctx.get_node_id(),
+            "gpu_ids": [str(g) for g in ray.get_gpu_ids()],
+            "cuda_visible_devices": os.environ.get("CUDA_VISIBLE_DEVICES"),
+            "pid": os.getpid(),
+        }
 
     def get_batch(self, rank: int, epoch: int, k: int, gpu_uuid: bytes | None = None) -> dict[str, Any]:
         """Batch ``k`` of ``epoch`` for ``rank``: outputs as host arrays (or CUDA IPC handles
@@ -63,6 +69,7 @@ class PipelineActor:
         start = time.perf_counter()
         if (rank, epoch, k) != (self.rank, *(self._position or (None, None))):
             self.rank = rank
+            self._seeks += 1
             self.pipe.drive(self._specs(epoch, k))
         outputs = self.pipe.run()
         info = self.pipe.last_batch_info
@@ -93,8 +100,15 @@ class PipelineActor:
         self._position = None
 
     def stats(self) -> dict[str, Any]:
-        """Batches served and time spent producing them."""
-        return {"rank": self.rank, "batches": self._served, "busy_s": round(self._busy_s, 3), **self.where()}
+        """Batches served, time spent producing them, and how often a request forced a re-seek
+        (not counting the run-on from one epoch into the next)."""
+        return {
+            "rank": self.rank,
+            "batches": self._served,
+            "seeks": self._seeks,
+            "busy_s": round(self._busy_s, 3),
+            **self.where(),
+        }
 
     def _specs(self, epoch: int, k: int) -> Iterator[BatchSpec]:
         for e in itertools.count(epoch):

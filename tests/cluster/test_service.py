@@ -80,6 +80,7 @@ def test_actors_spread_over_nodes_with_logical_gpus(cluster, jpeg_files):
         nodes = [a["node_id"] for a in actors]
         assert len(set(nodes)) == 2 and all(nodes.count(n) == 2 for n in set(nodes))
         assert all(len(a["gpu_ids"]) == 1 for a in actors)
+        assert all(a["cuda_visible_devices"] == a["gpu_ids"][0] for a in actors)
         assert sorted(a["rank"] for a in actors) == list(range(WORLD))
     finally:
         svc.shutdown()
@@ -292,5 +293,41 @@ def test_pause_loses_no_batch(cluster, jpeg_files):
             if i == 0:
                 svc.pause()
         assert got == full and len(full) == 3
+    finally:
+        svc.shutdown()
+
+
+def test_each_rank_is_served_from_its_own_node(cluster, jpeg_files):
+    from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
+
+    from tests.cluster.ranks import RankProcess
+
+    svc = _serve(jpeg_files, "svc-affinity")
+    try:
+        gpu_nodes = sorted(n["NodeID"] for n in ray.nodes() if n["Alive"] and n["Resources"].get("GPU"))
+        # ranks 0 and 1 on the second node, 2 and 3 on the first: not the slots' natural order
+        homes = [gpu_nodes[1], gpu_nodes[1], gpu_nodes[0], gpu_nodes[0]]
+        rank_cls = ray.remote(num_cpus=0)(RankProcess)
+        procs = [
+            rank_cls.options(scheduling_strategy=NodeAffinitySchedulingStrategy(home, soft=False)).remote()
+            for home in homes
+        ]
+        where = ray.get([p.first_batch.remote("svc-affinity", r, WORLD) for r, p in enumerate(procs)])
+        assert where == homes
+        served_from = {a["rank"]: a["node_id"] for a in svc.stats()["actors"]}
+        assert [served_from[r] for r in range(WORLD)] == homes
+    finally:
+        svc.shutdown()
+
+
+def test_next_epoch_is_prepared_without_a_barrier(cluster, jpeg_files):
+    svc = _serve(jpeg_files, "svc-runon", world_size=2)
+    try:
+        ld = rp.loader("svc-runon", rank=1, world_size=2)
+        for epoch in range(3):
+            ld.set_epoch(epoch)
+            assert sum(1 for _ in ld) == 3
+        actor = next(a for a in svc.stats()["actors"] if a["rank"] == 1)
+        assert actor["batches"] == 9 and actor["seeks"] == 1, actor
     finally:
         svc.shutdown()
