@@ -108,17 +108,16 @@ class _PipelineIterator:
         self._pipe.build()
         self._meta = self._pipe.reader_meta(reader_name) if reader_name is not None else None
         self.last_batch_info: BatchInfo | None = None
-        self._pending: tuple[tuple[TensorList, ...], BatchInfo] | None = None
         self._started = False  # a batch of the current epoch was taken from the pipeline
         self._done = False  # the current epoch's last batch was taken
-        self._epoch = self._start_at_epoch_boundary()
+        info = self._pipe.last_batch_info
+        if info is not None and not info.last_in_epoch:
+            self._pipe.reset()  # a pipeline left mid-epoch starts at the next epoch
 
     @property
     def epoch(self) -> int:
         """The epoch being yielded (the next one once :meth:`reset` follows its end)."""
-        if self._epoch is None:
-            self._pending = self._fetch()
-        return self._epoch
+        return self._pipe.epoch - 1 if self._done else self._pipe.epoch
 
     def __len__(self) -> int:
         meta = self._meta
@@ -152,30 +151,12 @@ class _PipelineIterator:
             return
         if not self._done:
             self._pipe.reset()
-        self._epoch += 1
         self._started = self._done = False
 
-    def _start_at_epoch_boundary(self) -> int | None:
-        """The first epoch to yield; a pipeline left mid-epoch skips to the next one. None when
-        the pipeline has returned nothing yet: then the first batch tells."""
-        info = self._pipe.last_batch_info
-        if info is None:
-            return None
-        if not info.last_in_epoch:
-            self._pipe.reset()
-        return info.epoch + 1
-
-    def _fetch(self) -> tuple[tuple[TensorList, ...], BatchInfo]:
-        outputs = self._pipe.run()
-        info = self._pipe.last_batch_info
-        self._epoch = info.epoch
-        return outputs, info
-
     def _take(self) -> tuple[tuple[TensorList, ...], BatchInfo]:
-        item = self._pending if self._pending is not None else self._fetch()
-        self._pending = None
+        outputs = self._pipe.run()
         self._started = True
-        return item
+        return outputs, self._pipe.last_batch_info
 
     def _select(self, outputs: tuple[TensorList, ...], info: BatchInfo) -> dict[str, Any] | None:
         """The batch to yield under the policy, or None to pass this one over."""

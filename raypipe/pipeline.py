@@ -126,6 +126,14 @@ class Pipeline:
         self._executor.start(self._self_driven(epoch))
 
     @property
+    def epoch(self) -> int:
+        """The epoch of the batch the next ``run()`` returns (the reader's own order)."""
+        last = self._last
+        if last is None:
+            return self._epoch
+        return last.spec.epoch + 1 if last.spec.last_in_epoch else last.spec.epoch
+
+    @property
     def last_batch_info(self) -> BatchInfo | None:
         """Epoch, batch index, sample indices and padding of the last ``run()``."""
         r = self._last

@@ -74,8 +74,11 @@ def test_gpu_stage_matches_cpu_stage(jpeg_root):
 def test_reset_restarts_at_a_chosen_epoch(jpeg_root):
     pipe = train_pipe(file_root=jpeg_root)
     with pipe:
+        assert pipe.epoch == 0
         first = [np.asarray(pipe.run()[1]).ravel().tolist() for _ in range(5)]
+        assert pipe.epoch == 1  # 24 samples / 6: the fifth batch opened epoch 1
         pipe.reset(epoch=0)
+        assert pipe.epoch == 0
         again = [np.asarray(pipe.run()[1]).ravel().tolist() for _ in range(5)]
         assert pipe.last_batch_info.epoch == 1
     assert first == again
