@@ -14,7 +14,7 @@ from ray.util.scheduling_strategies import PlacementGroupSchedulingStrategy
 
 from actors.pipeline_actor import PipelineActor
 from raypipe.epoch_plan import validate_plan_args
-from raypipe.errors import ArgumentError, RaypipeError
+from raypipe.errors import ArgumentError, PipelineDefinitionError, RaypipeError
 
 from .coordinator import Coordinator
 from .naming import NAMESPACE, coordinator_name, pipeline_actor_name
@@ -98,10 +98,10 @@ def serve(
         if key in pipeline_kwargs:
             raise ArgumentError(f"serve: {key} is set by the service, not the pipeline")
     probe = pipeline(**pipeline_kwargs)
-    probe.build()
-    dataset_len = probe.epoch_size(probe._staged.reader.name) if probe._staged.reader is not None else 0
-    if probe._staged.reader is None:
-        raise ArgumentError("serve: the pipeline needs a reader (fn.readers.*) for the service to drive")
+    try:
+        (dataset_len,) = probe.epoch_size().values()
+    except PipelineDefinitionError:
+        raise ArgumentError("serve: the pipeline needs a reader (fn.readers.*) for the service to drive") from None
     config = {
         "name": name,
         "world_size": world_size,
@@ -113,7 +113,6 @@ def serve(
         "block_size": block_size,
         "initial_fill": initial_fill,
     }
-    probe.close()
     validate_plan_args(dataset_len, world_size, probe.batch_size, shuffle, last_batch, block_size, initial_fill, seed)
 
     if not ray.is_initialized():

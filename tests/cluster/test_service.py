@@ -114,6 +114,8 @@ def test_errors_are_clear_and_early(cluster, jpeg_files, tmp_path):
         _serve(jpeg_files, "svc-bad", shuffle="random")
     with pytest.raises(rp.ReaderError, match="does not exist"):
         _serve_root(tmp_path)
+    with pytest.raises(rp.ArgumentError, match=r"needs a reader \(fn.readers"):
+        rp.serve(rp.pipeline_def(lambda: rp.fn.random.coin_flip(), batch_size=2), name="svc-bad", world_size=2)
     svc = _serve(jpeg_files, "svc-name", world_size=2)
     try:
         with pytest.raises(rp.ArgumentError, match="already running; pass replace=True"):
