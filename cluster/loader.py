@@ -79,6 +79,7 @@ class Loader:
         if isinstance(epoch, bool) or not isinstance(epoch, int) or epoch < 0:
             raise ArgumentError(f"loader: epoch must be a non-negative int, got {epoch!r}")
         self._epoch, self._next = epoch, 0
+        self._coordinator.ack.remote(self.rank, epoch, 0)
 
     def __len__(self) -> int:
         return self._plan().num_batches

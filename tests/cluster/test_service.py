@@ -329,7 +329,11 @@ def test_next_epoch_is_prepared_without_a_barrier(cluster, jpeg_files):
         for epoch in range(3):
             ld.set_epoch(epoch)
             assert sum(1 for _ in ld) == 3
-        actor = next(a for a in svc.stats()["actors"] if a["rank"] == 1)
+        stats = svc.stats()
+        actor = next(a for a in stats["actors"] if a["rank"] == 1)
         assert actor["batches"] == 9 and actor["seeks"] == 1, actor
+        assert stats["progress"] == {1: [2, 3]}, "rank 1 acknowledged all 3 batches of epoch 2"
+        ld.set_epoch(5)
+        assert svc.stats()["progress"] == {1: [5, 0]}
     finally:
         svc.shutdown()
