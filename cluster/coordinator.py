@@ -1,31 +1,45 @@
 """The coordinator: one named Ray actor per service holding its configuration, the
-rank -> pipeline-actor assignment and every rank's acknowledged progress.
+rank -> pipeline-actor assignment, skipped samples and every rank's acknowledged progress.
 
-Its state is a few numbers per rank (see :meth:`Coordinator.snapshot`), so it can
-be checkpointed and restored. Ranks never wait for each other: each talks to its
-own pipeline actor, and the coordinator is only asked at attach time and told about
-progress.
+It is restarted by Ray whenever it dies (``max_restarts=-1``) and reads back its
+journaled state (:mod:`cluster.journal`); ranks never need it while iterating (they
+talk to their own pipeline actor and tell the coordinator about progress without
+waiting), and nothing it does waits on a pipeline actor.
 """
 
 from __future__ import annotations
 
+import os
 from typing import Any
 
 import ray
+
+from raypipe.service_config import ServiceConfig
+
+from . import journal
+from .coordinator_state import CoordinatorState
 
 
 class Coordinator:
     """Assigns ranks to pipeline actors (same node first) and records acknowledged batches."""
 
-    def __init__(self, config: dict[str, Any], actors: list, actor_nodes: list[str], pg):
+    def __init__(self, config: ServiceConfig, actors: list, actor_nodes: list[str], pg):
         self._pg = pg
         self._config = config
         self._actors = actors
         self._nodes = actor_nodes
-        self._slot_of_rank: dict[int, int] = {}
-        self._progress: dict[int, tuple[int, int]] = {}
+        saved = journal.load(config.name) if ray.get_runtime_context().was_current_actor_reconstructed else None
+        self._state = CoordinatorState.restore(saved) if saved else CoordinatorState()
+        if saved:
+            self._apply(("restart",))
+        else:
+            journal.save(config.name, self._state.snapshot())
 
-    def config(self) -> dict[str, Any]:
+    def _apply(self, event: tuple) -> None:
+        if self._state.apply(event):
+            journal.save(self._config.name, self._state.snapshot())
+
+    def config(self) -> ServiceConfig:
         return self._config
 
     def resources(self) -> tuple[list, Any]:
@@ -34,28 +48,35 @@ class Coordinator:
 
     def attach(self, rank: int, node_id: str | None) -> tuple[Any, int]:
         """The pipeline actor that serves ``rank``: one on ``node_id`` when free, else any free one."""
-        if rank not in self._slot_of_rank:
-            taken = set(self._slot_of_rank.values())
+        if rank not in self._state.assignment:
+            taken = set(self._state.assignment.values())
             free = [s for s in range(len(self._actors)) if s not in taken]
             same_node = [s for s in free if self._nodes[s] == node_id]
             preferred = [s for s in free if s == rank]
-            self._slot_of_rank[rank] = (same_node or preferred or free)[0]
-        slot = self._slot_of_rank[rank]
+            self._apply(("attach", rank, (same_node or preferred or free)[0]))
+        slot = self._state.assignment[rank]
         return self._actors[slot], slot
 
-    def ack(self, rank: int, epoch: int, next_batch: int) -> None:
-        """Rank ``rank`` has consumed every batch of ``epoch`` before ``next_batch``."""
-        self._progress[rank] = (epoch, next_batch)
+    def ack(self, rank: int, epoch: int, next_batch: int, skipped: list[tuple[int, int, str]] = ()) -> None:
+        """Rank ``rank`` has consumed every batch of ``epoch`` before ``next_batch``; ``skipped``
+        lists (epoch, sample index, file) of samples its batches replaced."""
+        for epoch_, index, source in skipped:
+            self._apply(("skip", epoch_, index, source))
+        self._apply(("ack", rank, epoch, next_batch))
 
     def snapshot(self) -> dict[str, Any]:
         """Everything needed to restore the service's position: small by design."""
         return {
             "config": self._config,
-            "progress": {r: list(p) for r, p in self._progress.items()},
-            "assignment": dict(self._slot_of_rank),
+            "progress": {r: list(p) for r, p in self._state.progress.items()},
+            "assignment": dict(self._state.assignment),
         }
 
     def stats(self) -> dict[str, Any]:
-        """Progress per rank and what each pipeline actor has served."""
-        actors = ray.get([a.stats.remote() for a in self._actors])
-        return {"progress": {r: list(p) for r, p in self._progress.items()}, "actors": actors}
+        """Progress per rank, skipped samples, and the coordinator's own restarts and pid."""
+        return {
+            "progress": {r: list(p) for r, p in self._state.progress.items()},
+            "assignment": dict(self._state.assignment),
+            "skipped": self._state.skipped_report(),
+            "coordinator": {"pid": os.getpid(), "restarts": self._state.restarts},
+        }

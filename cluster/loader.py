@@ -19,7 +19,6 @@ import numpy as np
 import ray
 
 from actors.cuda_ipc import IpcArray, device_uuid, import_to_torch
-from actors.pipeline_actor import service_plan
 from raypipe.errors import ArgumentError, RaypipeError
 
 from .naming import NAMESPACE, coordinator_name
@@ -53,9 +52,9 @@ class Loader:
                 f"loader: no raypipe service named {name!r} on this Ray cluster (start it with rp.serve)"
             ) from None
         self.config = ray.get(self._coordinator.config.remote())
-        if world_size != self.config["world_size"]:
+        if world_size != self.config.world_size:
             raise ArgumentError(
-                f"loader: world_size={world_size} but service {name!r} serves {self.config['world_size']} ranks"
+                f"loader: world_size={world_size} but service {name!r} serves {self.config.world_size} ranks"
             )
         if not 0 <= rank < world_size:
             raise ArgumentError(f"loader: rank {rank} outside [0, {world_size})")
@@ -64,68 +63,78 @@ class Loader:
         self._gpu_uuid = device_uuid(_local_rank()) if output == "torch" and device is None else None
         node = ray.get_runtime_context().get_node_id()
         self._actor, self.slot = ray.get(self._coordinator.attach.remote(rank, node))
-        self._epoch = 0
-        self._next = 0
+        self._epoch, self._start, self._next = 0, 0, 0  # the rank's position: its only home
+        self._resumed = False
         self.last_is_pad: np.ndarray | None = None
         self.last_sample_indices: np.ndarray | None = None
 
     @property
     def epoch(self) -> int:
         """The epoch the next iteration reads."""
-        return self._epoch
+        return self._epoch + 1 if self._next >= len(self) else self._epoch
 
     def set_epoch(self, epoch: int) -> None:
-        """Read ``epoch`` next, from its first batch."""
+        """Read ``epoch`` next, from its first batch; right after ``load_state_dict`` into that
+        same epoch, from the loaded position (so the usual ``set_epoch`` loop resumes)."""
         if isinstance(epoch, bool) or not isinstance(epoch, int) or epoch < 0:
             raise ArgumentError(f"loader: epoch must be a non-negative int, got {epoch!r}")
-        self._epoch, self._next = epoch, 0
-        self._coordinator.ack.remote(self.rank, epoch, 0)
+        if not (self._resumed and epoch == self._epoch):
+            self._epoch, self._start, self._next = epoch, 0, 0
+        self._resumed = False
+        self._coordinator.ack.remote(self.rank, self._epoch, self._next)
 
     def __len__(self) -> int:
+        """Batches of the current epoch (from the resumed position after ``load_state_dict``);
+        equal on every rank."""
         return self._plan().num_batches
 
     def __iter__(self) -> Iterator[tuple[Any, ...]]:
-        epoch, total = self._epoch, len(self)
+        epoch, start, total = self._epoch, self._start, len(self)
+        self._resumed = False
         pending: collections.deque = collections.deque()
         requested = self._next
         while self._next < total:
             while len(pending) < self.prefetch and requested < total:
-                pending.append(self._actor.get_batch.remote(self.rank, epoch, requested, self._gpu_uuid))
+                ref = self._actor.get_batch.remote(self.rank, epoch, start, requested, self._gpu_uuid)
+                pending.append((requested, ref))
                 requested += 1
-            batch = self._fetch(pending.popleft(), epoch)
-            self._next += 1
+            k, ref = pending.popleft()
+            batch = self._fetch(ref, epoch, k)
+            if (batch["epoch"], batch["start"], batch["index"]) != (epoch, start, k):
+                raise RaypipeError(
+                    f"loader: rank {self.rank} asked for batch {k} of epoch {epoch} and received batch "
+                    f"{batch['index']} of epoch {batch['epoch']}"
+                )
+            self._next = k + 1
             self.last_is_pad = batch["is_pad"]
             self.last_sample_indices = batch["sample_indices"]
-            self._coordinator.ack.remote(self.rank, epoch, self._next)
+            skipped = [(e, i, src) for e, i, src, _ in batch["skipped"]]
+            self._coordinator.ack.remote(self.rank, epoch, self._next, skipped)
             outputs = tuple(self._convert(a) for a in batch["outputs"])
             if any(isinstance(a, IpcArray) for a in batch["outputs"]):
-                self._actor.release.remote((self.rank, epoch, self._next - 1))
+                self._actor.release.remote((self.rank, epoch, k))
             yield outputs
-        self._epoch, self._next = epoch + 1, 0
+        self._epoch, self._start, self._next = epoch + 1, 0, 0
 
     def state_dict(self) -> dict[str, Any]:
-        """Where this rank is: resume with ``load_state_dict`` (any process, same service config)."""
-        c = self.config
-        return {
-            "name": self.name,
-            "rank": self.rank,
-            "world_size": c["world_size"],
-            "seed": c["seed"],
-            "epoch": self._epoch,
-            "batch": self._next,
-        }
+        """Where this rank is, as a global position (epoch, stream offset): a small plain dict
+        that ``load_state_dict`` resumes from in any process and any world size."""
+        return self.config.state(self._epoch, self._start, self._next)
 
-    def load_state_dict(self, state: dict[str, Any]) -> None:
-        """Resume at the exact batch recorded by ``state_dict``."""
-        for key in ("world_size", "seed"):
-            if state[key] != self.config[key]:
-                raise ArgumentError(f"loader: state has {key}={state[key]} but the service has {self.config[key]}")
-        self._epoch, self._next = int(state["epoch"]), int(state["batch"])
+    def load_state_dict(self, state: dict[str, Any], strict: bool = True) -> None:
+        """Continue at ``state``'s position, without reading anything before it. The state may
+        come from a service with another world size (same dataset, seed, shuffle, batch size
+        and last-batch policy; ``strict=False`` loads a state from another configuration
+        with a warning). The pipeline actor starts preparing from there at once."""
+        epoch, start = self.config.resume(state, owner="loader", strict=strict)
+        self._epoch, self._start, self._next = epoch, start, 0
+        self._resumed = True
+        self._actor.load_state_dict.remote(state, self.rank, strict)
 
     def _plan(self):
-        return service_plan(self.config, self._epoch)
+        return self.config.plan(self._epoch, self._start)
 
-    def _fetch(self, ref, epoch: int) -> dict[str, Any]:
+    def _fetch(self, ref, epoch: int, k: int) -> dict[str, Any]:
         try:
             return ray.get(ref)
         except ray.exceptions.RayTaskError as exc:
@@ -136,7 +145,7 @@ class Loader:
         except ray.exceptions.RayActorError as exc:
             raise RaypipeError(
                 f"loader: the pipeline actor serving rank {self.rank} of {self.name!r} is gone at epoch {epoch}, "
-                f"batch {self._next} ({type(exc).__name__}); resume from state_dict() once the service is back"
+                f"batch {k} ({type(exc).__name__}); resume from state_dict() once the service is back"
             ) from exc
 
     def _convert(self, array: np.ndarray | IpcArray) -> Any:

@@ -12,10 +12,11 @@ import ray
 from ray.util.placement_group import placement_group, remove_placement_group
 from ray.util.scheduling_strategies import PlacementGroupSchedulingStrategy
 
-from actors.pipeline_actor import PipelineActor
-from raypipe.epoch_plan import validate_plan_args
+from actors.pipeline_actor import CONCURRENCY_GROUPS, PipelineActor
 from raypipe.errors import ArgumentError, PipelineDefinitionError, RaypipeError
+from raypipe.service_config import ServiceConfig
 
+from . import journal
 from .coordinator import Coordinator
 from .naming import NAMESPACE, coordinator_name, pipeline_actor_name
 
@@ -29,16 +30,27 @@ _PLACEMENT_STRATEGIES = ("SPREAD", "PACK", "STRICT_SPREAD", "STRICT_PACK")
 class Service:
     """A running service: its coordinator, pipeline actors and GPU reservation."""
 
-    def __init__(self, name: str, config: dict[str, Any], coordinator, actors: list, pg):
+    def __init__(self, name: str, config: ServiceConfig, coordinator, actors: list, pg):
         self.name = name
         self.config = config
         self._coordinator = coordinator
         self._actors = actors
         self._pg = pg
 
-    def stats(self) -> dict[str, Any]:
-        """Per-rank acknowledged progress and per-actor batches served and busy time."""
-        return ray.get(self._coordinator.stats.remote())
+    def stats(self, timeout_s: float = 10.0) -> dict[str, Any]:
+        """Per-rank acknowledged progress, skipped samples (``{"count", "files"}``) and, per
+        pipeline actor, its rank, node, GPUs, batches served and busy time. An actor that
+        does not answer within ``timeout_s`` (restarting, say) is listed as unavailable."""
+        coordinator = self._coordinator.stats.remote()
+        refs = [a.stats.remote() for a in self._actors]
+        ready, _ = ray.wait(refs, num_returns=len(refs), timeout=timeout_s)
+        actors = []
+        for slot, ref in enumerate(refs):
+            try:
+                actors.append({"slot": slot, **ray.get(ref)} if ref in ready else _unavailable(slot, "no answer"))
+            except ray.exceptions.RayError as exc:
+                actors.append(_unavailable(slot, type(exc).__name__))
+        return {**ray.get(coordinator, timeout=timeout_s), "actors": actors}
 
     def pause(self) -> None:
         """Stop every pipeline actor's read-ahead until a rank asks for its next batch, to free
@@ -50,10 +62,24 @@ class Service:
         return ray.get(self._coordinator.snapshot.remote())
 
     def shutdown(self) -> None:
-        """Stop every actor of the service and release its GPUs."""
-        for actor in [*self._actors, self._coordinator]:
+        """Stop every actor of the service, release its placement group and forget its journal.
+        Safe to call twice."""
+        _release(self.name, [*self._actors, self._coordinator], self._pg)
+        self._actors, self._coordinator, self._pg = [], None, None
+
+
+def _unavailable(slot: int, why: str) -> dict[str, Any]:
+    return {"slot": slot, "rank": None, "available": False, "why": why}
+
+
+def _release(name: str, actors: list, pg) -> None:
+    """Kill ``actors`` (None entries skipped), remove ``pg`` and clear the service's journal."""
+    for actor in actors:
+        if actor is not None:
             ray.kill(actor, no_restart=True)
-        remove_placement_group(self._pg)
+    if pg is not None:
+        remove_placement_group(pg)
+    journal.clear(name)
 
 
 def serve(
@@ -102,18 +128,19 @@ def serve(
         (dataset_len,) = probe.epoch_size().values()
     except PipelineDefinitionError:
         raise ArgumentError("serve: the pipeline needs a reader (fn.readers.*) for the service to drive") from None
-    config = {
-        "name": name,
-        "world_size": world_size,
-        "seed": seed,
-        "shuffle": shuffle,
-        "last_batch": last_batch,
-        "batch_size": probe.batch_size,
-        "dataset_len": dataset_len,
-        "block_size": block_size,
-        "initial_fill": initial_fill,
-    }
-    validate_plan_args(dataset_len, world_size, probe.batch_size, shuffle, last_batch, block_size, initial_fill, seed)
+    config = ServiceConfig(
+        name=name,
+        world_size=world_size,
+        batch_size=probe.batch_size,
+        dataset_len=dataset_len,
+        dataset_digest=probe.dataset_digest(),
+        seed=seed,
+        shuffle=shuffle,
+        last_batch=last_batch,
+        block_size=block_size,
+        initial_fill=initial_fill,
+    )
+    probe.close()
 
     if not ray.is_initialized():
         ray.init(address=os.environ.get("RAY_ADDRESS"), log_to_driver=False)
@@ -127,45 +154,47 @@ def serve(
     _claim_name(name, replace)
 
     bundle = {"CPU": num_cpus_per_actor} | ({"GPU": num_gpus_per_actor} if num_gpus_per_actor else {})
-    pg = placement_group([dict(bundle) for _ in range(world_size)], strategy=placement_strategy)
-    if not pg.wait(timeout_seconds=startup_timeout_s):
-        remove_placement_group(pg)
-        raise RaypipeError(
-            f"serve: could not reserve {world_size} x {bundle} with strategy {placement_strategy} within "
-            f"{startup_timeout_s:g} s; the cluster has {ray.cluster_resources()}"
-        )
-    actor_cls = ray.remote(PipelineActor)
-    actors = [
-        actor_cls.options(
-            name=pipeline_actor_name(name, slot),
-            namespace=NAMESPACE,
-            num_cpus=num_cpus_per_actor,
-            num_gpus=num_gpus_per_actor,
-            max_restarts=max_restarts,
-            max_task_retries=ACTOR_MAX_TASK_RETRIES if max_restarts else 0,
-            lifetime="detached" if detached else None,
-            scheduling_strategy=PlacementGroupSchedulingStrategy(pg, placement_group_bundle_index=slot),
-        ).remote(pipeline, pipeline_kwargs, config)
-        for slot in range(world_size)
-    ]
+    lifetime = "detached" if detached else None
+    pg = placement_group([dict(bundle) for _ in range(world_size)], strategy=placement_strategy, lifetime=lifetime)
+    actors: list = []
+    coordinator = None
     try:
+        if not pg.wait(timeout_seconds=startup_timeout_s):
+            raise RaypipeError(
+                f"serve: could not reserve {world_size} x {bundle} with strategy {placement_strategy} within "
+                f"{startup_timeout_s:g} s; the cluster has {ray.cluster_resources()}"
+            )
+        actor_cls = ray.remote(concurrency_groups=CONCURRENCY_GROUPS)(PipelineActor)
+        for slot in range(world_size):
+            actors.append(
+                actor_cls.options(
+                    name=pipeline_actor_name(name, slot),
+                    namespace=NAMESPACE,
+                    num_cpus=num_cpus_per_actor,
+                    num_gpus=num_gpus_per_actor,
+                    max_restarts=max_restarts,
+                    max_task_retries=ACTOR_MAX_TASK_RETRIES if max_restarts else 0,
+                    lifetime=lifetime,
+                    scheduling_strategy=PlacementGroupSchedulingStrategy(pg, placement_group_bundle_index=slot),
+                ).remote(pipeline, pipeline_kwargs, config)
+            )
         where = ray.get([a.where.remote() for a in actors], timeout=startup_timeout_s)
-    except Exception:
-        for actor in actors:
-            ray.kill(actor, no_restart=True)
-        remove_placement_group(pg)
-        raise
-    coordinator = (
-        ray.remote(Coordinator)
-        .options(
-            name=coordinator_name(name),
-            namespace=NAMESPACE,
-            num_cpus=0,
-            lifetime="detached" if detached else None,
+        coordinator = (
+            ray.remote(Coordinator)
+            .options(
+                name=coordinator_name(name),
+                namespace=NAMESPACE,
+                num_cpus=0,
+                max_restarts=-1,
+                max_task_retries=-1,
+                lifetime=lifetime,
+            )
+            .remote(config, actors, [w["node_id"] for w in where], pg)
         )
-        .remote(config, actors, [w["node_id"] for w in where], pg)
-    )
-    ray.get(coordinator.config.remote())
+        ray.get(coordinator.config.remote(), timeout=startup_timeout_s)
+    except BaseException:
+        _release(name, [*actors, coordinator], pg)
+        raise
     return Service(name, config, coordinator, actors, pg)
 
 
@@ -177,9 +206,7 @@ def _claim_name(name: str, replace: bool) -> None:
     if not replace:
         raise ArgumentError(f"serve: a service named {name!r} is already running; pass replace=True to replace it")
     actors, pg = ray.get(existing.resources.remote())
-    for actor in [*actors, existing]:
-        ray.kill(actor, no_restart=True)
-    remove_placement_group(pg)
+    _release(name, [*actors, existing], pg)
     deadline = time.monotonic() + 30
     while time.monotonic() < deadline:
         try:

@@ -3,22 +3,28 @@
 ``plan(dataset_len, seed, epoch, world_size, batch_size, shuffle, last_batch)``
 describes an epoch; ``plan.batch(rank, k)`` is rank ``rank``'s batch ``k``.
 
-* The epoch's global order does not depend on the world size: global batch ``k``
-  is stream positions ``[k*W*B, (k+1)*W*B)`` and rank ``r`` takes the ``r``-th slice
-  of ``B``. Resuming, replaying or changing the world size is arithmetic.
+* The epoch's global order does not depend on the world size: the order is a
+  stream of positions ``[0, N)`` mapped to samples, global batch ``k`` is stream
+  positions ``[start + k*W*B, start + (k+1)*W*B)`` and rank ``r`` takes the ``r``-th
+  slice of ``B``. ``start`` (0 unless resuming mid-epoch) is where the epoch picks
+  up: a service resumed at stream position ``s``, with any world size, deals out
+  exactly the positions ``[s, N)``. Resuming, replaying or changing the world size
+  is arithmetic.
 * ``shuffle="global"``: a keyed Feistel bijection of ``[0, N)`` per (seed, epoch),
   computed per batch in O(batch) time and memory, for any N.
 * ``shuffle="buffer"``: for data cheaper to read in order. Contiguous blocks of
-  ``block_size`` samples are shuffled (a keyed bijection over blocks) and dealt out
-  like the global order; each rank then passes its share through a shuffle buffer of
-  ``initial_fill`` samples (DALI-style), keyed by (seed, epoch, rank). Deterministic
-  for a given world size; resuming recomputes the rank's buffer, O(samples per rank).
+  ``block_size`` samples are read in a shuffled order (a keyed bijection over
+  blocks), and the stream is shuffled within consecutive windows of
+  ``initial_fill`` positions (a keyed bijection per window, as MosaicML Streaming's
+  block shuffles do), so a reader holds at most one window of samples at a time.
+  Any batch, and so any resume, costs O(batch), never O(position).
 * ``shuffle="none"``: natural order.
-* ``last_batch``: ``"pad"`` tops the last global batch up with samples from the start
-  of the epoch's order (reported as padding); ``"drop"`` drops the incomplete global
-  batch; ``"partial"`` splits the remainder evenly, so a rank's last batch is shorter
-  but never empty (when fewer samples remain than ranks, a rank without one gets a
-  single padding entry). Every rank has the same number of batches.
+* ``last_batch`` (:class:`~raypipe.last_batch.LastBatchPolicy`): ``"pad"`` tops the
+  last global batch up with samples from the start of the epoch's order (reported as
+  padding); ``"drop"`` drops the incomplete global batch; ``"partial"`` splits the
+  remainder evenly, so a rank's last batch is shorter but never empty (when fewer
+  samples remain than ranks, a rank without one gets a single padding entry). Every
+  rank has the same number of batches.
 """
 
 from __future__ import annotations
@@ -32,13 +38,12 @@ import numpy as np
 from .batch_spec import BatchSpec
 from .errors import ArgumentError
 from .keyed_random import sample_generator
+from .last_batch import LastBatchPolicy, num_batches
 from .permutation import FeistelPermutation
-from .reader_order import shuffle_buffer_order
 
 SHUFFLE_MODES = ("global", "buffer", "none")
-LAST_BATCH_POLICIES = ("pad", "drop", "partial")
 _ORDER_STREAM = 0x0D_E5_0F_EC
-_BUFFER_STREAM = 0xB0_FF_E5
+_WINDOW_STREAM = 0xB0_FF_E5
 
 
 @dataclass(frozen=True)
@@ -54,6 +59,7 @@ class EpochPlan:
     last_batch: str = "pad"
     block_size: int = 256
     initial_fill: int = 1024
+    start: int = 0
 
     def __post_init__(self):
         validate_plan_args(
@@ -67,6 +73,11 @@ class EpochPlan:
             self.seed,
             self.epoch,
         )
+        if isinstance(self.start, bool) or not isinstance(self.start, (int, np.integer)):
+            raise ArgumentError(f"start must be an int, got {self.start!r}")
+        if not 0 <= self.start < self.dataset_len:
+            raise ArgumentError(f"start must be in [0, {self.dataset_len}), got {self.start}")
+        object.__setattr__(self, "last_batch", LastBatchPolicy.parse(self.last_batch).value)
 
     @property
     def global_batch(self) -> int:
@@ -74,10 +85,12 @@ class EpochPlan:
 
     @property
     def num_batches(self) -> int:
-        """Batches per rank in this epoch (the same on every rank)."""
-        if self.last_batch == "drop":
-            return self.dataset_len // self.global_batch
-        return math.ceil(self.dataset_len / self.global_batch)
+        """Batches per rank in this epoch from ``start`` on (the same on every rank)."""
+        return num_batches(self.dataset_len - self.start, self.global_batch, self.last_batch)
+
+    def offset_after(self, k: int) -> int:
+        """Stream position reached once every rank has taken ``k`` batches (at most N)."""
+        return min(self.dataset_len, self.start + k * self.global_batch)
 
     def batch(self, rank: int, k: int) -> BatchSpec:
         """Rank ``rank``'s batch ``k``: sample indices, padding at the end."""
@@ -86,38 +99,31 @@ class EpochPlan:
         if not 0 <= k < self.num_batches:
             raise IndexError(f"batch {k} outside [0, {self.num_batches}) of epoch {self.epoch}")
         positions, num_pad = self._positions(rank, k)
-        real = positions[: len(positions) - num_pad]
-        pad = positions[len(positions) - num_pad :] % self.dataset_len
-        if self.shuffle == "buffer":
-            start = k * self.batch_size
-            samples = np.concatenate([self._rank_order(rank)[start : start + len(real)], self._map(pad)])
-        else:
-            samples = self._map(np.concatenate([real, pad]))
-        return BatchSpec(self.epoch, k, samples, num_pad, k == self.num_batches - 1)
+        positions[len(positions) - num_pad :] %= self.dataset_len
+        return BatchSpec(self.epoch, k, self._map(positions), num_pad, k == self.num_batches - 1)
 
     def _positions(self, rank: int, k: int) -> tuple[np.ndarray, int]:
-        base = k * self.global_batch
+        base = self.start + k * self.global_batch
         remaining = self.dataset_len - base
         if remaining >= self.global_batch or self.last_batch == "pad":
-            start = base + rank * self.batch_size
-            positions = np.arange(start, start + self.batch_size, dtype=np.int64)
+            first = base + rank * self.batch_size
+            positions = np.arange(first, first + self.batch_size, dtype=np.int64)
             return positions, int(np.count_nonzero(positions >= self.dataset_len))
         share, extra = divmod(remaining, self.world_size)
         size = share + (rank < extra)
-        start = base + rank * share + min(rank, extra)
+        first = base + rank * share + min(rank, extra)
         if size == 0:
             return np.array([rank], dtype=np.int64), 1
-        return np.arange(start, start + size, dtype=np.int64), 0
+        return np.arange(first, first + size, dtype=np.int64), 0
 
     def _map(self, positions: np.ndarray) -> np.ndarray:
         if self.shuffle == "none" or len(positions) == 0:
             return positions.astype(np.int64)
+        key = _key(self.seed, self.epoch)
         if self.shuffle == "global":
-            return _permutation(self.dataset_len, _key(self.seed, self.epoch))(positions)
-        return _block_stream(self.dataset_len, self.block_size, _key(self.seed, self.epoch), positions)
-
-    def _rank_order(self, rank: int) -> np.ndarray:
-        return _buffered_rank_order(self, rank)
+            return _permutation(self.dataset_len, key)(positions)
+        stream = _window_shuffle(self.dataset_len, self.initial_fill, self.seed, self.epoch, positions)
+        return _block_stream(self.dataset_len, self.block_size, key, stream)
 
 
 def plan(
@@ -130,9 +136,12 @@ def plan(
     last_batch: str = "pad",
     block_size: int = 256,
     initial_fill: int = 1024,
+    start: int = 0,
 ) -> EpochPlan:
     """The plan of one epoch (see the module docstring)."""
-    return EpochPlan(dataset_len, seed, epoch, world_size, batch_size, shuffle, last_batch, block_size, initial_fill)
+    return EpochPlan(
+        dataset_len, seed, epoch, world_size, batch_size, shuffle, last_batch, block_size, initial_fill, start
+    )
 
 
 def validate_plan_args(
@@ -160,11 +169,10 @@ def validate_plan_args(
             raise ArgumentError(f"{name} must be an int >= {low}, got {value!r}")
     if shuffle not in SHUFFLE_MODES:
         raise ArgumentError(f"shuffle must be one of {SHUFFLE_MODES}, got {shuffle!r}")
-    if last_batch not in LAST_BATCH_POLICIES:
-        raise ArgumentError(f"last_batch must be one of {LAST_BATCH_POLICIES}, got {last_batch!r}")
+    policy = LastBatchPolicy.parse(last_batch)
     if dataset_len < world_size:
         raise ArgumentError(f"{dataset_len} samples cannot feed {world_size} ranks")
-    if last_batch == "drop" and dataset_len < world_size * batch_size:
+    if policy is LastBatchPolicy.DROP and dataset_len < world_size * batch_size:
         raise ArgumentError(
             f"with last_batch='drop', {dataset_len} samples make no full global batch of "
             f"{world_size} ranks x {batch_size}; use 'pad' or 'partial' or a smaller batch"
@@ -175,7 +183,7 @@ def _key(seed: int, epoch: int) -> int:
     return int(sample_generator(seed, epoch, 0, _ORDER_STREAM).integers(0, 2**63))
 
 
-@functools.lru_cache(maxsize=16)
+@functools.lru_cache(maxsize=64)
 def _permutation(n: int, key: int) -> FeistelPermutation:
     return FeistelPermutation(n, key)
 
@@ -190,9 +198,19 @@ def _block_stream(n: int, block_size: int, key: int, positions: np.ndarray) -> n
     return blocks(slots // block_size) * block_size + slots % block_size
 
 
-@functools.lru_cache(maxsize=4)
-def _buffered_rank_order(p: EpochPlan, rank: int) -> np.ndarray:
-    real = [p._positions(rank, k) for k in range(p.num_batches)]
-    stream = np.concatenate([pos[: len(pos) - pad] for pos, pad in real])
-    samples = _block_stream(p.dataset_len, p.block_size, _key(p.seed, p.epoch), stream)
-    return shuffle_buffer_order(samples, p.initial_fill, sample_generator(p.seed, p.epoch, rank, _BUFFER_STREAM))
+@functools.lru_cache(maxsize=64)
+def _window_key(seed: int, epoch: int, window: int) -> int:
+    return int(sample_generator(seed, epoch, window, _WINDOW_STREAM).integers(0, 2**63))
+
+
+def _window_shuffle(n: int, window: int, seed: int, epoch: int, positions: np.ndarray) -> np.ndarray:
+    """Shuffle positions within consecutive windows of ``window`` positions, each by its own
+    keyed bijection: O(1) per position, and a window's outputs are that window's inputs."""
+    out = np.empty(len(positions), dtype=np.int64)
+    windows = positions // window
+    for w in np.unique(windows).tolist():
+        mask = windows == w
+        first = w * window
+        size = min(window, n - first)
+        out[mask] = first + _permutation(size, _window_key(seed, epoch, w))(positions[mask] - first)
+    return out

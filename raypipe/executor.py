@@ -11,13 +11,19 @@ Queues between the stages are bounded, so prefetching never runs away: besides
 the batch the caller holds, at most ``cpu_size + gpu_size + 2`` batches exist
 (``cpu_size`` in the CPU stage, ``gpu_size`` waiting for the GPU stage, one in
 it and one finished).
+
+Lifetime: the threads hold the executor, never its owner, so a dropped
+:class:`~raypipe.pipeline.Pipeline` is collected and its finalizer stops them.
+Live executors sit in a weak registry that an exit hook stops (as DALI does),
+so interpreter exit neither waits on nor races with running stages.
 """
 
 from __future__ import annotations
 
 import queue
 import threading
-from collections.abc import Iterator
+import weakref
+from collections.abc import Callable, Iterator
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Any
@@ -31,6 +37,26 @@ from .operator import Skip
 from .tensor_list import TensorList
 
 _POLL = 0.05
+_LIVE: weakref.WeakSet[Executor] = weakref.WeakSet()
+_STAGE_THREAD = threading.local()
+
+
+def _mark_stage_thread() -> None:
+    """Flag the calling thread as a stage or CPU-pool thread, which ``stop()`` must not join."""
+    _STAGE_THREAD.active = True
+
+
+def _stop_live_executors() -> None:
+    """Stop every executor still running when the interpreter exits.
+
+    Registered with threading's exit hooks, not ``atexit``: those run first, and later-registered
+    ones before ``concurrent.futures``' own, which joins the CPU pools only after they have decoded
+    every queued sample."""
+    for executor in list(_LIVE):
+        executor.stop()
+
+
+threading._register_atexit(_stop_live_executors)
 
 
 @dataclass(frozen=True)
@@ -55,8 +81,22 @@ class BatchResult:
 
 
 class _Failure:
+    """An error on its way from a stage to ``next()``."""
+
     def __init__(self, error: BaseException):
         self.error = error
+
+
+def _attempt(fn: Callable[..., Any], *args: Any) -> Any:
+    """``fn(*args)``, or a :class:`_Failure` with what it raised.
+
+    The error's traceback keeps this frame and, through it, the caller's: neither may hold
+    the failure in a variable, or the error, and the pipeline frame it is re-raised through,
+    would sit in a reference cycle that only the garbage collector frees."""
+    try:
+        return fn(*args)
+    except BaseException as exc:
+        return _Failure(exc)
 
 
 class Executor:
@@ -71,7 +111,7 @@ class Executor:
         cpu_size: int,
         gpu_size: int,
         device: DeviceContext,
-        source_of=lambda index: f"sample {index}",
+        source_of: Callable[[int], str] | None = None,
     ):
         self._graph = graph
         self._seed = seed
@@ -79,7 +119,7 @@ class Executor:
         self._cpu_size = cpu_size
         self._gpu_size = gpu_size
         self._device = device
-        self._source_of = source_of
+        self._source_of = source_of or _numbered_sample
         self._threads: list[threading.Thread] = []
         self._pool: ThreadPoolExecutor | None = None
 
@@ -92,12 +132,15 @@ class Executor:
         self._pending: queue.Queue = queue.Queue()
         self._device_q: queue.Queue = queue.Queue(self._gpu_size)
         self._out_q: queue.Queue = queue.Queue(1)
-        self._pool = ThreadPoolExecutor(self._num_threads, thread_name_prefix="raypipe-cpu")
+        self._pool = ThreadPoolExecutor(
+            self._num_threads, thread_name_prefix="raypipe-cpu", initializer=_mark_stage_thread
+        )
         self._threads = [
             threading.Thread(target=self._dispatch, args=(iter(specs),), name="raypipe-dispatch", daemon=True),
             threading.Thread(target=self._mixed_stage, name="raypipe-mixed", daemon=True),
             threading.Thread(target=self._gpu_stage, name="raypipe-gpu", daemon=True),
         ]
+        _LIVE.add(self)
         for t in self._threads:
             t.start()
 
@@ -112,21 +155,35 @@ class Executor:
             raise StopIteration
         item = self._get(self._out_q)
         if isinstance(item, _Failure):
-            raise item.error
+            try:
+                raise item.error
+            finally:
+                del item  # this frame joins the error's traceback: it must not hold the error
         if item is None:
             self._finished = True
             raise StopIteration
         return item
 
     def stop(self) -> None:
-        """Stop the stages and drop prefetched batches."""
-        if not self._threads:
+        """Stop the stages and drop prefetched batches; idempotent.
+
+        Queued samples are cancelled, so this waits for at most the samples being decoded
+        and one poll period. Called from a stage thread (a finalizer run by the garbage
+        collector there), it only signals: the threads end by themselves.
+        """
+        threads, self._threads = self._threads, []
+        if not threads:
             return
+        _LIVE.discard(self)
         self._stop.set()
-        for t in self._threads:
+        self._pool.shutdown(wait=False, cancel_futures=True)
+        if getattr(_STAGE_THREAD, "active", False):
+            return
+        for t in threads:
             t.join()
-        self._pool.shutdown(wait=True, cancel_futures=True)
-        self._threads = []
+        self._pool.shutdown(wait=True)
+        # prefetched batches and errors (whose tracebacks hold executor frames) go with the queues
+        self._pending, self._device_q, self._out_q = queue.Queue(), queue.Queue(), queue.Queue(1)
 
     def _put(self, q: queue.Queue, item: Any) -> bool:
         while not self._stop.is_set():
@@ -146,6 +203,7 @@ class Executor:
                     raise RuntimeError("the pipeline was stopped") from None
 
     def _dispatch(self, specs: Iterator[BatchSpec]) -> None:
+        _mark_stage_thread()
         try:
             for spec in specs:
                 while not self._slots.acquire(timeout=_POLL):
@@ -153,14 +211,19 @@ class Executor:
                         return
                 if self._stop.is_set():
                     return
-                futures = [
-                    self._pool.submit(self._process_sample, SampleContext(self._seed, spec.epoch, int(i)))
-                    for i in spec.sample_indices
-                ]
-                self._pending.put((spec, futures))
+                self._submit(spec)
         except BaseException as exc:
             self._pending.put(_Failure(exc))
         self._pending.put(None)
+
+    def _submit(self, spec: BatchSpec) -> None:
+        """Queue a batch's samples on the CPU pool (a call of its own so that this thread keeps no
+        reference to the futures, and to the errors they may hold, while it waits for a slot)."""
+        futures = [
+            self._pool.submit(self._process_sample, SampleContext(self._seed, spec.epoch, int(i)))
+            for i in spec.sample_indices
+        ]
+        self._pending.put((spec, futures))
 
     def _process_sample(self, ctx: SampleContext) -> dict[DataNode, Any] | SkippedSample:
         env: dict[DataNode, Any] = {}
@@ -190,27 +253,33 @@ class Executor:
         )
 
     def _mixed_stage(self) -> None:
+        _mark_stage_thread()
         self._device.activate()
-        while not self._stop.is_set():
-            item = self._get_or_stop(self._pending)
-            if item is _STOPPED:
-                return
-            if item is None:
-                self._put(self._device_q, None)
-                return
-            if isinstance(item, _Failure):
-                self._put(self._device_q, item)
-                continue
-            spec, futures = item
-            try:
-                results = [f.result() for f in futures]
-                batch = self._assemble(spec, results)
-            except BaseException as exc:
-                batch = _Failure(exc)
-            delivered = self._put(self._device_q, batch)
-            self._slots.release()
-            if not delivered:
-                return
+        while not self._stop.is_set() and self._mixed_step():
+            pass
+
+    def _mixed_step(self) -> bool:
+        """Move one batch from the CPU stage to the GPU stage; False ends the stage. One call per batch,
+        so this thread holds no delivered batch or error while it waits for the next."""
+        item = self._get_or_stop(self._pending)
+        if item is _STOPPED:
+            return False
+        if item is None:
+            self._put(self._device_q, None)
+            return False
+        if isinstance(item, _Failure):
+            return self._put(self._device_q, item)
+        delivered = self._put(self._device_q, _attempt(self._gather, *item))
+        self._slots.release()
+        return delivered
+
+    def _gather(self, spec: BatchSpec, futures: list) -> tuple | _Failure:
+        """Wait for a batch's samples: the first sample's error, or the batch staged for the GPU.
+        ``exception()`` hands the error over without raising it through, and so into, this frame."""
+        for f in futures:
+            if f.exception() is not None:
+                return _Failure(f.exception())
+        return self._assemble(spec, [f.result() for f in futures])
 
     def _assemble(self, spec: BatchSpec, results: list) -> tuple:
         kept = [r for r in results if not isinstance(r, SkippedSample)]
@@ -230,24 +299,22 @@ class Executor:
         return spec, positions, skipped, host, device
 
     def _gpu_stage(self) -> None:
+        _mark_stage_thread()
         self._device.activate()
         xp = self._device.xp
-        while not self._stop.is_set():
-            item = self._get_or_stop(self._device_q)
-            if item is _STOPPED:
-                return
-            if item is None:
-                self._put(self._out_q, None)
-                return
-            if isinstance(item, _Failure):
-                self._put(self._out_q, item)
-                continue
-            try:
-                result = self._run_gpu(xp, *item)
-            except BaseException as exc:
-                result = _Failure(exc)
-            if not self._put(self._out_q, result):
-                return
+        while not self._stop.is_set() and self._gpu_step(xp):
+            pass
+
+    def _gpu_step(self, xp: Any) -> bool:
+        """Run one batch through the GPU stage; False ends the stage (one call per batch, as
+        :meth:`_mixed_step`)."""
+        item = self._get_or_stop(self._device_q)
+        if item is _STOPPED:
+            return False
+        if item is None:
+            self._put(self._out_q, None)
+            return False
+        return self._put(self._out_q, item if isinstance(item, _Failure) else _attempt(self._run_gpu, xp, *item))
 
     def _run_gpu(self, xp, spec: BatchSpec, positions, skipped, host, device) -> BatchResult:
         indices = [int(spec.sample_indices[p]) for p in positions]
@@ -295,6 +362,11 @@ class Executor:
 
 
 _STOPPED = object()
+
+
+def _numbered_sample(index: int) -> str:
+    """The source of a sample when there is no reader to name it."""
+    return f"sample {index}"
 
 
 def _empty(num_outputs: int) -> list | tuple[list, ...]:

@@ -13,7 +13,6 @@ yields the same number of batches; ``last_batch_policy`` says what happens to th
 from __future__ import annotations
 
 import dataclasses
-import enum
 from collections.abc import Sequence
 from typing import Any
 
@@ -22,22 +21,11 @@ import numpy as np
 from . import reader_order
 from .backend import is_device_array, to_host
 from .errors import ArgumentError, PipelineDefinitionError
+from .last_batch import LastBatchPolicy, num_batches
 from .pipeline import BatchInfo, Pipeline
 from .tensor_list import TensorList
 
 __all__ = ["LastBatchPolicy", "NumpyIterator", "TorchIterator", "to_numpy", "to_torch"]
-
-
-class LastBatchPolicy(enum.Enum):
-    """What happens to the padding entries that top up an epoch's last batch.
-
-    ``FILL`` yields every batch whole, padding included; ``DROP`` skips every batch
-    that holds padding; ``PARTIAL`` yields every batch with its padding trimmed off.
-    """
-
-    FILL = "fill"
-    DROP = "drop"
-    PARTIAL = "partial"
 
 
 def to_numpy(tensor_list: TensorList, name: str = "output") -> np.ndarray:
@@ -128,7 +116,7 @@ class _PipelineIterator:
         shards = meta["number_of_shards"]
         shard = reader_order.epoch_shard(meta["shard_id"], shards, self.epoch, meta["stick_to_shard"])
         start, end = reader_order.shard_bounds(meta["epoch_size"], shard, shards)
-        return (end - start) // self._pipe.batch_size
+        return num_batches(end - start, self._pipe.batch_size, LastBatchPolicy.DROP)
 
     def __iter__(self) -> _PipelineIterator:
         return self
@@ -152,6 +140,16 @@ class _PipelineIterator:
         if not self._done:
             self._pipe.reset()
         self._started = self._done = False
+
+    def state_dict(self) -> dict[str, Any]:
+        """The position of the next batch (the pipeline's: see :meth:`Pipeline.state_dict`)."""
+        return self._pipe.state_dict()
+
+    def load_state_dict(self, state: dict[str, Any], strict: bool = True) -> None:
+        """Continue at ``state``'s position (see :meth:`Pipeline.load_state_dict`)."""
+        self._pipe.load_state_dict(state, strict=strict)
+        self._started = self._done = False
+        self.last_batch_info = None
 
     def _take(self) -> tuple[tuple[TensorList, ...], BatchInfo]:
         outputs = self._pipe.run()
@@ -193,6 +191,11 @@ class TorchIterator(_PipelineIterator):
 
     _convert = staticmethod(to_torch)
 
+    def __init__(self, *args: Any, **kwargs: Any):
+        import torch  # noqa: F401  (imported up front: its first import leaves cycles only gc frees)
+
+        super().__init__(*args, **kwargs)
+
 
 class NumpyIterator(_PipelineIterator):
     """Yields ``{name: numpy.ndarray}`` per batch; host batches are not copied, GPU batches
@@ -230,10 +233,4 @@ def _output_map(output_map: Sequence[str] | None) -> list[str] | None:
 
 
 def _policy(value: LastBatchPolicy | str) -> LastBatchPolicy:
-    if isinstance(value, LastBatchPolicy):
-        return value
-    try:
-        return LastBatchPolicy(value.lower() if isinstance(value, str) else value)
-    except ValueError:
-        choices = ", ".join(repr(p.value) for p in LastBatchPolicy)
-        raise ArgumentError(f"last_batch_policy must be a LastBatchPolicy or one of {choices}, got {value!r}") from None
+    return LastBatchPolicy.parse(value, "last_batch_policy")

@@ -6,6 +6,7 @@ import functools
 import inspect
 import itertools
 import os
+import weakref
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
 from typing import Any
@@ -15,6 +16,8 @@ from .batch_spec import BatchSpec
 from .errors import ArgumentError, PipelineDefinitionError
 from .executor import BatchResult, Executor, SkippedSample
 from .graph import Graph, OpNode, defining, stage
+from .operator import Operator
+from .position import make_state, read_state
 from .tensor_list import TensorList
 
 PIPELINE_ARGS = ("batch_size", "num_threads", "device_id", "seed", "prefetch_queue_depth")
@@ -43,6 +46,10 @@ class Pipeline:
     Subclass it and implement :meth:`define_graph` (DALI class style), or use
     :func:`pipeline_def`. ``device_id=None`` keeps everything on the host; GPU
     operators then run with numpy.
+
+    The executor's threads never reference the pipeline, so a dropped pipeline is
+    freed at once and a finalizer stops its threads (or call :meth:`close`, or use
+    it as a context manager).
     """
 
     def __init__(
@@ -67,6 +74,7 @@ class Pipeline:
         self._staged = None
         self._executor: Executor | None = None
         self._epoch = 0
+        self._first_batch = 0  # where the self-driven order starts in ``_epoch``
         self._last: BatchResult | None = None
         self._skipped: list[SkippedSample] = []
 
@@ -85,8 +93,9 @@ class Pipeline:
         if not isinstance(outputs, (list, tuple)):
             outputs = (outputs,)
         staged = stage(graph, outputs)
-        if staged.reader is not None:
-            staged.reader.op.prepare()
+        reader = staged.reader.op if staged.reader is not None else None
+        if reader is not None:
+            reader.prepare()
         self._staged = staged
         self._executor = Executor(
             staged,
@@ -95,14 +104,15 @@ class Pipeline:
             cpu_size=self.cpu_queue_depth,
             gpu_size=self.gpu_queue_depth,
             device=DeviceContext(self.device_id),
-            source_of=self._source_of,
+            source_of=reader.source_of if reader is not None else None,
         )
+        weakref.finalize(self, self._executor.stop)
 
     def run(self) -> tuple[TensorList, ...]:
         """The next batch: one :class:`TensorList` per output."""
         self.build()
         if not self._executor.running:
-            self._executor.start(self._self_driven(self._epoch))
+            self._executor.start(self._self_driven(self._epoch, self._first_batch))
         result = self._executor.next()
         self._last = result
         self._skipped.extend(result.skipped)
@@ -121,9 +131,37 @@ class Pipeline:
         if epoch is None:
             last = self._last
             epoch = self._epoch if last is None else last.spec.epoch + 1
-        self._epoch = epoch
+        self._seek(epoch, 0)
+
+    def _seek(self, epoch: int, batch: int) -> None:
+        self._epoch, self._first_batch = epoch, batch
         self._last = None
-        self._executor.start(self._self_driven(epoch))
+        self._executor.start(self._self_driven(epoch, batch))
+
+    def state_dict(self) -> dict[str, Any]:
+        """The position of the batch the next ``run()`` returns in the reader's own order (the
+        position contract of :mod:`raypipe.position`; offset = samples of this shard's epoch
+        already returned)."""
+        last = self._last
+        if last is None:
+            epoch, batch = self._epoch, self._first_batch
+        elif last.spec.last_in_epoch:
+            epoch, batch = last.spec.epoch + 1, 0
+        else:
+            epoch, batch = last.spec.epoch, last.spec.index + 1
+        return make_state(self._order_fields(), epoch, batch * self.batch_size)
+
+    def load_state_dict(self, state: dict[str, Any], strict: bool = True) -> None:
+        """Continue at ``state``'s position without reading the batches before it. A state from
+        another dataset, seed, batch size or sharding is an error unless ``strict=False``."""
+        epoch, offset = read_state(state, self._order_fields(), owner="pipeline", strict=strict)
+        batch = offset // self.batch_size
+        if batch >= self.batches_per_epoch():
+            epoch, batch = epoch + 1, 0
+        self._seek(epoch, batch)
+
+    def _order_fields(self) -> dict[str, Any]:
+        return {**self._reader(None).op.order_fields(), "seed": self.seed, "batch_size": self.batch_size}
 
     @property
     def epoch(self) -> int:
@@ -161,8 +199,12 @@ class Pipeline:
         """Batches this pipeline's shard yields per epoch (equal for every shard)."""
         return self.reader_meta(name)["batches_per_epoch"]
 
+    def dataset_digest(self, name: str | None = None) -> str:
+        """A hash of the reader's sample list: identifies the dataset in position states."""
+        return self._reader(name).op.digest()
+
     def close(self) -> None:
-        """Stop the executor's threads."""
+        """Stop the executor's threads; idempotent, and ``run()`` starts them again."""
         if self._executor is not None:
             self._executor.stop()
 
@@ -171,12 +213,6 @@ class Pipeline:
 
     def __exit__(self, *exc) -> None:
         self.close()
-
-    def __del__(self):
-        try:
-            self.close()
-        except Exception:
-            pass
 
     def _reader(self, name: str | None) -> OpNode:
         self.build()
@@ -187,17 +223,22 @@ class Pipeline:
             raise ArgumentError(f"no reader named {name!r} (the pipeline's reader is {reader.label})")
         return reader
 
-    def _source_of(self, index: int) -> str:
+    def _self_driven(self, first_epoch: int, first_batch: int = 0) -> Iterator[BatchSpec]:
         reader = self._staged.reader
-        return reader.op.source_of(index) if reader is not None else f"sample {index}"
+        op = reader.op if reader is not None else None
+        return _reader_batches(op, self.batch_size, self.seed, first_epoch, first_batch)
 
-    def _self_driven(self, first_epoch: int) -> Iterator[BatchSpec]:
-        reader = self._staged.reader
-        if reader is None:
-            return _unbounded(self.batch_size)
-        return itertools.chain.from_iterable(
-            reader.op.epoch_batches(self.batch_size, epoch, self.seed) for epoch in itertools.count(first_epoch)
-        )
+
+def _reader_batches(
+    reader: Operator | None, batch_size: int, seed: int, first_epoch: int, first_batch: int = 0
+) -> Iterator[BatchSpec]:
+    """The reader's own batches, epoch after epoch from ``first_epoch`` (numbered samples without a
+    reader). A module function: the dispatch thread iterating it must not hold the pipeline."""
+    if reader is None:
+        yield from _unbounded(batch_size)
+        return
+    for epoch in itertools.count(first_epoch):
+        yield from reader.epoch_batches(batch_size, epoch, seed)[first_batch if epoch == first_epoch else 0 :]
 
 
 def _unbounded(batch_size: int) -> Iterator[BatchSpec]:

@@ -16,6 +16,7 @@ import numpy as np
 
 from .batch_spec import BatchSpec
 from .keyed_random import sample_generator
+from .last_batch import LastBatchPolicy, num_batches
 
 _SHUFFLE_STREAM = 0x5EED_0F_BF  # operator id reserved for the reader's shuffle buffer
 
@@ -55,8 +56,8 @@ def shuffle_buffer_order(indices: np.ndarray, initial_fill: int, rng: np.random.
 
 
 def batches_per_epoch(size: int, batch_size: int, num_shards: int) -> int:
-    """Batches every shard yields per epoch: enough for the largest shard."""
-    return math.ceil(math.ceil(size / num_shards) / batch_size)
+    """Batches every shard yields per epoch: enough for the largest shard, the last one padded."""
+    return num_batches(math.ceil(size / num_shards), batch_size, LastBatchPolicy.PAD)
 
 
 def epoch_batches(

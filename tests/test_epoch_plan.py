@@ -94,3 +94,65 @@ def test_feistel_is_a_bijection_with_an_inverse(n):
     values = perm(np.arange(n))
     assert sorted(values.tolist()) == list(range(n))
     assert np.array_equal(perm.inverse(values), np.arange(n))
+
+
+def _stream(p, first=0, last=None):
+    """The real samples of global batches [first, last) in global order (ranks in turn)."""
+    last = p.num_batches if last is None else last
+    out = []
+    for k in range(first, last):
+        for r in range(p.world_size):
+            spec = p.batch(r, k)
+            out.extend(spec.sample_indices[: spec.num_real].tolist())
+    return out
+
+
+@settings(max_examples=200, deadline=None)
+@given(
+    n=st.integers(8, 300),
+    worlds=st.lists(st.integers(1, 6), min_size=2, max_size=3),
+    batch=st.integers(1, 7),
+    shuffle=st.sampled_from(["global", "buffer", "none"]),
+    last=st.sampled_from(["pad", "partial"]),
+    cuts=st.lists(st.integers(0, 40), min_size=2, max_size=2),
+    seed=st.integers(0, 2**32),
+)
+def test_resume_into_other_world_sizes_is_exactly_once_in_the_same_order(n, worlds, batch, shuffle, last, cuts, seed):
+    worlds = [w for w in worlds if w <= n]
+    if len(worlds) < 2:
+        return
+    full = _stream(plan(n, seed, 2, 1, batch, shuffle, last, block_size=5, initial_fill=7))
+    delivered, start = [], 0
+    for i, world in enumerate(worlds):
+        p = plan(n, seed, 2, world, batch, shuffle, last, block_size=5, initial_fill=7, start=start)
+        stop = p.num_batches if i == len(worlds) - 1 else min(cuts[i % 2], p.num_batches - 1)
+        delivered.extend(_stream(p, 0, stop))
+        start = p.offset_after(stop)
+        counts = {len([p.batch(r, k) for k in range(p.num_batches)]) for r in range(world)}
+        assert counts == {p.num_batches}, "equal batch counts on every rank after a resume"
+    assert delivered == full, "the same global order, every sample exactly once, across the parts"
+
+
+def test_resume_with_drop_keeps_whole_global_batches():
+    p = plan(100, 3, 0, 4, 5, "global", "drop", start=60)
+    assert p.num_batches == 2 and p.offset_after(2) == 100
+    p = plan(100, 3, 0, 4, 5, "global", "drop", start=90)
+    assert p.num_batches == 0, "fewer than one global batch left: nothing to read"
+
+
+@pytest.mark.parametrize("shuffle", ["global", "buffer", "none"])
+def test_any_batch_of_a_two_billion_sample_epoch_after_a_resume_in_every_mode(shuffle):
+    n = 2_000_000_000
+    p = plan(n, 11, 3, 64, 256, shuffle, "pad", start=1_234_567_890)
+    specs = [p.batch(r, k) for r, k in [(0, 0), (5, 1_000), (63, p.num_batches - 1)]]
+    samples = np.concatenate([s.sample_indices for s in specs])
+    assert samples.min() >= 0 and samples.max() < n and len(np.unique(samples)) == len(samples)
+    assert p.num_batches == -(-(n - 1_234_567_890) // (64 * 256))
+
+
+def test_buffer_window_keeps_samples_near_their_stream_position():
+    p = plan(10_000, 4, 1, 1, 100, "buffer", "pad", block_size=10_000, initial_fill=500)
+    order = np.concatenate([p.batch(0, k).sample_indices for k in range(p.num_batches)])
+    assert sorted(order.tolist()) == list(range(10_000))
+    assert np.abs(order - np.arange(10_000)).max() < 500, "a sample moves within its window only"
+    assert not np.array_equal(order, np.arange(10_000))

@@ -315,12 +315,14 @@ def test_policy_names_and_enum_members_are_equivalent(jpeg_files):
             it = NumpyIterator([pipe], NAMES, reader_name="Reader", last_batch_policy=policy)
             counts.append((len(it), len(run_epoch(it))))
     assert counts == [(4, 4)] * 3
+    assert LastBatchPolicy.FILL is LastBatchPolicy.PAD, "one vocabulary: DALI's FILL is the service's pad"
+    assert {LastBatchPolicy.parse(n) for n in ("fill", "pad", "FILL", LastBatchPolicy.FILL)} == {LastBatchPolicy.PAD}
 
 
 def test_bad_arguments_raise_argument_error(jpeg_files):
     with image_pipe(jpeg_files) as pipe, image_pipe(jpeg_files) as other:
-        with pytest.raises(ArgumentError, match="last_batch_policy.*'fill', 'drop', 'partial'.*'pad'"):
-            TorchIterator(pipe, last_batch_policy="pad")
+        with pytest.raises(ArgumentError, match="last_batch_policy must be one of 'pad' .*'fill'.*'drop', 'partial'"):
+            TorchIterator(pipe, last_batch_policy="ends")
         with pytest.raises(ArgumentError, match="one pipeline, got 2.*distributed service"):
             TorchIterator([pipe, other])
         with pytest.raises(ArgumentError, match="one pipeline, got 0"):

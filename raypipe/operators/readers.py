@@ -4,6 +4,7 @@ by sample index (the distributed service drives it with explicit indices)."""
 
 from __future__ import annotations
 
+import hashlib
 import os
 from collections.abc import Sequence
 from typing import Any
@@ -137,6 +138,33 @@ class FileReader(Operator):
     def source_of(self, index: int) -> str:
         """The file behind sample ``index``."""
         return self.paths[index] if self.paths is not None and 0 <= index < len(self.paths) else f"sample {index}"
+
+    def digest(self) -> str:
+        """A hash of the sample list (paths relative to their common folder, and labels): it
+        identifies the dataset in position states and survives moving the dataset elsewhere."""
+        self.prepare()
+        common = os.path.commonpath([os.path.abspath(p) for p in self.paths]) if len(self.paths) > 1 else ""
+        h = hashlib.sha256()
+        for path in self.paths:
+            h.update(
+                os.path.relpath(os.path.abspath(path), common).encode() if common else os.path.basename(path).encode()
+            )
+            h.update(b"\0")
+        h.update(self.labels.tobytes())
+        return h.hexdigest()[:16]
+
+    def order_fields(self) -> dict[str, Any]:
+        """What this reader's own order depends on (for position states)."""
+        return {
+            "dataset_len": len(self),
+            "dataset_digest": self.digest(),
+            "shard_id": self.shard_id,
+            "num_shards": self.num_shards,
+            "random_shuffle": self.random_shuffle,
+            "initial_fill": self.initial_fill,
+            "stick_to_shard": self.stick_to_shard,
+            "pad_last_batch": self.pad_last_batch,
+        }
 
     def read(self, index: int) -> tuple[np.ndarray, np.ndarray]:
         """Random access: the encoded bytes and the label of sample ``index``."""

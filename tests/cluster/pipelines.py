@@ -14,3 +14,31 @@ def indexed(files):
     images = fn.decoders.image_random_crop(jpegs, device="mixed")
     images = fn.resize(images, resize_x=32, resize_y=32)
     return images, labels
+
+
+@rp.pipeline_def(batch_size=5, num_threads=1)
+def skipping(files):
+    """``indexed`` with a decoder that skips undecodable files instead of raising."""
+    jpegs, labels = fn.readers.file(files=files, labels=list(range(len(files))), name="Reader")
+    images = fn.decoders.image_random_crop(jpegs, device="mixed", on_error="skip")
+    images = fn.resize(images, resize_x=32, resize_y=32)
+    return images, labels
+
+
+@rp.pipeline_def(batch_size=4, num_threads=1)
+def large(files):
+    """Batches of 4 x 160 x 160 x 3 uint8 (300 KiB): large enough to live in the object store."""
+    jpegs, labels = fn.readers.file(files=files, labels=list(range(len(files))), name="Reader")
+    images = fn.resize(fn.decoders.image(jpegs), resize_x=160, resize_y=160)
+    return images, labels
+
+
+@rp.pipeline_def(batch_size=5, num_threads=1)
+def broken_in_actors(files):
+    """Builds in the driver, fails in every pipeline actor (to test a serve that fails part-way)."""
+    import ray
+
+    if ray.is_initialized() and ray.get_runtime_context().get_actor_id() is not None:
+        raise RuntimeError("this pipeline cannot be built inside an actor")
+    jpegs, labels = fn.readers.file(files=files, name="Reader")
+    return fn.decoders.image(jpegs), labels

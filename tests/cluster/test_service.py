@@ -1,28 +1,15 @@
-"""The service on a simulated 3-node Ray cluster (head + 2 nodes with 2 logical GPUs each)."""
+"""The service on the simulated 3-node Ray cluster of ``conftest.py`` (head + 2 nodes with 2 logical GPUs each)."""
 
 from __future__ import annotations
 
 import numpy as np
 import pytest
 import ray
-from ray.cluster_utils import Cluster
 
 import raypipe as rp
 from tests.cluster.pipelines import indexed
 
 WORLD = 4
-
-
-@pytest.fixture(scope="module")
-def cluster():
-    c = Cluster(initialize_head=True, head_node_args={"num_cpus": 1, "include_dashboard": False})
-    for _ in range(2):
-        c.add_node(num_cpus=2, num_gpus=2)
-    c.wait_for_nodes()
-    ray.init(address=c.address, log_to_driver=False)
-    yield c
-    ray.shutdown()
-    c.shutdown()
 
 
 def _serve(files, name, **kwargs):
@@ -96,7 +83,7 @@ def test_resume_mid_epoch_from_state_dict(cluster, jpeg_files):
         it = iter(ld)
         next(it)
         state = ld.state_dict()
-        assert state["epoch"] == 3 and state["batch"] == 1
+        assert state["epoch"] == 3 and state["offset"] == 10, "one global batch of 2 ranks x 5"
         fresh = rp.loader("svc-resume", rank=1, world_size=2)
         fresh.load_state_dict(state)
         rest = [labels.numpy().ravel().tolist() for _, labels in fresh]
@@ -109,7 +96,7 @@ def test_errors_are_clear_and_early(cluster, jpeg_files, tmp_path):
     with pytest.raises(rp.ArgumentError, match=r"world_size=5 .* needs 5 GPUs; the Ray cluster has 4"):
         _serve(jpeg_files, "svc-big", world_size=5)
     with pytest.raises(rp.ArgumentError, match="last_batch must be one of"):
-        _serve(jpeg_files, "svc-bad", last_batch="fill")
+        _serve(jpeg_files, "svc-bad", last_batch="ends")
     with pytest.raises(rp.ArgumentError, match="shuffle must be one of"):
         _serve(jpeg_files, "svc-bad", shuffle="random")
     with pytest.raises(rp.ReaderError, match="does not exist"):
@@ -262,7 +249,7 @@ def test_actor_without_restarts_left_gives_a_clear_error(cluster, jpeg_files):
         with pytest.raises(rp.RaypipeError, match=r"pipeline actor serving rank 0 of 'svc-dead' is gone at epoch 0"):
             for _ in it:
                 pass
-        assert 1 <= ld.state_dict()["batch"] < len(ld)
+        assert 1 <= ld.state_dict()["offset"] // 2 < len(ld)
     finally:
         svc.shutdown()
 

@@ -1,0 +1,69 @@
+"""The coordinator's state and the one function that changes it.
+
+Every change is an event passed to :meth:`CoordinatorState.apply` (as tf.data
+service's dispatcher does). Attachments and skipped samples are journaled, so a
+restarted coordinator knows them; acknowledged progress is not (it changes with
+every batch and the ranks keep their own positions): after a restart it fills in
+again as ranks acknowledge their next batches.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+JOURNALED = ("attach", "skip", "restart")
+
+
+@dataclass
+class CoordinatorState:
+    """Rank -> pipeline-actor slot, skipped samples, restarts, and (not journaled) progress."""
+
+    assignment: dict[int, int] = field(default_factory=dict)
+    skipped: dict[tuple[int, int], str] = field(default_factory=dict)
+    restarts: int = 0
+    progress: dict[int, tuple[int, int]] = field(default_factory=dict)
+
+    def apply(self, event: tuple) -> bool:
+        """Apply ``event``; True when it must be journaled.
+
+        ``("attach", rank, slot)``, ``("skip", epoch, sample_index, source)``,
+        ``("restart",)``, ``("ack", rank, epoch, next_batch)``."""
+        kind, *args = event
+        if kind == "attach":
+            rank, slot = args
+            self.assignment[rank] = slot
+        elif kind == "skip":
+            epoch, sample_index, source = args
+            if (epoch, sample_index) in self.skipped:
+                return False
+            self.skipped[(epoch, sample_index)] = source
+        elif kind == "restart":
+            self.restarts += 1
+        elif kind == "ack":
+            rank, epoch, next_batch = args
+            self.progress[rank] = (epoch, next_batch)
+        else:
+            raise ValueError(f"unknown coordinator event {event!r}")
+        return kind in JOURNALED
+
+    def snapshot(self) -> dict[str, Any]:
+        """The journaled part, JSON-serialisable."""
+        return {
+            "assignment": {str(r): s for r, s in self.assignment.items()},
+            "skipped": [[e, i, src] for (e, i), src in sorted(self.skipped.items())],
+            "restarts": self.restarts,
+        }
+
+    @classmethod
+    def restore(cls, snapshot: dict[str, Any]) -> CoordinatorState:
+        """The state a snapshot describes (progress empty)."""
+        return cls(
+            assignment={int(r): s for r, s in snapshot["assignment"].items()},
+            skipped={(e, i): src for e, i, src in snapshot["skipped"]},
+            restarts=snapshot["restarts"],
+        )
+
+    def skipped_report(self) -> dict[str, Any]:
+        """How many samples were skipped (each epoch counts its own) and which files."""
+        return {"count": len(self.skipped), "files": sorted(set(self.skipped.values()))}
