@@ -61,7 +61,15 @@ def small(file_root):
 
 def recovery(root: str, rounds: int) -> None:
     ray.init(num_cpus=2, num_gpus=1, include_dashboard=False, log_to_driver=False)
-    svc = rp.serve(small, name="bench-recovery", world_size=1, file_root=root, num_cpus_per_actor=0.5, replace=True)
+    svc = rp.serve(
+        small,
+        name="bench-recovery",
+        world_size=1,
+        file_root=root,
+        num_cpus_per_actor=0.5,
+        replace=True,
+        max_restarts=-1,
+    )
     try:
         loader = rp.loader("bench-recovery", rank=0, world_size=1, output="numpy", prefetch=1)
         normal, after_actor, attach = [], [], []

@@ -10,9 +10,8 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass
 from typing import Any
 
-from .epoch_plan import EpochPlan, plan, validate_plan_args
+from .epoch_plan import EpochPlan, plan
 from .errors import ArgumentError
-from .last_batch import LastBatchPolicy
 from .position import make_state, read_state
 
 
@@ -34,32 +33,14 @@ class ServiceConfig:
     initial_fill: int = 1024
 
     def __post_init__(self):
-        validate_plan_args(
-            self.dataset_len,
-            self.world_size,
-            self.batch_size,
-            self.shuffle,
-            self.last_batch,
-            self.block_size,
-            self.initial_fill,
-            self.seed,
-        )
-        object.__setattr__(self, "last_batch", LastBatchPolicy.parse(self.last_batch).value)
+        object.__setattr__(self, "last_batch", self.plan(0).last_batch)  # the plan validates every field
 
     def plan(self, epoch: int, start: int = 0) -> EpochPlan:
         """Epoch ``epoch`` of this service, picking up at stream position ``start``."""
         return plan(
-            self.dataset_len,
-            self.seed,
-            epoch,
-            self.world_size,
-            self.batch_size,
-            self.shuffle,
-            self.last_batch,
-            self.block_size,
-            self.initial_fill,
-            start,
-        )
+            self.dataset_len, self.seed, epoch, self.world_size, self.batch_size,
+            self.shuffle, self.last_batch, self.block_size, self.initial_fill, start,
+        )  # fmt: skip
 
     def order_fields(self) -> dict[str, Any]:
         """What a position depends on: everything but the name and the world size."""

@@ -162,12 +162,18 @@ def test_a_state_from_another_dataset_or_seed_is_a_clear_error(cluster, jpeg_fil
         other.shutdown()
 
 
-def test_a_rank_retrying_after_an_error_meets_the_same_error(cluster, jpeg_files, tmp_path):
+def _bad_files(tmp_path, jpeg_files) -> tuple[str, str]:
+    """A file that is no JPEG and a truncated JPEG."""
     garbage = tmp_path / "garbage.jpg"
-    garbage.write_bytes(b"not a jpeg at all" * 100)
+    garbage.write_bytes(b"\xff\xd8 not a jpeg at all" * 50)
     truncated = tmp_path / "truncated.jpg"
     truncated.write_bytes(open(jpeg_files[0], "rb").read()[:600])
-    files = [*jpeg_files[:7], str(garbage), *jpeg_files[7:12], str(truncated)]
+    return str(garbage), str(truncated)
+
+
+def test_a_rank_retrying_after_an_error_meets_the_same_error(cluster, jpeg_files, tmp_path):
+    garbage, truncated = _bad_files(tmp_path, jpeg_files)
+    files = [*jpeg_files[:7], garbage, *jpeg_files[7:12], truncated]
     svc = _serve(files, "rel-retry", world_size=1, shuffle="none", batch_size=5)
     try:
         ld = rp.loader("rel-retry", rank=0, world_size=1, prefetch=1)
@@ -181,11 +187,8 @@ def test_a_rank_retrying_after_an_error_meets_the_same_error(cluster, jpeg_files
 
 
 def test_skipped_samples_are_replaced_counted_and_never_delivered(cluster, jpeg_files, tmp_path):
-    garbage = tmp_path / "garbage.jpg"
-    garbage.write_bytes(b"\xff\xd8 not really" * 50)
-    truncated = tmp_path / "truncated.jpg"
-    truncated.write_bytes(open(jpeg_files[0], "rb").read()[:600])
-    files = [*jpeg_files[:10], str(garbage), *jpeg_files[10:20], str(truncated)]  # 22 samples, 2 bad
+    garbage, truncated = _bad_files(tmp_path, jpeg_files)
+    files = [*jpeg_files[:10], garbage, *jpeg_files[10:20], truncated]  # 22 samples, 2 bad
     bad = {10, 21}
     svc = rp.serve(skipping, name="rel-skip", world_size=2, files=files, num_cpus_per_actor=0.25, replace=True)
     try:
