@@ -81,15 +81,17 @@ class PipelineActor:
         :mod:`raypipe.replacement`) and reported under ``"skipped"``."""
         began = time.perf_counter()
         outputs, info = self._produce(rank, epoch, start, k)
-        spec = self.config.plan(epoch, start).batch(rank, k)
-        rows, samples, is_pad = fill_skipped(
-            spec, [s.sample_index for s in info.skipped], [s.source for s in info.skipped]
-        )
+        rows, samples, is_pad = None, np.asarray(info.sample_indices, dtype=np.int64), np.asarray(info.is_pad)
+        if info.skipped:
+            spec = self.config.plan(epoch, start).batch(rank, k)
+            rows, samples, is_pad = fill_skipped(
+                spec, [s.sample_index for s in info.skipped], [s.source for s in info.skipped]
+            )
         self._served += 1
         self._skipped += len(info.skipped)
         self._busy_s += time.perf_counter() - began
         return {
-            "outputs": [self._ship(o, rows if info.skipped else None, gpu_uuid, (rank, epoch, k)) for o in outputs],
+            "outputs": [self._ship(o, rows, gpu_uuid, (rank, epoch, k)) for o in outputs],
             "is_pad": is_pad,
             "sample_indices": samples,
             "epoch": epoch,
