@@ -21,7 +21,7 @@ from typing import Any
 import numpy as np
 import ray
 
-from raypipe.backend import array_module, gpu_available, is_device_array, to_host
+from raypipe.backend import array_module, is_device_array, to_host
 from raypipe.batch_spec import BatchSpec
 from raypipe.errors import RaypipeError
 from raypipe.replacement import fill_skipped
@@ -36,12 +36,24 @@ CONCURRENCY_GROUPS = {CONTROL: 1}
 
 
 class PipelineActor:
-    """Wraps one pipeline; ``get_batch(rank, epoch, start, k)`` returns host arrays through the
-    object store (or CUDA IPC handles for a rank on the same GPU)."""
+    """Wraps one rank's pipeline; ``get_batch(epoch, start, k)`` returns host arrays through the
+    object store (or CUDA IPC handles when the rank trains on this actor's GPU)."""
 
-    def __init__(self, pipeline_fn: Callable, pipeline_kwargs: dict[str, Any], config: ServiceConfig):
+    def __init__(
+        self,
+        pipeline_fn: Callable,
+        pipeline_kwargs: dict[str, Any],
+        config: ServiceConfig,
+        rank: int,
+        location: dict[str, Any],
+    ):
+        # The rank's GPU, before anything in this process touches CUDA: the actor shares it
+        # instead of holding a GPU of its own through Ray.
+        os.environ["CUDA_VISIBLE_DEVICES"] = location["gpu"] or ""
         self.config = config
-        device_id = 0 if ray.get_gpu_ids() and gpu_available() else None
+        self.rank = rank
+        self.location = location
+        device_id = 0 if location["gpu"] is not None else None
         self.pipe = pipeline_fn(
             **{**pipeline_kwargs, "batch_size": config.batch_size, "seed": config.seed, "device_id": device_id}
         )
@@ -55,9 +67,9 @@ class PipelineActor:
                 f"{config.dataset_digest}): every node must see the same dataset"
             )
         self._gpu_uuid = device_uuid(0) if device_id is not None else None
-        self._exporter = Exporter()
-        self.rank: int | None = None
-        self._cursor: tuple[int, int, int, int] | None = None  # (rank, epoch, start, k) produced next
+        self._exporter: Exporter | None = None
+        self._ipc_fallbacks = 0
+        self._cursor: tuple[int, int, int] | None = None  # (epoch, start, k) produced next
         self._served = 0
         self._seeks = 0
         self._skipped = 0
@@ -65,25 +77,29 @@ class PipelineActor:
 
     @ray.method(concurrency_group=CONTROL)
     def where(self) -> dict[str, Any]:
-        """The node and GPUs this actor holds."""
-        ctx = ray.get_runtime_context()
+        """The rank this actor serves, its node, the GPU it shares with the rank (and how the
+        rank's GPU was found) and its process."""
         return {
-            "node_id": ctx.get_node_id(),
-            "gpu_ids": [str(g) for g in ray.get_gpu_ids()],
+            "rank": self.rank,
+            "node_id": ray.get_runtime_context().get_node_id(),
             "cuda_visible_devices": os.environ.get("CUDA_VISIBLE_DEVICES"),
+            "gpu_found_by": self.location["how"],
             "pid": os.getpid(),
         }
 
-    def get_batch(self, rank: int, epoch: int, start: int, k: int, gpu_uuid: bytes | None = None) -> dict[str, Any]:
-        """Batch ``k`` of ``epoch`` (begun at stream position ``start``) for ``rank``: outputs as
-        host arrays (or CUDA IPC handles when the rank runs on this actor's GPU, ``gpu_uuid``),
+    def get_batch(
+        self, epoch: int, start: int, k: int, gpu_uuid: bytes | None = None, ipc_ring: int = 3
+    ) -> dict[str, Any]:
+        """Batch ``k`` of ``epoch`` (begun at stream position ``start``) for this actor's rank: outputs as
+        host arrays (or CUDA IPC handles into a ring of ``ipc_ring`` buffers per output when the
+        rank runs on this actor's GPU, ``gpu_uuid``),
         padding flags and sample indices. Skipped samples are replaced (see
         :mod:`raypipe.replacement`) and reported under ``"skipped"``."""
         began = time.perf_counter()
-        outputs, info = self._produce(rank, epoch, start, k)
+        outputs, info = self._produce(epoch, start, k)
         rows, samples, is_pad = None, np.asarray(info.sample_indices, dtype=np.int64), np.asarray(info.is_pad)
         if info.skipped:
-            spec = self.config.plan(epoch, start).batch(rank, k)
+            spec = self.config.plan(epoch, start).batch(self.rank, k)
             rows, samples, is_pad = fill_skipped(
                 spec, [s.sample_index for s in info.skipped], [s.source for s in info.skipped]
             )
@@ -91,7 +107,7 @@ class PipelineActor:
         self._skipped += len(info.skipped)
         self._busy_s += time.perf_counter() - began
         return {
-            "outputs": [self._ship(o, rows, gpu_uuid, (rank, epoch, k)) for o in outputs],
+            "outputs": [self._ship(o, rows, gpu_uuid, (epoch, k), ipc_ring * len(outputs)) for o in outputs],
             "is_pad": is_pad,
             "sample_indices": samples,
             "epoch": epoch,
@@ -100,11 +116,11 @@ class PipelineActor:
             "skipped": [(info.epoch, s.sample_index, s.source, s.reason) for s in info.skipped],
         }
 
-    def _produce(self, rank: int, epoch: int, start: int, k: int) -> tuple[tuple[TensorList, ...], Any]:
+    def _produce(self, epoch: int, start: int, k: int) -> tuple[tuple[TensorList, ...], Any]:
         """Run the pipeline to the requested batch, re-seeking when the executor is elsewhere."""
         for _ in range(2):
-            if self._cursor != (rank, epoch, start, k):
-                self._seek(rank, epoch, start, k)
+            if self._cursor != (epoch, start, k):
+                self._seek(epoch, start, k)
             try:
                 outputs = self.pipe.run()
             except BaseException:
@@ -112,34 +128,55 @@ class PipelineActor:
                 raise
             info = self.pipe.last_batch_info
             if (info.epoch, info.index) == (epoch, k):
-                self._cursor = (rank, epoch + 1, 0, 0) if info.last_in_epoch else (rank, epoch, start, k + 1)
+                self._cursor = (epoch + 1, 0, 0) if info.last_in_epoch else (epoch, start, k + 1)
                 return outputs, info
             self._cursor = None
         raise RaypipeError(
-            f"pipeline actor: asked for batch {k} of epoch {epoch} for rank {rank}, its pipeline produced batch "
+            f"pipeline actor: asked for batch {k} of epoch {epoch} for rank {self.rank}, its pipeline produced batch "
             f"{info.index} of epoch {info.epoch} twice"
         )
 
-    def _seek(self, rank: int, epoch: int, start: int, k: int) -> None:
-        self.rank = rank
+    def _seek(self, epoch: int, start: int, k: int) -> None:
         self._seeks += 1
-        self.pipe.drive(self._specs(rank, epoch, start, k))
-        self._cursor = (rank, epoch, start, k)
+        self.pipe.drive(self._specs(epoch, start, k))
+        self._cursor = (epoch, start, k)
 
-    def release(self, token: tuple[int, int, int]) -> None:
-        """The rank has copied the IPC-shipped outputs of batch ``token``: free them."""
-        self._exporter.release(token)
+    def release(self, token: tuple[int, int]) -> None:
+        """The rank has copied the IPC-shipped outputs of batch ``token``: their buffers are free."""
+        if self._exporter is not None:
+            self._exporter.release(token)
+
+    def release_all(self) -> None:
+        """The rank starts a new iteration and abandons its in-flight batches: every IPC buffer
+        is free. (Ordered after the rank's earlier requests, so no buffer it copies is reused.)"""
+        if self._exporter is not None:
+            self._exporter.reset()
 
     def _ship(
-        self, output: TensorList, rows: np.ndarray | None, gpu_uuid: bytes | None, token: tuple[int, int, int]
+        self,
+        output: TensorList,
+        rows: np.ndarray | None,
+        gpu_uuid: bytes | None,
+        token: tuple[int, int],
+        ipc_slots: int,
     ) -> Any:
         tensor = output.as_tensor()
         if rows is not None:
             xp = array_module(0 if is_device_array(tensor) else None)
             tensor = xp.take(tensor, xp.asarray(rows), axis=0)
         if output.device == "gpu" and use_ipc(tensor, self._gpu_uuid, gpu_uuid):
-            return self._exporter.export(tensor, token)
+            shipped = self._ring(ipc_slots).export(tensor, token)
+            if shipped is not None:
+                return shipped
+            self._ipc_fallbacks += 1  # every buffer is held by the rank: through host memory
         return to_host(tensor)
+
+    def _ring(self, slots: int) -> Exporter:
+        if self._exporter is None or self._exporter.size != slots:
+            if self._exporter is not None:
+                self._exporter.close()
+            self._exporter = Exporter(slots)
+        return self._exporter
 
     def pause(self) -> None:
         """Stop preparing batches ahead (frees the CPUs); the next request restarts the pipeline."""
@@ -151,29 +188,30 @@ class PipelineActor:
         position contract of :mod:`raypipe.position`), or None before any request."""
         if self._cursor is None:
             return None
-        rank, epoch, start, k = self._cursor
-        return self.config.state(epoch, start, k, rank=rank)
+        epoch, start, k = self._cursor
+        return self.config.state(epoch, start, k, rank=self.rank)
 
-    def load_state_dict(self, state: dict[str, Any], rank: int, strict: bool = True) -> None:
-        """Start preparing ``rank``'s batches at ``state`` now, ahead of its first request."""
+    def load_state_dict(self, state: dict[str, Any], strict: bool = True) -> None:
+        """Start preparing the rank's batches at ``state`` now, ahead of its first request."""
         epoch, start = self.config.resume(state, owner="pipeline actor", strict=strict)
-        self._seek(rank, epoch, start, 0)
+        self._seek(epoch, start, 0)
 
     @ray.method(concurrency_group=CONTROL)
     def stats(self) -> dict[str, Any]:
         """Batches served, time spent producing them, how often a request forced a re-seek
         (not counting the run-on from one epoch into the next) and samples skipped."""
         return {
-            "rank": self.rank,
             "batches": self._served,
+            "ipc_fallbacks": self._ipc_fallbacks,
+            "memory": self.pipe.memory_stats(),
             "seeks": self._seeks,
             "skipped": self._skipped,
             "busy_s": round(self._busy_s, 3),
             **self.where(),
         }
 
-    def _specs(self, rank: int, epoch: int, start: int, k: int) -> Iterator[BatchSpec]:
+    def _specs(self, epoch: int, start: int, k: int) -> Iterator[BatchSpec]:
         for e in itertools.count(epoch):
             p = self.config.plan(e, start if e == epoch else 0)
             for j in range(k if e == epoch else 0, p.num_batches):
-                yield p.batch(rank, j)
+                yield p.batch(self.rank, j)

@@ -1,5 +1,6 @@
-"""The coordinator: one named Ray actor per service holding its configuration, the
-rank -> pipeline-actor assignment, skipped samples and every rank's acknowledged progress.
+"""The coordinator: one named Ray actor per service holding its configuration, how to start
+a pipeline actor, where every rank attached, skipped samples and every rank's acknowledged
+progress.
 
 It is restarted by Ray whenever it dies (``max_restarts=-1``) and reads back its
 journaled state (:mod:`cluster.journal`); ranks never need it while iterating (they
@@ -18,16 +19,16 @@ from raypipe.service_config import ServiceConfig
 
 from . import journal
 from .coordinator_state import CoordinatorState
+from .placement import ActorLaunch
 
 
 class Coordinator:
-    """Assigns ranks to pipeline actors (same node first) and records acknowledged batches."""
+    """Tells each rank how to start its pipeline actor, records where it attached and which
+    batches it acknowledged. (The actors belong to the ranks, so a rank's actor goes with it.)"""
 
-    def __init__(self, config: ServiceConfig, actors: list, actor_nodes: list[str], pg):
-        self._pg = pg
+    def __init__(self, config: ServiceConfig, launch: ActorLaunch):
         self._config = config
-        self._actors = actors
-        self._nodes = actor_nodes
+        self._launch = launch
         saved = journal.load(config.name) if ray.get_runtime_context().was_current_actor_reconstructed else None
         self._state = CoordinatorState.restore(saved) if saved else CoordinatorState()
         if saved:
@@ -42,20 +43,11 @@ class Coordinator:
     def config(self) -> ServiceConfig:
         return self._config
 
-    def resources(self) -> tuple[list, Any]:
-        """The pipeline actors and the placement group, for replacing the service."""
-        return self._actors, self._pg
-
-    def attach(self, rank: int, node_id: str | None) -> tuple[Any, int]:
-        """The pipeline actor that serves ``rank``: one on ``node_id`` when free, else any free one."""
-        if rank not in self._state.assignment:
-            taken = set(self._state.assignment.values())
-            free = [s for s in range(len(self._actors)) if s not in taken]
-            same_node = [s for s in free if self._nodes[s] == node_id]
-            preferred = [s for s in free if s == rank]
-            self._apply(("attach", rank, (same_node or preferred or free)[0]))
-        slot = self._state.assignment[rank]
-        return self._actors[slot], slot
+    def attach(self, rank: int, location: dict[str, Any]) -> ActorLaunch:
+        """Rank ``rank`` trains at ``location`` (node, GPU): record it and say how to start its
+        pipeline actor there."""
+        self._apply(("attach", rank, location))
+        return self._launch
 
     def ack(self, rank: int, epoch: int, next_batch: int, skipped: list[tuple[int, int, str]] = ()) -> None:
         """Rank ``rank`` has consumed every batch of ``epoch`` before ``next_batch``; ``skipped``
@@ -69,14 +61,14 @@ class Coordinator:
         return {
             "config": self._config,
             "progress": {r: list(p) for r, p in self._state.progress.items()},
-            "assignment": dict(self._state.assignment),
+            "attached": dict(self._state.attached),
         }
 
     def stats(self) -> dict[str, Any]:
         """Progress per rank, skipped samples, and the coordinator's own restarts and pid."""
         return {
             "progress": {r: list(p) for r, p in self._state.progress.items()},
-            "assignment": dict(self._state.assignment),
+            "attached": dict(self._state.attached),
             "skipped": self._state.skipped_report(),
             "coordinator": {"pid": os.getpid(), "restarts": self._state.restarts},
         }

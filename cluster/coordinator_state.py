@@ -17,9 +17,9 @@ JOURNALED = ("attach", "skip", "restart")
 
 @dataclass
 class CoordinatorState:
-    """Rank -> pipeline-actor slot, skipped samples, restarts, and (not journaled) progress."""
+    """Where each rank attached, skipped samples, restarts, and (not journaled) progress."""
 
-    assignment: dict[int, int] = field(default_factory=dict)
+    attached: dict[int, dict[str, Any]] = field(default_factory=dict)
     skipped: dict[tuple[int, int], str] = field(default_factory=dict)
     restarts: int = 0
     progress: dict[int, tuple[int, int]] = field(default_factory=dict)
@@ -27,12 +27,14 @@ class CoordinatorState:
     def apply(self, event: tuple) -> bool:
         """Apply ``event``; True when it must be journaled.
 
-        ``("attach", rank, slot)``, ``("skip", epoch, sample_index, source)``,
+        ``("attach", rank, location)``, ``("skip", epoch, sample_index, source)``,
         ``("restart",)``, ``("ack", rank, epoch, next_batch)``."""
         kind, *args = event
         if kind == "attach":
-            rank, slot = args
-            self.assignment[rank] = slot
+            rank, location = args
+            if self.attached.get(rank) == location:
+                return False
+            self.attached[rank] = dict(location)
         elif kind == "skip":
             epoch, sample_index, source = args
             if (epoch, sample_index) in self.skipped:
@@ -50,7 +52,7 @@ class CoordinatorState:
     def snapshot(self) -> dict[str, Any]:
         """The journaled part, JSON-serialisable."""
         return {
-            "assignment": {str(r): s for r, s in self.assignment.items()},
+            "attached": {str(r): loc for r, loc in self.attached.items()},
             "skipped": [[e, i, src] for (e, i), src in sorted(self.skipped.items())],
             "restarts": self.restarts,
         }
@@ -59,7 +61,7 @@ class CoordinatorState:
     def restore(cls, snapshot: dict[str, Any]) -> CoordinatorState:
         """The state a snapshot describes (progress empty)."""
         return cls(
-            assignment={int(r): s for r, s in snapshot["assignment"].items()},
+            attached={int(r): loc for r, loc in snapshot["attached"].items()},
             skipped={(e, i): src for e, i, src in snapshot["skipped"]},
             restarts=snapshot["restarts"],
         )

@@ -1,10 +1,11 @@
 """``rp.loader``: one training rank's view of a service.
 
-Finds the service by name, attaches to a pipeline actor (one on this node when
-possible), and yields this rank's batches of the current epoch, keeping ``prefetch``
-requests in flight. Host batches arrive through the node's shared-memory object
-store and become torch tensors without a copy (read-only: clone before writing in
-place); on a GPU node they are moved to ``cuda:<local rank>``.
+Finds the service by name, starts this rank's pipeline actor on the rank's node and GPU
+(:mod:`cluster.placement`; the actor belongs to this process and goes with it), and
+yields this rank's batches of the current epoch, keeping ``prefetch`` requests in flight.
+Host batches arrive through the node's shared-memory object store and become torch
+tensors without a copy (read-only: clone before writing in place); on a GPU node they
+are moved to the rank's GPU.
 """
 
 from __future__ import annotations
@@ -18,10 +19,12 @@ from typing import Any
 import numpy as np
 import ray
 
-from actors.cuda_ipc import IpcArray, device_uuid, import_to_torch
+from actors.cuda_ipc import Importer, IpcArray, device_uuid
 from raypipe.errors import ArgumentError, RaypipeError
 
 from .naming import NAMESPACE, coordinator_name
+from .placement import local_rank, locate_rank, parse_device, start_pipeline_actor
+from .rank_normalize import Normalize
 
 OUTPUTS = ("torch", "numpy")
 
@@ -30,7 +33,14 @@ class Loader:
     """Iterates over one rank's batches; ``len()`` is equal on every rank."""
 
     def __init__(
-        self, name: str, rank: int, world_size: int, output: str = "torch", prefetch: int = 2, device: str | None = None
+        self,
+        name: str,
+        rank: int,
+        world_size: int,
+        output: str = "torch",
+        prefetch: int = 2,
+        device: str | int | None = None,
+        normalize: Normalize | None = None,
     ):
         if output not in OUTPUTS:
             raise ArgumentError(f"loader: output must be one of {OUTPUTS}, got {output!r}")
@@ -43,6 +53,9 @@ class Loader:
             or not isinstance(world_size, int)
         ):
             raise ArgumentError(f"loader: rank and world_size must be ints, got {rank!r} and {world_size!r}")
+        if normalize is not None and (not isinstance(normalize, Normalize) or output != "torch"):
+            raise ArgumentError("loader: normalize must be an rp.Normalize, and needs output='torch'")
+        cuda_index = parse_device(device)
         if not ray.is_initialized():
             ray.init(address=os.environ.get("RAY_ADDRESS", "auto"), log_to_driver=False)
         try:
@@ -60,9 +73,13 @@ class Loader:
             raise ArgumentError(f"loader: rank {rank} outside [0, {world_size})")
         self.name, self.rank, self.output, self.prefetch = name, rank, output, prefetch
         self.device = device
-        self._gpu_uuid = device_uuid(_local_rank()) if output == "torch" and device is None else None
-        node = ray.get_runtime_context().get_node_id()
-        self._actor, self.slot = ray.get(self._coordinator.attach.remote(rank, node))
+        self.location = locate_rank(device)
+        self._cuda_index = cuda_index if cuda_index is not None else _rank_cuda_index()
+        self._gpu_uuid = device_uuid(self._cuda_index) if output == "torch" and self.location.gpu else None
+        self._importer = Importer() if self._gpu_uuid is not None else None
+        self.normalize = normalize
+        launch = ray.get(self._coordinator.attach.remote(rank, self.location.as_dict()))
+        self._actor, self.actor_info = start_pipeline_actor(launch, self.config, rank, self.location)
         self._epoch, self._start, self._next = 0, 0, 0  # the rank's position: its only home
         self._resumed = False
         self.last_is_pad: np.ndarray | None = None
@@ -93,9 +110,11 @@ class Loader:
         self._resumed = False
         pending: collections.deque = collections.deque()
         requested = self._next
+        if self._importer is not None:
+            self._actor.release_all.remote()
         while self._next < total:
             while len(pending) < self.prefetch and requested < total:
-                ref = self._actor.get_batch.remote(self.rank, epoch, start, requested, self._gpu_uuid)
+                ref = self._actor.get_batch.remote(epoch, start, requested, self._gpu_uuid, self.prefetch + 1)
                 pending.append((requested, ref))
                 requested += 1
             k, ref = pending.popleft()
@@ -112,7 +131,9 @@ class Loader:
             self._coordinator.ack.remote(self.rank, epoch, self._next, skipped)
             outputs = tuple(self._convert(a) for a in batch["outputs"])
             if any(isinstance(a, IpcArray) for a in batch["outputs"]):
-                self._actor.release.remote((self.rank, epoch, k))
+                self._actor.release.remote((epoch, k))
+            if self.normalize is not None:
+                outputs = self.normalize.apply(outputs)
             yield outputs
         self._epoch, self._start, self._next = epoch + 1, 0, 0
 
@@ -129,7 +150,7 @@ class Loader:
         epoch, start = self.config.resume(state, owner="loader", strict=strict)
         self._epoch, self._start, self._next = epoch, start, 0
         self._resumed = True
-        self._actor.load_state_dict.remote(state, self.rank, strict)
+        self._actor.load_state_dict.remote(state, strict)
 
     def _plan(self):
         return self.config.plan(self._epoch, self._start)
@@ -150,7 +171,7 @@ class Loader:
 
     def _convert(self, array: np.ndarray | IpcArray) -> Any:
         if isinstance(array, IpcArray):
-            return import_to_torch(array, _local_rank())
+            return self._importer.to_torch(array, self._cuda_index)
         if self.output == "numpy":
             return array
         import torch
@@ -158,15 +179,26 @@ class Loader:
         with warnings.catch_warnings():
             warnings.filterwarnings("ignore", message="The given NumPy array is not writable")
             tensor = torch.from_numpy(array)
-        device = self.device or (f"cuda:{_local_rank()}" if torch.cuda.is_available() else None)
+        device = self.device or (f"cuda:{self._cuda_index}" if torch.cuda.is_available() else None)
         return tensor.to(device, non_blocking=True) if device else tensor
 
 
-def _local_rank() -> int:
-    for key in ("LOCAL_RANK", "HOROVOD_LOCAL_RANK", "OMPI_COMM_WORLD_LOCAL_RANK"):
-        if key in os.environ:
-            return int(os.environ[key])
-    return 0
+def _rank_cuda_index() -> int:
+    """This process's CUDA device index for the rank's GPU: the one Ray gave this worker,
+    torch's current device once chosen, else the local rank."""
+    visible = [v.strip() for v in os.environ.get("CUDA_VISIBLE_DEVICES", "").split(",") if v.strip()]
+    own = [str(g) for g in ray.get_gpu_ids()]
+    if own and own[0] in visible:
+        return visible.index(own[0])
+    if own:
+        return 0
+    try:
+        import torch
+    except ImportError:
+        return local_rank()
+    if torch.cuda.is_available() and torch.cuda.is_initialized():
+        return torch.cuda.current_device()
+    return local_rank()
 
 
 def loader(name: str, rank: int, world_size: int, **kwargs: Any) -> Loader:

@@ -9,5 +9,5 @@ def coordinator_name(service: str) -> str:
     return f"{service}.coordinator"
 
 
-def pipeline_actor_name(service: str, slot: int) -> str:
-    return f"{service}.pipeline.{slot}"
+def pipeline_actor_name(service: str, rank: int) -> str:
+    return f"{service}.pipeline.{rank}"

@@ -1,5 +1,10 @@
-"""``rp.serve``: validate, reserve GPUs across nodes, start one pipeline actor per GPU and the
-coordinator, and hand back a handle with ``stats()`` and ``shutdown()``."""
+"""``rp.serve``: validate, then start the coordinator that tells every rank how to start its
+pipeline actor, and hand back a handle with ``stats()`` and ``shutdown()``.
+
+The service reserves no GPU: each rank's pipeline actor is started by the rank's loader on
+the rank's node and GPU (:mod:`cluster.placement`), so a cluster with G GPUs hosts G ranks
+and their G pipeline actors. Its CPU reservation is ``num_cpus_per_actor`` per actor.
+"""
 
 from __future__ import annotations
 
@@ -9,76 +14,92 @@ from collections.abc import Callable
 from typing import Any
 
 import ray
-from ray.util.placement_group import placement_group, remove_placement_group
-from ray.util.scheduling_strategies import PlacementGroupSchedulingStrategy
 
-from actors.pipeline_actor import CONCURRENCY_GROUPS, PipelineActor
 from raypipe.errors import ArgumentError, PipelineDefinitionError, RaypipeError
 from raypipe.service_config import ServiceConfig
 
 from . import journal
 from .coordinator import Coordinator
 from .naming import NAMESPACE, coordinator_name, pipeline_actor_name
+from .placement import ActorLaunch
 
 # A pipeline actor that dies is restarted and the call in flight re-run: batches are a
 # pure function of (seed, epoch, rank, index), so a re-run returns the same bytes.
 ACTOR_MAX_RESTARTS = 3
 ACTOR_MAX_TASK_RETRIES = 3
-_PLACEMENT_STRATEGIES = ("SPREAD", "PACK", "STRICT_SPREAD", "STRICT_PACK")
+# Arguments of earlier versions that reserved GPUs for the service.
+_REMOVED = {
+    "num_gpus_per_actor": "pipeline actors share their rank's GPU and reserve none",
+    "placement_strategy": "each pipeline actor runs on its rank's node",
+}
 
 
 class Service:
-    """A running service: its coordinator, pipeline actors and GPU reservation."""
+    """A running service: its coordinator, and through it every attached rank's pipeline actor."""
 
-    def __init__(self, name: str, config: ServiceConfig, coordinator, actors: list, pg):
+    def __init__(self, name: str, config: ServiceConfig, coordinator):
         self.name = name
         self.config = config
         self._coordinator = coordinator
-        self._actors = actors
-        self._pg = pg
+
+    def _actors(self) -> dict[int, Any]:
+        """The pipeline actors of the ranks attached so far, by rank."""
+        found = {}
+        for rank in range(self.config.world_size):
+            try:
+                found[rank] = ray.get_actor(pipeline_actor_name(self.name, rank), namespace=NAMESPACE)
+            except ValueError:
+                continue
+        return found
 
     def stats(self, timeout_s: float = 10.0) -> dict[str, Any]:
-        """Per-rank acknowledged progress, skipped samples (``{"count", "files"}``) and, per
-        pipeline actor, its rank, node, GPUs, batches served and busy time. An actor that
-        does not answer within ``timeout_s`` (restarting, say) is listed as unavailable."""
+        """Per-rank acknowledged progress, where each rank attached, skipped samples
+        (``{"count", "files"}``) and, per rank, its pipeline actor: node, the GPU it shares
+        (``cuda_visible_devices``), batches served and busy time. A rank without an actor yet,
+        or whose actor does not answer within ``timeout_s`` (restarting, say), is listed as
+        unavailable."""
         coordinator = self._coordinator.stats.remote()
-        refs = [a.stats.remote() for a in self._actors]
-        ready, _ = ray.wait(refs, num_returns=len(refs), timeout=timeout_s)
+        found = self._actors()
+        refs = {rank: actor.stats.remote() for rank, actor in found.items()}
+        ready, _ = ray.wait(list(refs.values()), num_returns=len(refs), timeout=timeout_s)
         actors = []
-        for slot, ref in enumerate(refs):
+        for rank in range(self.config.world_size):
+            ref = refs.get(rank)
+            if ref is None:
+                actors.append(_unavailable(rank, "not attached"))
+                continue
             try:
-                actors.append({"slot": slot, **ray.get(ref)} if ref in ready else _unavailable(slot, "no answer"))
+                actors.append({"available": True, **ray.get(ref)} if ref in ready else _unavailable(rank, "no answer"))
             except ray.exceptions.RayError as exc:
-                actors.append(_unavailable(slot, type(exc).__name__))
+                actors.append(_unavailable(rank, type(exc).__name__))
         return {**ray.get(coordinator, timeout=timeout_s), "actors": actors}
 
     def pause(self) -> None:
         """Stop every pipeline actor's read-ahead until a rank asks for its next batch, to free
         the CPUs (during evaluation, say); no batch is lost, the next one is recomputed."""
-        ray.get([a.pause.remote() for a in self._actors])
+        ray.get([a.pause.remote() for a in self._actors().values()])
 
     def snapshot(self) -> dict[str, Any]:
-        """The coordinator's small state: configuration, progress, assignment."""
+        """The coordinator's small state: configuration, progress, where ranks attached."""
         return ray.get(self._coordinator.snapshot.remote())
 
     def shutdown(self) -> None:
-        """Stop every actor of the service, release its placement group and forget its journal.
-        Safe to call twice."""
-        _release(self.name, [*self._actors, self._coordinator], self._pg)
-        self._actors, self._coordinator, self._pg = [], None, None
+        """Stop the coordinator and every rank's pipeline actor and forget the service's journal.
+        Safe to call twice; a loader still open afterwards fails with a clear error."""
+        if self._coordinator is not None:
+            _release(self.name, [*self._actors().values(), self._coordinator])
+        self._coordinator = None
 
 
-def _unavailable(slot: int, why: str) -> dict[str, Any]:
-    return {"slot": slot, "rank": None, "available": False, "why": why}
+def _unavailable(rank: int, why: str) -> dict[str, Any]:
+    return {"rank": rank, "available": False, "why": why}
 
 
-def _release(name: str, actors: list, pg) -> None:
-    """Kill ``actors`` (None entries skipped), remove ``pg`` and clear the service's journal."""
+def _release(name: str, actors: list) -> None:
+    """Kill ``actors`` (None entries skipped) and clear the service's journal."""
     for actor in actors:
         if actor is not None:
             ray.kill(actor, no_restart=True)
-    if pg is not None:
-        remove_placement_group(pg)
     journal.clear(name)
 
 
@@ -90,9 +111,7 @@ def serve(
     shuffle: str = "global",
     last_batch: str = "pad",
     *,
-    num_gpus_per_actor: float = 1.0,
-    num_cpus_per_actor: float = 1.0,
-    placement_strategy: str = "SPREAD",
+    num_cpus_per_actor: float = 0.0,
     block_size: int = 256,
     initial_fill: int = 1024,
     replace: bool = False,
@@ -103,11 +122,20 @@ def serve(
 ) -> Service:
     """Serve ``pipeline`` (a ``@pipeline_def`` factory) to ``world_size`` ranks under ``name``.
 
-    Everything is validated before any actor starts: the arguments, the pipeline (built
-    once locally, which opens its reader) and the GPUs the cluster has. ``shuffle`` and
-    ``last_batch`` replace the reader's own shuffling and sharding. Remaining keyword
-    arguments go to the pipeline.
+    Everything is validated before any actor starts: the arguments and the pipeline (built
+    once locally, which opens its reader). ``shuffle`` and ``last_batch`` replace the
+    reader's own shuffling and sharding. Remaining keyword arguments go to the pipeline.
+
+    Each rank's pipeline actor starts when the rank opens its loader, on the rank's node
+    and GPU; it reserves no GPU and ``num_cpus_per_actor`` CPUs (default 0: like DALI's
+    threads inside a training process, it uses the CPUs next to its rank; reserve some to
+    keep other Ray work off them). ``startup_timeout_s`` bounds the wait for an actor (a
+    clear error names what is missing). ``detached`` keeps the coordinator alive after
+    this driver exits.
     """
+    removed = sorted(set(pipeline_kwargs) & set(_REMOVED))
+    if removed:
+        raise ArgumentError(f"serve: {removed[0]} is no longer an argument: {_REMOVED[removed[0]]}")
     if not callable(pipeline) or not hasattr(pipeline, "pipeline_defaults"):
         raise ArgumentError("serve: pipeline must be a function decorated with @rp.pipeline_def")
     if not isinstance(name, str) or not name or "/" in name:
@@ -116,10 +144,11 @@ def serve(
         raise ArgumentError(f"serve: world_size must be a positive int, got {world_size!r}")
     if isinstance(max_restarts, bool) or not isinstance(max_restarts, int) or max_restarts < -1:
         raise ArgumentError(f"serve: max_restarts must be an int >= -1 (-1: unlimited), got {max_restarts!r}")
-    if num_gpus_per_actor < 0 or num_cpus_per_actor < 0:
-        raise ArgumentError("serve: num_gpus_per_actor and num_cpus_per_actor must be >= 0")
-    if placement_strategy not in _PLACEMENT_STRATEGIES:
-        raise ArgumentError(f"serve: placement_strategy must be one of {_PLACEMENT_STRATEGIES}")
+    cpus = num_cpus_per_actor
+    if isinstance(cpus, bool) or not isinstance(cpus, (int, float)) or not 0 <= cpus < float("inf"):
+        raise ArgumentError(f"serve: num_cpus_per_actor must be a number >= 0, got {num_cpus_per_actor!r}")
+    if not startup_timeout_s > 0:
+        raise ArgumentError(f"serve: startup_timeout_s must be > 0, got {startup_timeout_s!r}")
     for key in ("seed", "device_id"):
         if key in pipeline_kwargs:
             raise ArgumentError(f"serve: {key} is set by the service, not the pipeline")
@@ -144,41 +173,17 @@ def serve(
 
     if not ray.is_initialized():
         ray.init(address=os.environ.get("RAY_ADDRESS"), log_to_driver=False)
-    gpus = ray.cluster_resources().get("GPU", 0)
-    needed = world_size * num_gpus_per_actor
-    if needed > gpus:
-        raise ArgumentError(
-            f"serve: world_size={world_size} with {num_gpus_per_actor} GPU per pipeline actor needs "
-            f"{needed:g} GPUs; the Ray cluster has {gpus:g}"
-        )
     _claim_name(name, replace)
-
-    bundle = {"CPU": num_cpus_per_actor} | ({"GPU": num_gpus_per_actor} if num_gpus_per_actor else {})
-    lifetime = "detached" if detached else None
-    pg = placement_group([dict(bundle) for _ in range(world_size)], strategy=placement_strategy, lifetime=lifetime)
-    actors: list = []
+    launch = ActorLaunch(
+        pipeline=pipeline,
+        pipeline_kwargs=pipeline_kwargs,
+        num_cpus=float(num_cpus_per_actor),
+        max_restarts=max_restarts,
+        max_task_retries=ACTOR_MAX_TASK_RETRIES if max_restarts else 0,
+        startup_timeout_s=float(startup_timeout_s),
+    )
     coordinator = None
     try:
-        if not pg.wait(timeout_seconds=startup_timeout_s):
-            raise RaypipeError(
-                f"serve: could not reserve {world_size} x {bundle} with strategy {placement_strategy} within "
-                f"{startup_timeout_s:g} s; the cluster has {ray.cluster_resources()}"
-            )
-        actor_cls = ray.remote(concurrency_groups=CONCURRENCY_GROUPS)(PipelineActor)
-        for slot in range(world_size):
-            actors.append(
-                actor_cls.options(
-                    name=pipeline_actor_name(name, slot),
-                    namespace=NAMESPACE,
-                    num_cpus=num_cpus_per_actor,
-                    num_gpus=num_gpus_per_actor,
-                    max_restarts=max_restarts,
-                    max_task_retries=ACTOR_MAX_TASK_RETRIES if max_restarts else 0,
-                    lifetime=lifetime,
-                    scheduling_strategy=PlacementGroupSchedulingStrategy(pg, placement_group_bundle_index=slot),
-                ).remote(pipeline, pipeline_kwargs, config)
-            )
-        where = ray.get([a.where.remote() for a in actors], timeout=startup_timeout_s)
         coordinator = (
             ray.remote(Coordinator)
             .options(
@@ -187,15 +192,15 @@ def serve(
                 num_cpus=0,
                 max_restarts=-1,
                 max_task_retries=-1,
-                lifetime=lifetime,
+                lifetime="detached" if detached else None,
             )
-            .remote(config, actors, [w["node_id"] for w in where], pg)
+            .remote(config, launch)
         )
         ray.get(coordinator.config.remote(), timeout=startup_timeout_s)
     except BaseException:
-        _release(name, [*actors, coordinator], pg)
+        _release(name, [coordinator])
         raise
-    return Service(name, config, coordinator, actors, pg)
+    return Service(name, config, coordinator)
 
 
 def _claim_name(name: str, replace: bool) -> None:
@@ -205,8 +210,7 @@ def _claim_name(name: str, replace: bool) -> None:
         return
     if not replace:
         raise ArgumentError(f"serve: a service named {name!r} is already running; pass replace=True to replace it")
-    actors, pg = ray.get(existing.resources.remote())
-    _release(name, [*actors, existing], pg)
+    _release(name, [*Service(name, ray.get(existing.config.remote()), existing)._actors().values(), existing])
     deadline = time.monotonic() + 30
     while time.monotonic() < deadline:
         try:

@@ -5,8 +5,10 @@ With no arguments: a local Ray instance with 2 logical GPUs, a generated JPEG da
 
     ray job submit --working-dir . -- python examples/train_ddp.py --data /data/train --workers 16 --gpu
 
-The service runs one pipeline actor per rank (one per GPU); every rank reads its own
-shard of each epoch through ``rp.loader`` and all ranks get the same number of batches.
+Every rank's loader starts the rank's pipeline actor on the rank's node and GPU (the
+service reserves no GPU of its own); every rank reads its own shard of each epoch through
+``rp.loader`` and all ranks get the same number of batches. Asking for more workers than
+the cluster can hold fails at once, naming the resource.
 """
 
 from __future__ import annotations
@@ -19,10 +21,11 @@ import time
 import ray
 import torch
 import torch.nn.functional as F
-from ray.train import ScalingConfig, get_context, report
+from ray.train import FailureConfig, RunConfig, ScalingConfig, TrainingFailedError, get_context, report
 from ray.train.torch import TorchTrainer, prepare_model
 
 import raypipe as rp
+from cluster.placement import require_resources
 from raypipe.datasets import make_jpeg_folder
 from raypipe.presets import resnet50_train
 
@@ -86,6 +89,8 @@ def main() -> None:
         else:
             ray.init(num_cpus=max(4, os.cpu_count() or 1), num_gpus=args.workers, include_dashboard=False)
     classes = len([d for d in os.listdir(root) if os.path.isdir(os.path.join(root, d))])
+    per_worker = {"CPU": 1.0} | ({"GPU": 1.0} if args.gpu else {})
+    require_resources("Ray Train workers", args.workers, per_worker)
     svc = rp.serve(
         resnet50_train,
         name="ddp-demo",
@@ -93,7 +98,6 @@ def main() -> None:
         seed=0,
         shuffle="global",
         last_batch="pad",
-        num_cpus_per_actor=0.5,
         replace=True,
         file_root=root,
         size=64,
@@ -105,9 +109,18 @@ def main() -> None:
         trainer = TorchTrainer(
             train_loop,
             train_loop_config={"service": "ddp-demo", "epochs": args.epochs, "classes": classes},
-            scaling_config=ScalingConfig(num_workers=args.workers, use_gpu=args.gpu),
+            scaling_config=ScalingConfig(num_workers=args.workers, use_gpu=args.gpu, resources_per_worker=per_worker),
+            # Ray Train waits 60 s for its workers' resources per attempt: give up after two.
+            run_config=RunConfig(failure_config=FailureConfig(controller_failure_limit=1)),
         )
-        result = trainer.fit()
+        try:
+            result = trainer.fit()
+        except TrainingFailedError as exc:
+            free = {k: ray.available_resources().get(k, 0) for k in per_worker}
+            raise SystemExit(
+                f"training failed: {exc}\n(each of the {args.workers} workers needs {per_worker}; "
+                f"free now: {free}; the pipeline actors reserve none)"
+            ) from None
         print("training finished:", "error" if result.error else "ok")
         print("service stats:", svc.stats())
     finally:

@@ -49,8 +49,6 @@ def main() -> None:
             name=args.service,
             world_size=world,
             seed=0,
-            num_gpus_per_actor=0,
-            num_cpus_per_actor=0.5,
             replace=True,
             file_root=root,
         )

@@ -26,6 +26,7 @@ __all__ = [
     "BatchInfo",
     "BatchSpec",
     "DecodeError",
+    "Normalize",
     "Pipeline",
     "PipelineDefinitionError",
     "RaypipeError",
@@ -54,3 +55,13 @@ def loader(*args: Any, **kwargs: Any):
     from cluster.loader import loader as _loader
 
     return _loader(*args, **kwargs)
+
+
+def __getattr__(name: str) -> Any:
+    """``rp.Normalize`` (normalize uint8 batches on the rank, see ``cluster.rank_normalize``),
+    loaded on first use like ``serve`` and ``loader``."""
+    if name == "Normalize":
+        from cluster.rank_normalize import Normalize
+
+        return Normalize
+    raise AttributeError(f"module 'raypipe' has no attribute {name!r}")

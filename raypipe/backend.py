@@ -1,41 +1,74 @@
-"""Array-module selection: cupy when a CUDA device is usable, numpy otherwise.
+"""The device side of a pipeline: cupy when a CUDA device is usable, numpy otherwise.
 
 GPU-stage operators are written once against the module returned by
-:func:`array_module`; without a GPU they run on the host with numpy and give the
-same results within each operator's stated tolerance. ``RAYPIPE_DEVICE=cpu``
-forces the numpy path even where a GPU exists.
+:func:`array_module`. Without a usable GPU the executor stages mixed and gpu
+operators on the host, where their fast host implementations run (see
+:func:`raypipe.graph.stage`). ``RAYPIPE_DEVICE=cpu`` forces that even where a GPU
+exists; ``RAYPIPE_GPU_MEMORY_MB`` bounds each pipeline's GPU memory pool.
+
+On a GPU, :class:`DeviceContext` owns what a pipeline holds on its device: a
+copy stream for the Mixed stage, a compute stream for the GPU stage, a memory
+pool of its own (so a budget applies per pipeline actor) and two reused pinned
+staging buffers. The stages are ordered by CUDA events on those streams, never
+by a host synchronisation between operators.
 """
 
 from __future__ import annotations
 
+import contextlib
 import functools
+import math
 import os
+import sys
+import warnings
+from collections.abc import Iterator, Sequence
 from types import ModuleType
 from typing import Any
 
 import numpy as np
 
+from .errors import ArgumentError
+
+MEMORY_ENV = "RAYPIPE_GPU_MEMORY_MB"
+_MB = 1 << 20
+_ALIGN = 256  # device offsets of packed samples: what cudaMalloc guarantees
+
+
+class GpuUnavailableWarning(UserWarning):
+    """A pipeline asked for a GPU (``device_id`` set) where none is usable; it runs on the CPU."""
+
 
 @functools.cache
-def _cupy_usable() -> ModuleType | None:
+def _probe_cupy() -> tuple[ModuleType | None, str]:
+    """cupy when it imports and a CUDA device answers, else None and why not."""
     try:
         import cupy
     except ImportError:
-        return None
+        return None, "cupy is not installed"
     try:
         if not cupy.is_available():
-            return None
+            return None, "cupy finds no usable CUDA device or driver"
         cupy.cuda.runtime.getDeviceCount()
-    except Exception:
-        return None
-    return cupy
+    except Exception as exc:
+        return None, f"CUDA is not usable: {exc}"
+    return cupy, ""
+
+
+def _cupy_usable() -> ModuleType | None:
+    return _probe_cupy()[0]
+
+
+def gpu_unavailable_reason() -> str | None:
+    """Why pipelines run on the host here (None when a GPU is usable)."""
+    if os.environ.get("RAYPIPE_DEVICE", "").lower() == "cpu":
+        return "RAYPIPE_DEVICE=cpu"
+    module, reason = _probe_cupy()
+    return None if module is not None else reason
 
 
 def gpu_available() -> bool:
     """True when cupy imports, a CUDA device answers and ``RAYPIPE_DEVICE`` is not ``cpu``."""
-    if os.environ.get("RAYPIPE_DEVICE", "").lower() == "cpu":
-        return False
-    return _cupy_usable() is not None
+    return gpu_unavailable_reason() is None
 
 
 def array_module(device_id: int | None) -> ModuleType:
@@ -57,40 +90,235 @@ def to_host(array: Any) -> np.ndarray:
     return np.asarray(array)
 
 
+def _outside_package() -> int:
+    """The ``stacklevel`` that makes a warning issued by our caller point at the first frame outside
+    raypipe (the user's ``build()`` or ``run()``), however deep inside raypipe the call came from."""
+    package = os.path.dirname(os.path.abspath(__file__)) + os.sep
+    level, frame = 2, sys._getframe(2)
+    while frame is not None and frame.f_code.co_filename.startswith(package):
+        level, frame = level + 1, frame.f_back
+    return level
+
+
+def memory_limit_mb(value: float | None = None) -> float | None:
+    """The GPU memory budget in MB: ``value``, else ``RAYPIPE_GPU_MEMORY_MB``, else None (no limit)."""
+    name = "memory_limit_mb"
+    if value is None:
+        raw = os.environ.get(MEMORY_ENV, "").strip()
+        if not raw:
+            return None
+        name = MEMORY_ENV
+        try:
+            value = float(raw)
+        except ValueError:
+            raise ArgumentError(f"{MEMORY_ENV} must be a positive number of MB, got {raw!r}") from None
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value) or value <= 0:
+        raise ArgumentError(f"{name} must be a positive number of MB, got {value!r}")
+    return float(value)
+
+
 class DeviceContext:
-    """The device side of a pipeline: which module, which device, which stream."""
+    """Where a pipeline's device work happens: module, device, streams, memory pool and staging.
 
-    def __init__(self, device_id: int | None):
+    On the host every method is a no-op or passes data through, so the executor has one code path.
+    ``device_id`` set where no GPU is usable warns once (:class:`GpuUnavailableWarning`) and runs on
+    the CPU, so a script written for the cluster runs on a laptop.
+    """
+
+    def __init__(self, device_id: int | None, memory_limit: float | None = None):
         self.xp = array_module(device_id)
-        self.device_id = device_id if self.xp is not np else None
         self.on_gpu = self.xp is not np
-        self._stream = None
+        self.device_id = device_id if self.on_gpu else None
+        self.memory_limit_mb = memory_limit_mb(memory_limit)
+        if device_id is not None and not self.on_gpu:
+            warnings.warn(
+                f"device_id={device_id} asks for a GPU but none is usable ({gpu_unavailable_reason()}): "
+                "the pipeline runs on the CPU, mixed and gpu operators through their host implementations",
+                GpuUnavailableWarning,
+                stacklevel=_outside_package(),
+            )
+        self.copy_stream = self.compute_stream = None
+        self._pool = self._staging = None
         if self.on_gpu:
-            self._device = self.xp.cuda.Device(self.device_id)
+            cp = self.xp
+            self._device = cp.cuda.Device(self.device_id)
             with self._device:
-                self._stream = self.xp.cuda.Stream(non_blocking=True)
+                self.copy_stream = cp.cuda.Stream(non_blocking=True)
+                self.compute_stream = cp.cuda.Stream(non_blocking=True)
+            self._pool = cp.cuda.MemoryPool()
+            if self.memory_limit_mb is not None:
+                with self._device:
+                    self._pool.set_limit(size=int(self.memory_limit_mb * _MB))
+            self._staging = _PinnedStaging(cp)
 
-    def activate(self) -> None:
-        """Make this device current in the calling thread (a no-op on the host)."""
-        if self.on_gpu:
-            self._device.use()
-
-    def to_device(self, host: np.ndarray) -> Any:
-        """Move a host array to the device through a pinned staging buffer and this
-        context's stream; on the host path the array is returned as it is."""
+    @contextlib.contextmanager
+    def stage_thread(self) -> Iterator[None]:
+        """For the body of a stage thread: this device is current and device arrays come from
+        this pipeline's pool (cupy's allocator setting is per thread)."""
         if not self.on_gpu:
-            return host
-        cp = self.xp
-        pinned = cp.cuda.alloc_pinned_memory(host.nbytes)
-        staged = np.frombuffer(pinned, host.dtype, host.size).reshape(host.shape)
-        np.copyto(staged, host)
-        with self._stream:
-            out = cp.empty(host.shape, host.dtype)
-            out.set(staged, stream=self._stream)
-        self._stream.synchronize()
-        return out
+            yield
+            return
+        with self._device, self.xp.cuda.using_allocator(self._pool.malloc):
+            yield
+
+    def on_copy_stream(self) -> contextlib.AbstractContextManager:
+        """Make the Mixed stage's stream current (decode and host-to-device copies go there)."""
+        return self.copy_stream if self.on_gpu else contextlib.nullcontext()
+
+    def on_compute_stream(self) -> contextlib.AbstractContextManager:
+        """Make the GPU stage's stream current: kernels that operators launch go there."""
+        return self.compute_stream if self.on_gpu else contextlib.nullcontext()
+
+    def upload(self, groups: Sequence[Sequence[np.ndarray]]) -> list[Any]:
+        """Move groups of host samples to the device in one asynchronous copy on the copy stream.
+
+        Returns per group one dense ``(n, ...)`` device array when its samples share a shape and
+        dtype, else a list of per-sample device arrays. On the host the groups pass through."""
+        if not self.on_gpu:
+            return [list(g) for g in groups]
+        return self._staging.upload(groups, self.copy_stream)
+
+    def record_copies(self) -> Any:
+        """An event after the work queued so far on the copy stream (None on the host)."""
+        return _record(self.xp, self.copy_stream) if self.on_gpu else None
+
+    def wait_for_copies(self, event: Any) -> None:
+        """Make the compute stream wait for ``event`` of :meth:`record_copies` (no host wait)."""
+        if event is not None:
+            self.compute_stream.wait_event(event)
+
+    def record_compute(self) -> Any:
+        """An event after the work queued so far on the compute stream (None on the host).
+
+        The copy stream waits on it too: device memory the GPU stage was reading returns to the copy
+        stream's pool arena when freed, and must not be reused by a copy before those kernels end."""
+        if not self.on_gpu:
+            return None
+        event = _record(self.xp, self.compute_stream)
+        self.copy_stream.wait_event(event)
+        return event
 
     def synchronize(self) -> None:
-        """Wait for queued device work (a no-op on the host)."""
+        """Wait for everything queued on the compute stream (a no-op on the host)."""
         if self.on_gpu:
-            self._stream.synchronize()
+            self.compute_stream.synchronize()
+
+    def memory_stats(self) -> dict[str, Any]:
+        """This pipeline's device memory in MB: its pool (in use by arrays, held in total), the
+        pool's limit (None: unbounded) and the pinned staging buffers; zeros on the host."""
+        if not self.on_gpu:
+            return {
+                "device_id": None,
+                "pool_used_mb": 0.0,
+                "pool_total_mb": 0.0,
+                "limit_mb": self.memory_limit_mb,
+                "pinned_mb": 0.0,
+            }
+        with self._device:  # a cupy pool reports on the current device
+            used, total = self._pool.used_bytes(), self._pool.total_bytes()
+        return {
+            "device_id": self.device_id,
+            "pool_used_mb": used / _MB,
+            "pool_total_mb": total / _MB,
+            "limit_mb": self.memory_limit_mb,
+            "pinned_mb": self._staging.nbytes / _MB,
+        }
+
+    def release(self) -> None:
+        """Return cached device blocks and the pinned staging buffers (arrays still in use stay
+        valid); everything is allocated again on demand."""
+        if self.on_gpu:
+            self.synchronize()
+            self._staging.release()
+            with self._device:
+                self._pool.free_all_blocks()
+
+
+def _record(cp: ModuleType, stream: Any) -> Any:
+    """A blocking-sync event recorded on ``stream``: a host that waits on it sleeps, not spins."""
+    event = cp.cuda.Event(block=True, disable_timing=True)
+    event.record(stream)
+    return event
+
+
+def _aligned(n: int) -> int:
+    return (n + _ALIGN - 1) // _ALIGN * _ALIGN
+
+
+class _PinnedStaging:
+    """Two reused pinned host buffers feeding asynchronous host-to-device copies: a batch is packed
+    into one while the copy out of the other may still run. A buffer is refilled only after the copy
+    that last read it has finished (a wait that only blocks when the device is two batches behind)."""
+
+    def __init__(self, cp: ModuleType):
+        self._cp = cp
+        self._buffers: list[np.ndarray | None] = [None, None]  # views of pinned memory they keep alive
+        self._copied: list[Any] = [None, None]
+        self._turn = 0
+
+    @property
+    def nbytes(self) -> int:
+        """Pinned bytes held."""
+        return sum(b.size for b in self._buffers if b is not None)
+
+    def upload(self, groups: Sequence[Sequence[np.ndarray]], stream: Any) -> list[Any]:
+        cp = self._cp
+        groups = [[np.asarray(s) for s in g] for g in groups]
+        layout, total = _pack_layout(groups)
+        if total == 0:
+            return [[cp.empty(s.shape, s.dtype) for s in g] for g in groups]
+        slot, self._turn = self._turn, self._turn ^ 1
+        if self._copied[slot] is not None:
+            self._copied[slot].synchronize()
+        host = self._host_buffer(slot, total)
+        for samples, (_, offsets) in zip(groups, layout):
+            for sample, offset in zip(samples, offsets):
+                np.copyto(host[offset : offset + sample.nbytes].view(sample.dtype).reshape(sample.shape), sample)
+        with stream:
+            device = cp.empty(total, dtype=cp.uint8)
+        device.set(host, stream=stream)
+        self._copied[slot] = _record(cp, stream)
+        out: list[Any] = []
+        for samples, (dense, offsets) in zip(groups, layout):
+            if dense:
+                shape = (len(samples), *samples[0].shape)
+                out.append(cp.ndarray(shape, samples[0].dtype, memptr=device.data + offsets[0]))
+            else:
+                out.append([cp.ndarray(s.shape, s.dtype, memptr=device.data + o) for s, o in zip(samples, offsets)])
+        return out
+
+    def _host_buffer(self, slot: int, size: int) -> np.ndarray:
+        """The first ``size`` bytes of pinned buffer ``slot``, grown (by a quarter more) when short."""
+        buffer = self._buffers[slot]
+        if buffer is None or buffer.size < size:
+            self._buffers[slot] = None  # unpin the old buffer before pinning a larger one
+            capacity = size + size // 4
+            pointer = self._cp.cuda.PinnedMemoryPointer(self._cp.cuda.PinnedMemory(capacity), 0)
+            buffer = self._buffers[slot] = np.frombuffer(pointer, np.uint8, capacity)
+        return buffer[:size]
+
+    def release(self) -> None:
+        """Unpin both buffers once their copies have finished."""
+        for event in self._copied:
+            if event is not None:
+                event.synchronize()
+        self._buffers = [None, None]
+        self._copied = [None, None]
+
+
+def _pack_layout(groups: Sequence[Sequence[np.ndarray]]) -> tuple[list[tuple[bool, list[int]]], int]:
+    """Byte offsets of every sample in one packed buffer: each group starts aligned; a group whose
+    samples share shape and dtype is packed back to back (one dense array), others sample by sample
+    on aligned offsets. Returns per group ``(dense, offsets)`` and the total size."""
+    layout = []
+    total = 0
+    for samples in groups:
+        dense = bool(samples) and all(s.shape == samples[0].shape and s.dtype == samples[0].dtype for s in samples)
+        offsets = []
+        if samples:
+            total = _aligned(total)
+        for s in samples:
+            offsets.append(total)
+            total = total + s.nbytes if dense else _aligned(total + s.nbytes)
+        layout.append((dense, offsets))
+    return layout, total

@@ -1,11 +1,17 @@
 """The staged executor: CPU, Mixed and GPU stages working on different batches at once.
 
 * CPU stage: every sample of a batch runs through the host subgraph (cpu
-  operators and the host part of mixed decoders) on a pool of ``num_threads``
-  threads; up to ``cpu_size`` batches are in flight.
-* Mixed stage: gathers a batch's samples, drops skipped ones, and moves what the
-  GPU stage needs to the device (pinned staging buffer + CUDA stream on a GPU).
-* GPU stage: runs batched operators; up to ``gpu_size`` batches wait for it.
+  operators and the host part of mixed decoders; without a GPU, every operator
+  that can run per sample) on a pool of ``num_threads`` threads; up to
+  ``cpu_size`` batches are in flight.
+* Mixed stage: gathers a batch's samples, drops skipped ones, decodes deferred
+  decoders' batches on the GPU (nvImageCodec) and moves what the GPU stage needs
+  to the device (one asynchronous copy from a reused pinned buffer), all on its
+  copy stream, then records a CUDA event.
+* GPU stage: makes its compute stream wait for that event and runs the batched
+  operators on it; up to ``gpu_size`` batches wait for it. The batch's outputs are
+  handed out once an event recorded after its kernels has passed: the host waits
+  only there, never between operators or stages.
 
 Queues between the stages are bounded, so prefetching never runs away: besides
 the batch the caller holds, at most ``cpu_size + gpu_size + 2`` batches exist
@@ -31,6 +37,7 @@ from typing import Any
 from .backend import DeviceContext
 from .batch_spec import BatchSpec
 from .errors import DecodeError, SampleError
+from .gpu_decode import GpuImageDecoder
 from .graph import DataNode, StagedGraph
 from .keyed_random import SampleContext
 from .operator import Skip
@@ -78,6 +85,7 @@ class BatchResult:
     sample_indices: list[int]
     is_pad: list[bool]
     skipped: list[SkippedSample] = field(default_factory=list)
+    done: Any = field(default=None, repr=False, compare=False)  # CUDA event after the batch's kernels
 
 
 class _Failure:
@@ -122,6 +130,12 @@ class Executor:
         self._source_of = source_of or _numbered_sample
         self._threads: list[threading.Thread] = []
         self._pool: ThreadPoolExecutor | None = None
+        self._decoder: GpuImageDecoder | None = None
+
+    @property
+    def device(self) -> DeviceContext:
+        """Where the Mixed and GPU stages run."""
+        return self._device
 
     def start(self, specs: Iterator[BatchSpec]) -> None:
         """Begin processing ``specs`` in the background."""
@@ -162,6 +176,8 @@ class Executor:
         if item is None:
             self._finished = True
             raise StopIteration
+        if item.done is not None:
+            item.done.synchronize()
         return item
 
     def stop(self) -> None:
@@ -184,6 +200,18 @@ class Executor:
         self._pool.shutdown(wait=True)
         # prefetched batches and errors (whose tracebacks hold executor frames) go with the queues
         self._pending, self._device_q, self._out_q = queue.Queue(), queue.Queue(), queue.Queue(1)
+
+    def close(self) -> None:
+        """:meth:`stop`, then release the GPU decoder and the device's cached memory and pinned
+        buffers; ``start()`` allocates them again. From a stage thread it only stops: the resources
+        then go with the executor."""
+        self.stop()
+        if getattr(_STAGE_THREAD, "active", False):
+            return
+        if self._decoder is not None:
+            self._decoder.close()
+            self._decoder = None
+        self._device.release()
 
     def _put(self, q: queue.Queue, item: Any) -> bool:
         while not self._stop.is_set():
@@ -254,9 +282,9 @@ class Executor:
 
     def _mixed_stage(self) -> None:
         _mark_stage_thread()
-        self._device.activate()
-        while not self._stop.is_set() and self._mixed_step():
-            pass
+        with self._device.stage_thread():
+            while not self._stop.is_set() and self._mixed_step():
+                pass
 
     def _mixed_step(self) -> bool:
         """Move one batch from the CPU stage to the GPU stage; False ends the stage. One call per batch,
@@ -282,28 +310,53 @@ class Executor:
         return self._assemble(spec, [f.result() for f in futures])
 
     def _assemble(self, spec: BatchSpec, results: list) -> tuple:
-        kept = [r for r in results if not isinstance(r, SkippedSample)]
+        """The batch ready for the GPU stage: kept positions, skipped samples, host results, device
+        inputs and the event after the copy-stream work that made them."""
+        kept = [(p, r) for p, r in enumerate(results) if not isinstance(r, SkippedSample)]
         skipped = [r for r in results if isinstance(r, SkippedSample)]
-        positions = [i for i, r in enumerate(results) if not isinstance(r, SkippedSample)]
-        host = {d: [r[d] for r in kept] for d in self._graph.host_results}
-        device = {}
-        for d in self._graph.to_device:
-            if not self._device.on_gpu:
-                device[d] = host[d]
-                continue
-            tl = TensorList.from_samples(host[d], "cpu")
-            dense = tl.is_dense_tensor() and len(tl) > 0
-            device[d] = (
-                list(self._device.to_device(tl.as_tensor())) if dense else [self._device.to_device(s) for s in host[d]]
-            )
-        return spec, positions, skipped, host, device
+        graph = self._graph
+        with self._device.on_copy_stream():
+            decoded = self._decode_deferred(spec, kept, skipped)
+            host = {d: [r[d] for _, r in kept] for d in graph.host_results}
+            moved = [d for d in graph.to_device if d not in decoded]
+            device = dict(zip(moved, self._device.upload([host[d] for d in moved])))
+            device.update(decoded)
+            ready = self._device.record_copies()
+        return spec, [p for p, _ in kept], skipped, host, device, ready
+
+    def _decode_deferred(self, spec: BatchSpec, kept: list[tuple[int, dict]], skipped: list) -> dict[DataNode, list]:
+        """Decode the deferred decoders' samples in one batched GPU call per decoder. A sample that
+        fails raises its error naming it, or, with ``on_error="skip"``, leaves ``kept`` for ``skipped``."""
+        if not self._graph.deferred:
+            return {}
+        if self._decoder is None:
+            self._decoder = GpuImageDecoder(self._device.device_id, self._num_threads)
+        stream = self._device.copy_stream
+        decoded = {
+            d: d.producer.op.decode_on_device(self._decoder, [r[d] for _, r in kept], stream)
+            for d in self._graph.deferred
+        }
+        failed: dict[int, tuple[DataNode, DecodeError]] = {}
+        for d, values in decoded.items():
+            for i, value in enumerate(values):
+                if isinstance(value, DecodeError):
+                    failed.setdefault(i, (d, value))
+        if not failed:
+            return decoded
+        for i, (d, error) in sorted(failed.items()):
+            ctx = SampleContext(self._seed, spec.epoch, int(spec.sample_indices[kept[i][0]]))
+            if d.producer.op.on_error != "skip":
+                raise self._sample_error(d.producer.label, ctx, error) from error
+            skipped.append(SkippedSample(ctx.epoch, ctx.sample_index, self._source_of(ctx.sample_index), str(error)))
+        kept[:] = [k for i, k in enumerate(kept) if i not in failed]
+        return {d: [v for i, v in enumerate(values) if i not in failed] for d, values in decoded.items()}
 
     def _gpu_stage(self) -> None:
         _mark_stage_thread()
-        self._device.activate()
-        xp = self._device.xp
-        while not self._stop.is_set() and self._gpu_step(xp):
-            pass
+        with self._device.stage_thread():
+            xp = self._device.xp
+            while not self._stop.is_set() and self._gpu_step(xp):
+                pass
 
     def _gpu_step(self, xp: Any) -> bool:
         """Run one batch through the GPU stage; False ends the stage (one call per batch, as
@@ -316,41 +369,45 @@ class Executor:
             return False
         return self._put(self._out_q, item if isinstance(item, _Failure) else _attempt(self._run_gpu, xp, *item))
 
-    def _run_gpu(self, xp, spec: BatchSpec, positions, skipped, host, device) -> BatchResult:
+    def _run_gpu(self, xp, spec: BatchSpec, positions, skipped, host, device, ready) -> BatchResult:
         indices = [int(spec.sample_indices[p]) for p in positions]
         ctxs = [SampleContext(self._seed, spec.epoch, i) for i in indices]
         env = dict(device)
-        for node in self._graph.gpu_nodes:
-            inputs = [env[d] for d in node.inputs]
-            args = {k: host[d] for k, d in node.arg_inputs.items()}
-            try:
-                out = node.op.run_batch(xp, inputs, args, ctxs) if ctxs else _empty(len(node.outputs))
-            except Exception as exc:
-                raise SampleError(
-                    f"operator {node.label} failed on the batch of samples {indices[:8]}"
-                    f"{'...' if len(indices) > 8 else ''}, epoch {spec.epoch}: {exc}"
-                ) from exc
-            if len(node.outputs) == 1:
-                env[node.outputs[0]] = out
-            else:
-                for d, value in zip(node.outputs, out):
-                    env[d] = value
-        self._device.synchronize()
-        outputs = []
-        for d in self._graph.outputs:
-            layout = self._graph.layouts.get(d, "")
-            if d.device == "gpu":
-                outputs.append(TensorList.from_samples(env[d], "gpu", layout, xp))
-            else:
-                outputs.append(TensorList.from_samples(host[d], "cpu", layout))
+        self._device.wait_for_copies(ready)
+        with self._device.on_compute_stream():
+            for node in self._graph.gpu_nodes:
+                inputs = [env[d] for d in node.inputs]
+                args = {k: host[d] for k, d in node.arg_inputs.items()}
+                try:
+                    out = node.op.run_batch(xp, inputs, args, ctxs) if ctxs else _empty(len(node.outputs))
+                except Exception as exc:
+                    raise SampleError(
+                        f"operator {node.label} failed on the batch of samples {indices[:8]}"
+                        f"{'...' if len(indices) > 8 else ''}, epoch {spec.epoch}: {exc}"
+                    ) from exc
+                if len(node.outputs) == 1:
+                    env[node.outputs[0]] = out
+                else:
+                    for d, value in zip(node.outputs, out):
+                        env[d] = value
+            outputs = tuple(self._output(d, env, host, xp) for d in self._graph.outputs)
         real = spec.num_real
         return BatchResult(
-            outputs=tuple(outputs),
+            outputs=outputs,
             spec=spec,
             sample_indices=indices,
             is_pad=[p >= real for p in positions],
             skipped=skipped,
+            done=self._device.record_compute(),
         )
+
+    def _output(self, d: DataNode, env: dict, host: dict, xp: Any) -> TensorList:
+        """Output ``d`` of a batch: the GPU stage's result for device data, else the host samples
+        (gpu-labelled outputs of operators that ran on the host when there is no GPU)."""
+        layout = self._graph.layouts.get(d, "")
+        if d.device == "gpu" and d in env:
+            return TensorList.from_samples(env[d], "gpu", layout, xp)
+        return TensorList.from_samples(host[d], d.device, layout)
 
     def _get_or_stop(self, q: queue.Queue) -> Any:
         while not self._stop.is_set():

@@ -133,7 +133,11 @@ class defining:
 
 @dataclass
 class StagedGraph:
-    """A checked, pruned graph split by stage, ready for the executor."""
+    """A checked, pruned graph split by stage, ready for the executor.
+
+    ``host_nodes`` run per sample in the CPU stage, ``gpu_nodes`` per batch in the GPU stage;
+    ``to_device`` are the host results the Mixed stage moves to the device, ``deferred`` the outputs of
+    decoders whose decoding the Mixed stage does on the GPU."""
 
     outputs: list[DataNode]
     host_nodes: list[OpNode]
@@ -142,10 +146,17 @@ class StagedGraph:
     to_device: list[DataNode]
     host_results: list[DataNode]
     layouts: dict[DataNode, str] = field(default_factory=dict)
+    deferred: list[DataNode] = field(default_factory=list)
 
 
-def stage(graph: Graph, outputs: Sequence[Any]) -> StagedGraph:
-    """Check device order, prune what the outputs do not need and split by stage."""
+def stage(graph: Graph, outputs: Sequence[Any], *, on_gpu: bool = True, decode_on_gpu: bool = False) -> StagedGraph:
+    """Check device order, prune what the outputs do not need and split by stage.
+
+    ``on_gpu=False`` (no usable GPU) runs mixed and gpu operators per sample in the CPU stage, with
+    their fast host implementations, exactly as if they were cpu operators; only operators whose
+    batch call means something else (``batch_semantics``: python_function on the GPU gets the whole
+    batch), and what consumes them, stay batch steps. ``decode_on_gpu`` (nvImageCodec present) defers
+    mixed decoders to the Mixed stage."""
     if not outputs:
         raise PipelineDefinitionError("the pipeline defines no outputs")
     for out in outputs:
@@ -159,24 +170,34 @@ def stage(graph: Graph, outputs: Sequence[Any]) -> StagedGraph:
     if len(readers) > 1:
         labels = ", ".join(r.label for r in readers)
         raise PipelineDefinitionError(f"a pipeline may hold one reader, found {len(readers)}: {labels}")
-    host_nodes = [n for n in ordered if n.device in ("cpu", "mixed")]
-    gpu_nodes = [n for n in ordered if n.device == "gpu"]
+    batched = _batch_stage(ordered, on_gpu)
+    host_nodes = [n for n in ordered if n not in batched]
+    gpu_nodes = [n for n in ordered if n in batched]
     to_device: list[DataNode] = []
     host_results: list[DataNode] = []
     for node in gpu_nodes:
         for d in node.inputs:
-            if d.producer.device != "gpu" and d not in to_device:
+            if d.producer not in batched and d not in to_device:
                 to_device.append(d)
         for d in node.arg_inputs.values():
             if d not in host_results:
                 host_results.append(d)
     for out in outputs:
-        if out.producer.device == "mixed" and out not in to_device:
-            to_device.append(out)
-        elif out.producer.device == "cpu" and out not in host_results:
+        if out.producer in batched:
+            continue
+        if on_gpu and out.producer.device == "mixed":
+            if out not in to_device:
+                to_device.append(out)
+        elif out not in host_results:
             host_results.append(out)
     host_results = [d for d in host_results if d not in to_device] + to_device
-    _hint_decoders(ordered, outputs)
+    deferred = []
+    if on_gpu and decode_on_gpu:
+        for node in host_nodes:
+            if node.device == "mixed" and hasattr(node.op, "defer_to_device"):
+                node.op.defer_to_device()
+                deferred.append(node.outputs[0])
+    _hint_decoders(ordered, outputs, set(host_nodes))
     layouts: dict[DataNode, str] = {}
     for node in ordered:
         layout = node.op.output_layout([layouts.get(d, "") for d in node.inputs])
@@ -190,12 +211,28 @@ def stage(graph: Graph, outputs: Sequence[Any]) -> StagedGraph:
         to_device=to_device,
         host_results=host_results,
         layouts=layouts,
+        deferred=deferred,
     )
 
 
-def _hint_decoders(ordered: list[OpNode], outputs: Sequence[DataNode]) -> None:
+def _batch_stage(ordered: list[OpNode], on_gpu: bool) -> set[OpNode]:
+    """The nodes the GPU stage runs batch by batch: every gpu node on a GPU; without one, gpu nodes
+    with ``batch_semantics`` and the gpu nodes downstream of them."""
+    if on_gpu:
+        return {n for n in ordered if n.device == "gpu"}
+    batched: set[OpNode] = set()
+    for node in ordered:
+        if node.device == "gpu" and (
+            getattr(node.op, "batch_semantics", False) or any(d.producer in batched for d in node.inputs)
+        ):
+            batched.add(node)
+    return batched
+
+
+def _hint_decoders(ordered: list[OpNode], outputs: Sequence[DataNode], host: set[OpNode]) -> None:
     """Tell a decoder whose every consumer resizes to one fixed size what that size is,
-    so it may decode at reduced (DCT-domain) resolution."""
+    so it may decode at reduced (DCT-domain) resolution, and resize itself when the decoder and
+    all those consumers run on the host."""
     for node in ordered:
         hint = getattr(node.op, "hint_output_size", None)
         if hint is None or node.outputs[0] in outputs:
@@ -205,7 +242,7 @@ def _hint_decoders(ordered: list[OpNode], outputs: Sequence[DataNode]) -> None:
         if consumers and all(node.outputs[0] in c.inputs for c in consumers) and len(sizes) == 1:
             size = sizes.pop()
             if size is not None:
-                hint(*size, on_host=node.device == "cpu" and all(c.device == "cpu" for c in consumers))
+                hint(*size, on_host=node in host and all(c in host for c in consumers))
 
 
 def _reachable(outputs: Sequence[DataNode]) -> set[OpNode]:

@@ -15,6 +15,7 @@ from .backend import DeviceContext
 from .batch_spec import BatchSpec
 from .errors import ArgumentError, PipelineDefinitionError
 from .executor import BatchResult, Executor, SkippedSample
+from .gpu_decode import nvimgcodec_available
 from .graph import Graph, OpNode, defining, stage
 from .operator import Operator
 from .position import make_state, read_state
@@ -44,8 +45,11 @@ class Pipeline:
     """A graph of operators run by the staged executor.
 
     Subclass it and implement :meth:`define_graph` (DALI class style), or use
-    :func:`pipeline_def`. ``device_id=None`` keeps everything on the host; GPU
-    operators then run with numpy.
+    :func:`pipeline_def`. ``device_id=None`` keeps everything on the host, and so does a
+    ``device_id`` where no GPU is usable (with a :class:`~raypipe.backend.GpuUnavailableWarning`):
+    mixed and gpu operators then run per sample through their host implementations, with the same
+    results as ``device="cpu"``. On a GPU, ``RAYPIPE_GPU_MEMORY_MB`` bounds the pipeline's device
+    memory pool (see :meth:`memory_stats`).
 
     The executor's threads never reference the pipeline, so a dropped pipeline is
     freed at once and a finalizer stops its threads (or call :meth:`close`, or use
@@ -92,7 +96,8 @@ class Pipeline:
             outputs = self.define_graph()
         if not isinstance(outputs, (list, tuple)):
             outputs = (outputs,)
-        staged = stage(graph, outputs)
+        device = DeviceContext(self.device_id)
+        staged = stage(graph, outputs, on_gpu=device.on_gpu, decode_on_gpu=device.on_gpu and nvimgcodec_available())
         reader = staged.reader.op if staged.reader is not None else None
         if reader is not None:
             reader.prepare()
@@ -103,10 +108,10 @@ class Pipeline:
             num_threads=self.num_threads,
             cpu_size=self.cpu_queue_depth,
             gpu_size=self.gpu_queue_depth,
-            device=DeviceContext(self.device_id),
+            device=device,
             source_of=reader.source_of if reader is not None else None,
         )
-        weakref.finalize(self, self._executor.stop)
+        weakref.finalize(self, self._executor.close)
 
     def run(self) -> tuple[TensorList, ...]:
         """The next batch: one :class:`TensorList` per output."""
@@ -203,10 +208,18 @@ class Pipeline:
         """A hash of the reader's sample list: identifies the dataset in position states."""
         return self._reader(name).op.digest()
 
+    def memory_stats(self) -> dict[str, Any]:
+        """This pipeline's GPU memory as a plain dict: ``pool_used_mb`` (held by live arrays),
+        ``pool_total_mb`` (reserved by its pool), ``limit_mb`` (the budget, None when unbounded),
+        ``pinned_mb`` (host staging buffers) and ``device_id``; zeros on the host."""
+        self.build()
+        return self._executor.device.memory_stats()
+
     def close(self) -> None:
-        """Stop the executor's threads; idempotent, and ``run()`` starts them again."""
+        """Stop the executor's threads and release its cached device memory; idempotent, and
+        ``run()`` starts them again."""
         if self._executor is not None:
-            self._executor.stop()
+            self._executor.close()
 
     def __enter__(self) -> Pipeline:
         return self

@@ -1,10 +1,21 @@
-"""Shared fixtures: a small folder of real JPEG files, generated once per session."""
+"""Shared fixtures: a small folder of real JPEG files, generated once per session.
+
+Without a usable GPU, numba's CUDA simulator is switched on before anything imports numba, so
+that the batched kernels (raypipe/kernels) run their own code on the CPU; with a GPU the same
+tests run the compiled kernels.
+"""
 
 from __future__ import annotations
 
+import os
+
 import pytest
 
+from raypipe.backend import gpu_available
 from raypipe.datasets import make_jpeg_folder
+
+if not gpu_available():
+    os.environ.setdefault("NUMBA_ENABLE_CUDASIM", "1")
 
 
 @pytest.fixture(scope="session")

@@ -9,7 +9,8 @@ import numpy as np
 import pytest
 
 import raypipe as rp
-from raypipe import fn
+from raypipe import fn, types
+from raypipe.backend import gpu_available
 
 CPU_SLEEP = 0.12
 GPU_SLEEP = 0.12
@@ -113,3 +114,63 @@ def test_drive_runs_explicit_batches_then_stops(jpeg_files):
     assert (info_a.epoch, info_a.index, info_a.sample_indices) == (4, 0, [5, 1, 7])
     assert np.asarray(b).ravel().tolist() == [102, 102]
     assert info_b.is_pad == [False, True] and info_b.last_in_epoch
+
+
+def test_without_gpu_gpu_operators_run_per_sample_and_python_function_keeps_its_batch(jpeg_files):
+    seen: list[int] = []
+
+    def whole_batch(images):
+        seen.append(len(images))
+        return [image[:, ::-1] for image in images]
+
+    @rp.pipeline_def(batch_size=3, num_threads=2, seed=0)
+    def mixed(files):
+        jpegs, labels = fn.readers.file(files=files)
+        images = fn.decoders.image(jpegs, device="mixed")
+        small = fn.resize(images, resize_x=32, resize_y=24)
+        flipped = fn.python_function(small, function=whole_batch, device="gpu")
+        return fn.cast(flipped, dtype=types.FLOAT), small, labels
+
+    with mixed(jpeg_files[:6]) as pipe:
+        as_float, small, labels = pipe.run()
+        staged = pipe._staged
+    assert [n.op.schema.name for n in staged.gpu_nodes] == ["python_function", "cast"]
+    assert [n.op.schema.name for n in staged.host_nodes] == ["readers.file", "decoders.image", "resize"]
+    assert seen and set(seen) == {3}  # the function got whole batches, as on a GPU
+    assert as_float.device == small.device == "gpu" and labels.device == "cpu"
+    small = np.asarray(small.as_cpu())
+    assert small.shape == (3, 24, 32, 3) and small.dtype == np.uint8
+    assert np.array_equal(np.asarray(as_float.as_cpu()), small[:, :, ::-1].astype(np.float32))
+
+
+@pytest.mark.gpu
+@pytest.mark.skipif(not gpu_available(), reason="needs a usable CUDA GPU")
+def test_mixed_stage_host_decode_async_copy_and_flat_memory(jpeg_root, monkeypatch):
+    """Host decode, pinned staging and an event-ordered copy: the decoded images reach the GPU stage
+    bit for bit; the pipeline's pool stays within its budget and does not grow over epochs."""
+    import cupy
+
+    monkeypatch.setenv("RAYPIPE_GPU_DECODE", "0")
+    monkeypatch.setenv("RAYPIPE_GPU_MEMORY_MB", "512")
+
+    @rp.pipeline_def(batch_size=6, num_threads=2, seed=3)
+    def decode(root, device, device_id):
+        jpegs, labels = fn.readers.file(file_root=root, name="Reader")
+        images = fn.decoders.image(jpegs, device=device)
+        return images, fn.cast(images, dtype=types.FLOAT), labels
+
+    totals = []
+    with decode(jpeg_root, "cpu", None) as cpu, decode(jpeg_root, "mixed", 0) as gpu:
+        assert not gpu._staged.deferred
+        for _epoch in range(4):
+            for _ in range(gpu.batches_per_epoch()):
+                (ref, _, ref_labels), (images, as_float, labels) = cpu.run(), gpu.run()
+                assert isinstance(images.at(0), cupy.ndarray)
+                for i in range(len(ref)):
+                    assert np.array_equal(images.at(i).get(), ref.at(i))
+                    assert np.array_equal(as_float.at(i).get(), ref.at(i).astype(np.float32))
+                assert np.array_equal(np.asarray(labels), np.asarray(ref_labels))
+            stats = gpu.memory_stats()
+            assert stats["limit_mb"] == 512.0 and stats["pool_total_mb"] <= 512.0
+            totals.append(stats["pool_total_mb"])
+    assert totals[-1] <= totals[1] * 1.1, totals  # flat after the first epochs

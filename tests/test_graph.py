@@ -7,6 +7,7 @@ import pytest
 
 import raypipe as rp
 from raypipe import fn, ops
+from raypipe.graph import Graph, defining, stage
 
 
 def _build(graph_fn, **kwargs):
@@ -142,3 +143,71 @@ def test_pipeline_arguments_are_validated_before_anything_runs():
         graph(["x.jpg"], root="x")
     with pytest.raises(rp.ArgumentError, match="unknown pipeline arguments"):
         rp.pipeline_def(batchsize=3)
+
+
+def _staged(graph_fn, **stage_args):
+    graph = Graph()
+    with defining(graph):
+        outputs = graph_fn()
+    return stage(graph, outputs, **stage_args)
+
+
+def _recipe(files):
+    def graph_fn():
+        jpegs, labels = fn.readers.file(files=files)
+        images = fn.decoders.image_random_crop(jpegs, device="mixed")
+        images = fn.resize(images, resize_x=64, resize_y=64)
+        images = fn.crop_mirror_normalize(images, mirror=fn.random.coin_flip())
+        return images, labels
+
+    return graph_fn
+
+
+def _names(nodes):
+    return [n.op.schema.name for n in nodes]
+
+
+def test_on_a_gpu_the_graph_splits_as_written(jpeg_files):
+    staged = _staged(_recipe(jpeg_files[:2]), on_gpu=True)
+    assert _names(staged.host_nodes) == ["readers.file", "decoders.image_random_crop", "random.coin_flip"]
+    assert _names(staged.gpu_nodes) == ["resize", "crop_mirror_normalize"]
+    assert [d.producer.op.schema.name for d in staged.to_device] == ["decoders.image_random_crop"]
+    decoder = staged.host_nodes[1].op
+    assert decoder.target_size == (64, 64) and not decoder.resize_on_host  # DCT scaling only
+    assert staged.deferred == [] and not decoder.deferred
+
+
+def test_nvimgcodec_defers_mixed_decoders_to_the_mixed_stage(jpeg_files):
+    staged = _staged(_recipe(jpeg_files[:2]), on_gpu=True, decode_on_gpu=True)
+    assert staged.deferred == [staged.host_nodes[1].outputs[0]] and staged.host_nodes[1].op.deferred
+    without_gpu = _staged(_recipe(jpeg_files[:2]), on_gpu=False, decode_on_gpu=True)
+    assert without_gpu.deferred == [] and not without_gpu.host_nodes[1].op.deferred
+
+
+def test_without_a_gpu_everything_runs_on_the_host_fused_like_cpu(jpeg_files):
+    staged = _staged(_recipe(jpeg_files[:2]), on_gpu=False)
+    assert _names(staged.host_nodes) == [
+        "readers.file",
+        "decoders.image_random_crop",
+        "resize",
+        "random.coin_flip",
+        "crop_mirror_normalize",
+    ]
+    assert staged.gpu_nodes == [] and staged.to_device == []
+    assert staged.host_results == staged.outputs
+    decoder = staged.host_nodes[1].op
+    assert decoder.target_size == (64, 64) and decoder.resize_on_host  # decode+crop+resize in one Pillow call
+
+
+def test_without_a_gpu_batch_functions_and_their_consumers_stay_batch_steps(jpeg_files):
+    def graph_fn():
+        jpegs, _ = fn.readers.file(files=jpeg_files[:2])
+        images = fn.decoders.image(jpegs, device="mixed")
+        batch = fn.python_function(images, function=lambda b: b, device="gpu")
+        return fn.resize(batch, resize_x=8, resize_y=8), fn.resize(images, resize_x=4, resize_y=4)
+
+    staged = _staged(graph_fn, on_gpu=False)
+    assert _names(staged.gpu_nodes) == ["python_function", "resize"]
+    assert _names(staged.host_nodes) == ["readers.file", "decoders.image", "resize"]
+    assert [d.producer.op.schema.name for d in staged.to_device] == ["decoders.image"]
+    assert staged.host_results[-1] is staged.to_device[0]

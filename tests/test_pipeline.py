@@ -7,6 +7,7 @@ import pytest
 
 import raypipe as rp
 from raypipe import fn, types
+from raypipe.backend import GpuUnavailableWarning, gpu_available
 
 MEAN = [0.485 * 255, 0.456 * 255, 0.406 * 255]
 STD = [0.229 * 255, 0.224 * 255, 0.225 * 255]
@@ -61,14 +62,39 @@ def test_different_seed_or_epoch_gives_different_batches(jpeg_root):
     assert order_epoch0.tolist() != order_epoch1.tolist()
 
 
-def test_gpu_stage_matches_cpu_stage(jpeg_root):
-    """Without a GPU the mixed/gpu operators run with numpy; results match the CPU path."""
-    cpu = _epochs(train_pipe(file_root=jpeg_root), 2)
-    gpu = _epochs(train_pipe(file_root=jpeg_root, gpu_stage=True), 2)
-    for (a, la, _), (b, lb, _) in zip(cpu, gpu):
-        assert np.array_equal(la, lb)
-        # resize on the GPU path is the separable-filter port of Pillow's: within 2 levels / std
-        assert np.abs(a - b).max() <= 2.0 / (0.224 * 255) + 1e-5
+@pytest.mark.skipif(gpu_available(), reason="checks the machine without a GPU")
+def test_without_gpu_mixed_pipeline_is_the_cpu_pipeline(jpeg_root):
+    """Mixed and gpu operators fall back to the host path of device="cpu": identical arrays."""
+    cpu = _epochs(train_pipe(file_root=jpeg_root), 3)
+    gpu = _epochs(train_pipe(file_root=jpeg_root, gpu_stage=True), 3)
+    for (a, la, ea), (b, lb, eb) in zip(cpu, gpu):
+        assert a.tobytes() == b.tobytes() and np.array_equal(la, lb) and ea == eb
+
+
+@pytest.mark.skipif(gpu_available(), reason="checks the machine without a GPU")
+def test_device_id_without_gpu_warns_once_per_pipeline_and_runs_on_the_cpu(jpeg_root):
+    with pytest.warns(GpuUnavailableWarning) as record:
+        pipe = train_pipe(file_root=jpeg_root, gpu_stage=True, device_id=0)
+        with pipe:
+            images, _ = pipe.run()
+            pipe.run()
+            pipe.reset(epoch=0)
+            again, _ = pipe.run()
+    assert len([w for w in record if w.category is GpuUnavailableWarning]) == 1
+    assert "device_id=0" in str(record[0].message) and record[0].filename == __file__
+    assert images.device == "gpu" and np.asarray(images.as_cpu()).tobytes() == np.asarray(again).tobytes()
+    reference = _epochs(train_pipe(file_root=jpeg_root), 1)[0][0]
+    assert np.asarray(images).tobytes() == reference.tobytes()
+
+
+def test_memory_stats_is_a_plain_dict(jpeg_root, monkeypatch):
+    monkeypatch.setenv("RAYPIPE_GPU_MEMORY_MB", "300")
+    with train_pipe(file_root=jpeg_root, gpu_stage=True) as pipe:
+        stats = pipe.memory_stats()
+    assert set(stats) == {"device_id", "pool_used_mb", "pool_total_mb", "limit_mb", "pinned_mb"}
+    assert stats["limit_mb"] == 300.0
+    if not gpu_available():
+        assert stats["device_id"] is None and stats["pool_total_mb"] == stats["pinned_mb"] == 0.0
 
 
 def test_reset_restarts_at_a_chosen_epoch(jpeg_root):

@@ -1,15 +1,20 @@
 """Image decoders: ``decoders.image`` and the fused ``decoders.image_random_crop``.
 
-Both decode on the host with Pillow (libjpeg-turbo; the GIL is released while
-decoding, so the CPU stage's threads run in parallel). On ``device="mixed"`` the
-decoded image goes to the GPU stage. ``on_error="skip"`` drops an undecodable
-sample and counts it instead of raising.
+On the host they decode with Pillow (libjpeg-turbo; the GIL is released while
+decoding, so the CPU stage's threads run in parallel). On ``device="mixed"`` with a
+GPU the decoded image goes to the GPU stage: where nvImageCodec is installed the
+graph defers the decode (:meth:`_Decoder.defer_to_device`), the CPU stage only reads
+the header and picks the crop window, and the Mixed stage decodes the batch on the
+GPU (:meth:`_Decoder.decode_on_device`, region-of-interest decode for the crop).
+``on_error="skip"`` drops an undecodable sample and counts it instead of raising.
 """
 
 from __future__ import annotations
 
 import io
 import math
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 from PIL import Image, UnidentifiedImageError
@@ -19,7 +24,26 @@ from ..operator import Operator, Schema, Skip, check_range, register
 from ..types import DALIImageType
 from .crop_window import random_crop_window
 
+if TYPE_CHECKING:
+    from ..gpu_decode import GpuImageDecoder
+
 _DCT_SCALES = (8, 4, 2)
+
+
+@dataclass(frozen=True)
+class EncodedImage:
+    """What the CPU stage hands the Mixed stage when decoding is deferred to the GPU: the encoded
+    bytes, the image's size from its header and the window to decode (None: all of it)."""
+
+    data: np.ndarray
+    width: int
+    height: int
+    window: tuple[int, int, int, int] | None = None
+
+    @property
+    def out_size(self) -> tuple[int, int]:
+        """``(width, height)`` of the decoded result."""
+        return (self.window[2], self.window[3]) if self.window is not None else (self.width, self.height)
 
 
 def _open(data: np.ndarray) -> Image.Image:
@@ -63,17 +87,51 @@ class _Decoder(Operator):
             raise ArgumentError(f"{self.schema.name}: on_error must be 'raise' or 'skip', got {on_error!r}")
         self.output_type = output_type
         self.on_error = on_error
+        self.deferred = False
 
     def output_layout(self, input_layouts):
         return "HWC"
 
+    def defer_to_device(self) -> None:
+        """Decode in the Mixed stage on the GPU: ``run_sample`` then only parses the header and
+        returns an :class:`EncodedImage`."""
+        self.deferred = True
+
     def run_sample(self, inputs, args, ctx):
         try:
-            return self.decode(inputs[0], ctx)
+            return self.encoded(inputs[0], ctx) if self.deferred else self.decode(inputs[0], ctx)
         except DecodeError as exc:
             if self.on_error == "skip":
                 return Skip(str(exc))
             raise
+
+    def encoded(self, data: np.ndarray, ctx) -> EncodedImage:
+        """The header's size and the window to decode (the whole image here)."""
+        width, height = _open(data).size
+        return EncodedImage(data, width, height)
+
+    def decode_on_device(self, decoder: GpuImageDecoder, encoded: list[EncodedImage], stream: Any) -> list[Any]:
+        """Decode a batch of :meth:`encoded` samples with ``decoder`` (a
+        :class:`~raypipe.gpu_decode.GpuImageDecoder`) on the cupy ``stream``: per sample an HWC
+        device array in ``output_type``, or a :class:`DecodeError` for the executor to raise or skip."""
+        gray = self.output_type is DALIImageType.GRAY
+        decoded = decoder.decode([e.data for e in encoded], [e.window for e in encoded], gray, stream)
+        with stream:
+            return [self._device_result(image, e) for image, e in zip(decoded, encoded)]
+
+    def _device_result(self, image: Any, encoded: EncodedImage) -> Any:
+        if image is None:
+            return DecodeError("corrupt or unsupported image data (the GPU decoder could not decode it)")
+        width, height = encoded.out_size
+        whole = image.shape[:2] == (encoded.height, encoded.width)
+        if encoded.window is not None and whole and (width, height) != (encoded.width, encoded.height):
+            x, y = encoded.window[:2]
+            image = image[y : y + height, x : x + width]  # a backend that ignored the region
+        if image.shape[:2] != (height, width):
+            return DecodeError(f"the GPU decoder produced {image.shape[1]}x{image.shape[0]}, expected {width}x{height}")
+        if self.output_type is DALIImageType.BGR:
+            image = image[:, :, ::-1].copy()
+        return image
 
 
 @register
@@ -136,6 +194,11 @@ class ImageRandomCropDecoder(_Decoder):
         return random_crop_window(
             width, height, self.random_area, self.random_aspect_ratio, self.num_attempts, self.rng(ctx)
         )
+
+    def encoded(self, data: np.ndarray, ctx) -> EncodedImage:
+        """The header's size and this sample's crop window, drawn exactly as :meth:`decode` does."""
+        width, height = _open(data).size
+        return EncodedImage(data, width, height, self.window(width, height, ctx))
 
     def decode(self, data: np.ndarray, ctx) -> np.ndarray:
         image = _open(data)

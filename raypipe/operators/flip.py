@@ -6,6 +6,7 @@ from __future__ import annotations
 from typing import Any
 
 from ..errors import ArgumentError
+from ..kernels import launch
 from ..operator import Operator, Schema, as_scalar, register
 
 # (vertical axis, horizontal axis) of each supported layout.
@@ -46,15 +47,41 @@ class Flip(Operator):
 
     def compute(self, xp, inputs, args, ctx):
         image = inputs[0]
-        layout = self.resolved_layout
-        if image.ndim != len(layout):
-            raise ValueError(f"flip: expects {layout} data, got shape {tuple(image.shape)}")
-        vertical_axis, horizontal_axis = AXES[layout]
-        axes = [
-            axis
-            for axis, flag in ((vertical_axis, "vertical"), (horizontal_axis, "horizontal"))
-            if as_scalar(args.get(flag, getattr(self, flag)))
-        ]
+        self._check_rank(image)
+        vertical_axis, horizontal_axis = AXES[self.resolved_layout]
+        flags = ((vertical_axis, "vertical"), (horizontal_axis, "horizontal"))
+        axes = [axis for axis, flag in flags if self._flag(args, flag)]
         if not axes:
             return image
         return xp.ascontiguousarray(xp.flip(image, axis=tuple(axes)))
+
+    def run_batch(self, xp, inputs, args, ctxs):
+        """The whole batch in one kernel launch (:mod:`raypipe.kernels.flip`) when the kernels can
+        take it, else sample by sample. The kernel copies elements, so it equals :meth:`run_sample`
+        exactly."""
+        batch = inputs[0]
+        images = list(batch)
+        for image in images:
+            self._check_rank(image)
+        dtype = launch.uniform_dtype(batch)
+        if dtype is None or dtype.kind not in "biuf" or not launch.available(xp, 2 * launch.elements(batch)):
+            return super().run_batch(xp, inputs, args, ctxs)
+        sample_args = [{k: v[i] for k, v in args.items()} for i in range(len(images))]
+        from ..kernels.flip import flip_batch
+
+        return flip_batch(
+            xp,
+            launch.pack(xp, batch, "flip"),
+            AXES[self.resolved_layout],
+            [self._flag(a, "horizontal") for a in sample_args],
+            [self._flag(a, "vertical") for a in sample_args],
+        )
+
+    def _check_rank(self, image) -> None:
+        layout = self.resolved_layout
+        if image.ndim != len(layout):
+            raise ValueError(f"flip: expects {layout} data, got shape {tuple(image.shape)}")
+
+    def _flag(self, args, name: str) -> bool:
+        """This sample's ``horizontal``/``vertical`` flag (its argument input, else the static one)."""
+        return bool(as_scalar(args.get(name, getattr(self, name))))

@@ -18,6 +18,7 @@ class PythonFunction(Operator):
     """
 
     schema = Schema("python_function", devices=("cpu", "gpu"), min_inputs=0, max_inputs=8)
+    batch_semantics = True  # on the GPU the function gets the batch: never run it per sample there
 
     def configure(self, function: Callable, num_outputs: int = 1) -> None:
         if not callable(function):

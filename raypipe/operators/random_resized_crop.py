@@ -12,6 +12,7 @@ from collections.abc import Sequence
 import numpy as np
 
 from ..errors import ArgumentError
+from ..kernels import launch
 from ..operator import Operator, Schema, check_range, register
 from .crop_window import random_crop_window
 from .resample import check_hwc, check_linear_interp, pil_resize, pillow_applies, resample
@@ -76,3 +77,30 @@ class RandomResizedCrop(Operator):
         if not pillow_applies(image, None, self.antialias):
             return self.compute(np, inputs, args, ctx)
         return pil_resize(image, self.width, self.height, box=self._box(image, ctx))
+
+    def run_batch(self, xp, inputs, args, ctxs):
+        """Windows drawn on the host from each sample's keyed stream (the same as :meth:`compute`
+        draws), then one batched crop-and-resize through the resampling kernels
+        (:mod:`raypipe.kernels.resample`) when they can take the batch, else sample by sample.
+
+        Tolerance against :meth:`run_sample`: ``resize``'s (uint8 within 2 grey levels of Pillow,
+        mean difference below 0.1; other types: integers within 1, float32 within 1e-5 relative plus
+        1e-4 absolute, float16 within one float16 step).
+        """
+        batch = inputs[0]
+        images = list(batch)
+        for image in images:
+            check_hwc(self.schema.name, image)
+        dtype = launch.uniform_dtype(batch)
+        out_elements = sum(self.width * self.height * image.shape[2] for image in images)
+        if (
+            dtype is None
+            or launch.store_rule(dtype) is None
+            or not launch.available(xp, launch.elements(batch) + out_elements)
+        ):
+            return super().run_batch(xp, inputs, args, ctxs)
+        boxes = [self._box(image, ctx) for image, ctx in zip(images, ctxs, strict=True)]
+        from ..kernels.resample import resample_batch
+
+        packed = launch.pack(xp, batch, self.schema.name)
+        return resample_batch(xp, packed, [(self.width, self.height)] * len(images), boxes, self.antialias)

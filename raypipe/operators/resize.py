@@ -12,6 +12,7 @@ import math
 import numpy as np
 
 from ..errors import ArgumentError
+from ..kernels import launch
 from ..operator import Operator, Schema, register
 from ..types import to_numpy_dtype
 from .resample import check_hwc, check_linear_interp, pil_resize, pillow_applies, resample
@@ -127,3 +128,34 @@ class Resize(Operator):
         if (width, height) == (image.shape[1], image.shape[0]):
             return image
         return pil_resize(image, width, height)
+
+    def run_batch(self, xp, inputs, args, ctxs):
+        """The whole batch through the resampling kernels (:mod:`raypipe.kernels.resample`: one
+        launch per separable pass) when they can take it, else sample by sample.
+
+        Tolerance against :meth:`run_sample`: uint8 images within 2 grey levels of Pillow with a
+        mean difference below 0.1 (Pillow's fixed-point weights against float32 ones: a value next
+        to a rounding boundary may move one level in each pass); for other types, where
+        :meth:`run_sample` is :meth:`compute`, integers within 1, float32 within 1e-5 relative plus
+        1e-4 absolute (0..255 data), float16 within one float16 step (only the order of the float32
+        accumulation differs).
+        """
+        batch = inputs[0]
+        images = list(batch)
+        for image in images:
+            check_hwc("resize", image)
+        sizes = [self.target_size(image.shape[1], image.shape[0]) for image in images]
+        in_dtype = launch.uniform_dtype(batch)
+        out_dtype = self.dtype if self.dtype is not None else in_dtype
+        out_elements = sum(w * h * image.shape[2] for (w, h), image in zip(sizes, images, strict=True))
+        if (
+            in_dtype is None
+            or in_dtype.kind not in "iuf"
+            or launch.store_rule(out_dtype) is None
+            or not launch.available(xp, launch.elements(batch) + out_elements)
+        ):
+            return super().run_batch(xp, inputs, args, ctxs)
+        from ..kernels.resample import resample_batch
+
+        packed = launch.pack(xp, batch, "resize")
+        return resample_batch(xp, packed, sizes, antialias=self.antialias, dtype=out_dtype)

@@ -42,3 +42,17 @@ def broken_in_actors(files):
         raise RuntimeError("this pipeline cannot be built inside an actor")
     jpegs, labels = fn.readers.file(files=files, name="Reader")
     return fn.decoders.image(jpegs), labels
+
+
+MEAN = [0.485 * 255, 0.456 * 255, 0.406 * 255]
+STD = [0.229 * 255, 0.224 * 255, 0.225 * 255]
+
+
+@rp.pipeline_def(batch_size=4, num_threads=1)
+def resized(files, normalize: bool):
+    """32 x 32 crops as uint8 HWC, or (``normalize``) normalized float32 CHW."""
+    jpegs, labels = fn.readers.file(files=files, labels=list(range(len(files))), name="Reader")
+    images = fn.resize(fn.decoders.image(jpegs), resize_x=32, resize_y=32)
+    if normalize:
+        images = fn.crop_mirror_normalize(images, mean=MEAN, std=STD, output_layout="CHW")
+    return images, labels

@@ -1,6 +1,8 @@
-"""A training rank living in a Ray actor on a chosen node (as Ray Train workers do)."""
+"""A training rank living in a Ray actor (as Ray Train workers do), wherever Ray placed it."""
 
 from __future__ import annotations
+
+import os
 
 import ray
 
@@ -8,9 +10,27 @@ import raypipe as rp
 
 
 class RankProcess:
-    """Opens ``rank``'s loader from wherever Ray placed this actor and reads one batch."""
+    """Opens ``rank``'s loader from wherever Ray placed this actor and reads from it."""
 
     def first_batch(self, service: str, rank: int, world_size: int) -> str:
-        loader = rp.loader(service, rank=rank, world_size=world_size, output="numpy")
-        next(iter(loader))
+        """Read one batch, keeping the loader (and so the rank's pipeline actor) open."""
+        self.loader = rp.loader(service, rank=rank, world_size=world_size, output="numpy")
+        next(iter(self.loader))
         return ray.get_runtime_context().get_node_id()
+
+    def home(self) -> dict:
+        """This rank's node, the GPUs Ray gave it and what its CUDA_VISIBLE_DEVICES says."""
+        return {
+            "node_id": ray.get_runtime_context().get_node_id(),
+            "gpu_ids": [str(g) for g in ray.get_gpu_ids()],
+            "cuda_visible_devices": os.environ.get("CUDA_VISIBLE_DEVICES"),
+        }
+
+    def read_epoch(self, service: str, rank: int, world_size: int, epoch: int) -> list[int]:
+        """Every real sample label of ``epoch`` for this rank, keeping the loader open."""
+        self.loader = rp.loader(service, rank=rank, world_size=world_size, output="numpy")
+        self.loader.set_epoch(epoch)
+        seen = []
+        for _, labels in self.loader:
+            seen += [s for s, pad in zip(labels.ravel().tolist(), self.loader.last_is_pad) if not pad]
+        return seen

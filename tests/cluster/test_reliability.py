@@ -94,9 +94,10 @@ def test_killing_the_coordinator_mid_epoch_changes_no_batch_and_it_comes_back(cl
         disturbed = _lockstep(loaders, 0, on_step=lambda k: k == 0 and _kill(pid))
         assert disturbed == reference
         again = rp.loader("rel-coord", rank=3, world_size=4)
-        assert again.slot == loaders[3].slot, "the assignment survived in the journal"
+        assert again.actor_info["pid"] == loaders[3].actor_info["pid"], "the rank's actor survived"
         stats = svc.stats()
         assert stats["coordinator"]["pid"] != pid and stats["coordinator"]["restarts"] == 1
+        assert sorted(stats["attached"]) == [0, 1, 2, 3], "where ranks attached survived in the journal"
         assert sorted(a["rank"] for a in stats["actors"]) == [0, 1, 2, 3]
     finally:
         svc.shutdown()
@@ -298,15 +299,19 @@ def _placement_groups_alive() -> int:
     return sum(pg["state"] != "REMOVED" for pg in ray.util.placement_group_table().values())
 
 
-def test_a_serve_that_fails_part_way_leaves_nothing_behind(cluster, jpeg_files):
+def test_an_actor_that_cannot_start_is_named_and_leaves_nothing_behind(cluster, jpeg_files):
     groups = _placement_groups_alive()
-    with pytest.raises(Exception, match="cannot be built inside an actor"):
-        rp.serve(broken_in_actors, name="rel-broken", world_size=2, files=jpeg_files, num_cpus_per_actor=0.25)
-    assert _gone("rel-broken") and journal.load("rel-broken") is None
-    assert _placement_groups_alive() == groups, "the placement group was removed"
-    for slot in range(2):
+    svc = rp.serve(broken_in_actors, name="rel-broken", world_size=2, files=jpeg_files, max_restarts=0)
+    try:
+        named = "rank 1 on node .* failed to start: RuntimeError: this pipeline cannot be built inside an actor$"
+        with pytest.raises(rp.RaypipeError, match=named):
+            rp.loader("rel-broken", rank=1, world_size=2)
         with pytest.raises(ValueError):
-            ray.get_actor(f"rel-broken.pipeline.{slot}", namespace=NAMESPACE)
+            ray.get_actor("rel-broken.pipeline.1", namespace=NAMESPACE)
+    finally:
+        svc.shutdown()
+    assert _gone("rel-broken") and journal.load("rel-broken") is None
+    assert _placement_groups_alive() == groups, "the service reserves no placement group"
 
 
 DRIVER_SCRIPT = """
@@ -348,10 +353,10 @@ def test_a_service_dies_with_its_driver_unless_detached(cluster, jpeg_files, det
 def test_stats_answer_while_an_actor_is_down(cluster, jpeg_files):
     svc = _serve(jpeg_files, "rel-stats", world_size=2, max_restarts=0)
     try:
-        rp.loader("rel-stats", rank=0, world_size=2)
-        _kill(_actor_pids(svc)[0])
+        loaders = [rp.loader("rel-stats", rank=r, world_size=2) for r in range(2)]
+        _kill(loaders[0].actor_info["pid"])
         time.sleep(1)
         actors = svc.stats(timeout_s=3)["actors"]
-        assert actors[0]["available"] is False and actors[1]["slot"] == 1 and "pid" in actors[1]
+        assert actors[0]["available"] is False and actors[1]["rank"] == 1 and "pid" in actors[1]
     finally:
         svc.shutdown()

@@ -2,12 +2,15 @@
 
 from __future__ import annotations
 
+import time
+
 import numpy as np
 import pytest
 import ray
 
 import raypipe as rp
-from tests.cluster.pipelines import indexed
+from tests.cluster.pipelines import MEAN, STD, indexed, resized
+from tests.cluster.ranks import RankProcess
 
 WORLD = 4
 
@@ -57,18 +60,85 @@ def test_every_policy_gives_equal_counts_and_exactly_once(cluster, jpeg_files, p
         svc.shutdown()
 
 
-def test_actors_spread_over_nodes_with_logical_gpus(cluster, jpeg_files):
-    svc = _serve(jpeg_files, "svc-spread")
+@pytest.mark.parametrize("ranks_first", [True, False])
+def test_pipeline_actors_share_their_ranks_gpus_and_reserve_none(cluster, jpeg_files, ranks_first):
+    """4 rank actors holding one logical GPU each (all 4 of the cluster) and a service with
+    default arguments, started in either order: every rank reads its epoch, and every pipeline
+    actor sits on its rank's node with CUDA_VISIBLE_DEVICES naming its rank's GPU."""
+    name = f"svc-share-{ranks_first}"
+    rank_cls = ray.remote(num_gpus=1)(RankProcess)
+
+    def start_ranks():
+        ranks = [rank_cls.remote() for _ in range(WORLD)]
+        return ranks, ray.get([r.home.remote() for r in ranks], timeout=60)
+
+    if ranks_first:
+        ranks, homes = start_ranks()
+        svc = rp.serve(indexed, name=name, world_size=WORLD, files=jpeg_files, replace=True)
+    else:
+        svc = rp.serve(indexed, name=name, world_size=WORLD, files=jpeg_files, replace=True)
+        ranks, homes = start_ranks()
     try:
-        loaders = [rp.loader("svc-spread", rank=r, world_size=WORLD) for r in range(WORLD)]
-        for ld in loaders:
-            next(iter(ld))
+        assert ray.available_resources().get("GPU", 0) == 0, "the ranks hold every GPU"
+        seen = ray.get([p.read_epoch.remote(name, r, WORLD, 0) for r, p in enumerate(ranks)], timeout=120)
+        assert sorted(s for part in seen for s in part) == list(range(len(jpeg_files)))
         actors = svc.stats()["actors"]
-        nodes = [a["node_id"] for a in actors]
-        assert len(set(nodes)) == 2 and all(nodes.count(n) == 2 for n in set(nodes))
-        assert all(len(a["gpu_ids"]) == 1 for a in actors)
-        assert all(a["cuda_visible_devices"] == a["gpu_ids"][0] for a in actors)
-        assert sorted(a["rank"] for a in actors) == list(range(WORLD))
+        assert [a["rank"] for a in actors] == list(range(WORLD))
+        for rank, (actor, home) in enumerate(zip(actors, homes)):
+            assert actor["node_id"] == home["node_id"], f"rank {rank} on its node"
+            assert len(home["gpu_ids"]) == 1 and actor["cuda_visible_devices"] == home["gpu_ids"][0], (actor, home)
+            assert actor["gpu_found_by"] == "ray.get_gpu_ids()"
+        placed = {(a["node_id"], a["cuda_visible_devices"]) for a in actors}
+        assert len(placed) == WORLD, "one pipeline actor per GPU"
+    finally:
+        svc.shutdown()
+        for r in ranks:
+            ray.kill(r)
+
+
+def test_an_actor_that_cannot_get_its_cpus_fails_in_bounded_time_naming_them(cluster, jpeg_files):
+    from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
+
+    head = ray.get_runtime_context().get_node_id()
+    svc = _serve(jpeg_files, "svc-cpus", num_cpus_per_actor=8)
+    try:
+        missing = r"cannot start. It needs \{'CPU': 8\} on node \w+ \(where rank 0 runs\), which has CPU 1 in all"
+        with pytest.raises(rp.RaypipeError, match=missing):
+            rp.loader("svc-cpus", rank=0, world_size=WORLD)
+    finally:
+        svc.shutdown()
+    svc = _serve(jpeg_files, "svc-cpus", num_cpus_per_actor=1, startup_timeout_s=3)
+    holder = (
+        ray.remote(num_cpus=1)(RankProcess)
+        .options(scheduling_strategy=NodeAffinitySchedulingStrategy(head, soft=False))
+        .remote()
+    )
+    try:
+        ray.get(holder.home.remote())
+        began = time.monotonic()
+        with pytest.raises(rp.RaypipeError, match=r"did not start within 3 s.*has CPU 1 in all and 0 free"):
+            rp.loader("svc-cpus", rank=0, world_size=WORLD)
+        assert time.monotonic() - began < 30
+    finally:
+        ray.kill(holder)
+        svc.shutdown()
+
+
+def test_dropping_a_loader_stops_its_pipeline_actor(cluster, jpeg_files):
+    import gc
+
+    svc = _serve(jpeg_files, "svc-drop")
+    try:
+        ld = rp.loader("svc-drop", rank=1, world_size=WORLD)
+        next(iter(ld))
+        pid = ld.actor_info["pid"]
+        assert [a["pid"] for a in svc.stats()["actors"] if a["available"]] == [pid]
+        del ld
+        gc.collect()
+        deadline = time.monotonic() + 30
+        while time.monotonic() < deadline and any(a["available"] for a in svc.stats()["actors"]):
+            time.sleep(0.2)
+        assert not any(a["available"] for a in svc.stats()["actors"]), "the actor went with its loader"
     finally:
         svc.shutdown()
 
@@ -93,8 +163,10 @@ def test_resume_mid_epoch_from_state_dict(cluster, jpeg_files):
 
 
 def test_errors_are_clear_and_early(cluster, jpeg_files, tmp_path):
-    with pytest.raises(rp.ArgumentError, match=r"world_size=5 .* needs 5 GPUs; the Ray cluster has 4"):
-        _serve(jpeg_files, "svc-big", world_size=5)
+    with pytest.raises(rp.ArgumentError, match="num_gpus_per_actor is no longer an argument: pipeline actors share"):
+        _serve(jpeg_files, "svc-bad", num_gpus_per_actor=1)
+    with pytest.raises(rp.ArgumentError, match="num_cpus_per_actor must be a number >= 0"):
+        _serve(jpeg_files, "svc-bad", num_cpus_per_actor=-1)
     with pytest.raises(rp.ArgumentError, match="last_batch must be one of"):
         _serve(jpeg_files, "svc-bad", last_batch="ends")
     with pytest.raises(rp.ArgumentError, match="shuffle must be one of"):
@@ -113,6 +185,8 @@ def test_errors_are_clear_and_early(cluster, jpeg_files, tmp_path):
             rp.loader("svc-name", rank=0, world_size=4)
         with pytest.raises(rp.RaypipeError, match="no raypipe service named 'nope'"):
             rp.loader("nope", rank=0, world_size=2)
+        with pytest.raises(rp.ArgumentError, match="device must be 'cpu', 'cuda', 'cuda:N' or an int"):
+            rp.loader("svc-name", rank=0, world_size=2, device="tpu:0")
     finally:
         svc.shutdown()
 
@@ -254,21 +328,6 @@ def test_actor_without_restarts_left_gives_a_clear_error(cluster, jpeg_files):
         svc.shutdown()
 
 
-def test_fractional_gpus_put_two_actors_on_each_gpu(cluster, jpeg_files):
-    with pytest.raises(rp.ArgumentError, match=r"world_size=9 with 0.5 GPU per pipeline actor needs 4.5 GPUs"):
-        _serve(jpeg_files, "svc-half", world_size=9, num_gpus_per_actor=0.5)
-    svc = _serve(jpeg_files, "svc-half", world_size=8, num_gpus_per_actor=0.5, batch_size=3)
-    try:
-        loaders = [rp.loader("svc-half", rank=r, world_size=8) for r in range(8)]
-        seen = [s for ld in loaders for _, labels in ld for s in labels.numpy().ravel().tolist()]
-        assert sorted(seen) == list(range(24))
-        placed = [(a["node_id"], tuple(a["gpu_ids"])) for a in svc.stats()["actors"]]
-        assert all(len(gpus) == 1 for _, gpus in placed)
-        assert sorted(placed.count(p) for p in set(placed)) == [2, 2, 2, 2], placed
-    finally:
-        svc.shutdown()
-
-
 def test_pause_loses_no_batch(cluster, jpeg_files):
     svc = _serve(jpeg_files, "svc-pause", world_size=2)
     try:
@@ -324,3 +383,27 @@ def test_next_epoch_is_prepared_without_a_barrier(cluster, jpeg_files):
         assert svc.stats()["progress"] == {1: [5, 0]}
     finally:
         svc.shutdown()
+
+
+def test_uint8_batches_normalized_on_the_rank_equal_the_pipelines_float_output(cluster, jpeg_files):
+    """The host path for pipelines without a GPU stage: ship uint8 (4x fewer bytes), normalize
+    on the rank's device with rp.Normalize; same values as crop_mirror_normalize in the pipeline."""
+    files = jpeg_files[:12]
+    svcs = [
+        rp.serve(resized, name=f"svc-u8-{n}", world_size=2, files=files, normalize=n, replace=True)
+        for n in (False, True)
+    ]
+    try:
+        on_rank = rp.loader("svc-u8-False", rank=1, world_size=2, normalize=rp.Normalize(MEAN, STD))
+        in_pipeline = rp.loader("svc-u8-True", rank=1, world_size=2)
+        pairs = list(zip(on_rank, in_pipeline))
+        assert len(pairs) == len(in_pipeline) == 2
+        for (images, labels), (reference, ref_labels) in pairs:
+            assert images.dtype == reference.dtype and tuple(images.shape) == tuple(reference.shape) == (4, 3, 32, 32)
+            np.testing.assert_allclose(images.numpy(), reference.numpy(), atol=1e-5, rtol=0)
+            assert labels.tolist() == ref_labels.tolist()
+        with pytest.raises(rp.ArgumentError, match="normalize must be an rp.Normalize, and needs output='torch'"):
+            rp.loader("svc-u8-False", rank=0, world_size=2, output="numpy", normalize=rp.Normalize(MEAN, STD))
+    finally:
+        for svc in svcs:
+            svc.shutdown()

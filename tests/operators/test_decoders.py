@@ -8,8 +8,10 @@ from PIL import Image
 
 import raypipe as rp
 from raypipe import fn, types
+from raypipe.gpu_decode import nvimgcodec_available
 from raypipe.keyed_random import SampleContext
 from raypipe.operators.crop_window import random_crop_window
+from raypipe.operators.decoders import EncodedImage, ImageDecoder, ImageRandomCropDecoder
 
 
 @rp.pipeline_def(batch_size=4, num_threads=2, seed=11)
@@ -138,3 +140,72 @@ def test_png_and_grayscale_inputs_convert_to_rgb(tmp_path):
         images, _ = pipe.run()
     out = images.at(0)
     assert out.shape == (8, 8, 3) and np.array_equal(out[:, :, 0], np.arange(64).reshape(8, 8))
+
+
+def test_mixed_decoder_without_gpu_fuses_the_resize_like_cpu(jpeg_files):
+    outputs = {}
+    for device in ("cpu", "mixed"):
+        with random_crop(jpeg_files[:4], resize_to=(64, 48), device=device) as pipe:
+            (outputs[device],) = pipe.run()
+            op = pipe._staged.host_nodes[1].op
+            assert (op.target_size, op.resize_on_host, op.deferred) == ((64, 48), True, False)
+    assert outputs["mixed"].device == "gpu" and outputs["cpu"].device == "cpu"
+    assert np.array_equal(np.asarray(outputs["mixed"].as_cpu()), np.asarray(outputs["cpu"]))
+
+
+def _deferred(decoder_cls, **args):
+    op = decoder_cls(device="mixed", op_id=1, **args)
+    op.defer_to_device()
+    return op
+
+
+def test_deferred_decoder_reads_the_header_and_draws_the_host_window(jpeg_files, bad_files):
+    crop, whole = _deferred(ImageRandomCropDecoder), _deferred(ImageDecoder)
+    for i, path in enumerate(jpeg_files[:4]):
+        data = np.fromfile(path, np.uint8)
+        out = crop.run_sample([data], {}, SampleContext(11, 0, i))
+        assert isinstance(out, EncodedImage) and out.data is data
+        assert (out.width, out.height) == Image.open(path).size
+        assert out.window == _window(path, op_id=1, index=i)
+        assert out.out_size == out.window[2:]
+        full = whole.run_sample([data], {}, SampleContext(11, 0, i))
+        assert full.window is None and full.out_size == Image.open(path).size
+    not_an_image = np.fromfile(bad_files[1], np.uint8)
+    with pytest.raises(rp.DecodeError, match="not a recognised image format"):
+        crop.run_sample([not_an_image], {}, SampleContext(11, 0, 0))
+    skipping = _deferred(ImageDecoder, on_error="skip")
+    assert "not a recognised" in skipping.run_sample([not_an_image], {}, SampleContext(11, 0, 0)).reason
+
+
+def test_device_result_checks_shape_cuts_ignored_regions_and_orders_channels():
+    op = _deferred(ImageRandomCropDecoder, output_type=types.BGR)
+    image = np.arange(20 * 30 * 3, dtype=np.uint8).reshape(20, 30, 3)
+    encoded = EncodedImage(np.zeros(1, np.uint8), 30, 20, (4, 5, 10, 8))
+    cut = op._device_result(image[5:13, 4:14], encoded)
+    assert np.array_equal(cut, image[5:13, 4:14, ::-1])
+    assert np.array_equal(op._device_result(image, encoded), cut)  # a backend that ignored the region
+    wrong = op._device_result(image[:7, :10], encoded)
+    assert isinstance(wrong, rp.DecodeError) and "produced 10x7, expected 10x8" in str(wrong)
+    assert isinstance(op._device_result(None, encoded), rp.DecodeError)
+
+
+@pytest.mark.gpu
+@pytest.mark.skipif(not nvimgcodec_available(), reason="needs a CUDA GPU and nvImageCodec")
+@pytest.mark.parametrize("decoder", ["image", "image_random_crop"])
+def test_mixed_decoders_decode_on_the_gpu_close_to_pillow(jpeg_files, decoder):
+    @rp.pipeline_def(batch_size=4, num_threads=2, seed=11)
+    def pipe_def(device, device_id):
+        jpegs, _ = fn.readers.file(files=jpeg_files[:8], name="Reader")
+        return getattr(fn.decoders, decoder)(jpegs, device=device)
+
+    with pipe_def("cpu", None) as cpu, pipe_def("mixed", 0) as gpu:
+        assert gpu._staged.deferred and gpu._staged.host_nodes[1].op.deferred
+        for _ in range(2):
+            (ref,), (got,) = cpu.run(), gpu.run()
+            assert got.device == "gpu"
+            got = got.as_cpu()
+            for i in range(4):
+                a, b = np.asarray(ref.at(i), np.int16), np.asarray(got.at(i), np.int16)
+                assert a.shape == b.shape  # the same crop window, drawn from the header
+                diff = np.abs(a - b)
+                assert diff.mean() <= 3.0 and np.percentile(diff, 99) <= 16  # nvJPEG vs libjpeg-turbo rounding

@@ -1,0 +1,135 @@
+"""Batched image decoding on the GPU through nvImageCodec (the ``gpu`` extra).
+
+One :meth:`GpuImageDecoder.decode` call decodes a whole batch: nvImageCodec
+spreads it over the hardware JPEG decoder where the GPU has one (A100, H100),
+nvJPEG's CUDA decoder otherwise, and its CPU backends for formats the GPU
+cannot decode. A region of interest per image (the random crop window) is
+decoded without decoding the rest of the image where the backend allows.
+
+Chroma is upsampled the way libjpeg-turbo does by default (``fancy_upsampling``),
+so results stay close to Pillow's host decode: nvJPEG's IDCT and colour conversion
+round differently, a few grey levels on most pixels.
+
+nvImageCodec is imported lazily and only where a GPU is usable: without a GPU,
+or without the package, or with ``RAYPIPE_GPU_DECODE=0``, the CPU stage decodes on
+the host and the Mixed stage copies the images to the device instead.
+"""
+
+from __future__ import annotations
+
+import functools
+import os
+from collections.abc import Sequence
+from types import ModuleType
+from typing import Any
+
+import numpy as np
+
+from .backend import gpu_available
+
+Window = tuple[int, int, int, int]  # x, y, width, height
+DECODE_ENV = "RAYPIPE_GPU_DECODE"
+
+
+@functools.cache
+def _nvimgcodec() -> ModuleType | None:
+    try:
+        from nvidia import nvimgcodec
+    except ImportError:
+        return None
+    return nvimgcodec
+
+
+def nvimgcodec_available() -> bool:
+    """True when a GPU is usable, nvImageCodec imports and ``RAYPIPE_GPU_DECODE`` is not ``0``."""
+    if os.environ.get(DECODE_ENV, "").strip() == "0":
+        return False
+    return gpu_available() and _nvimgcodec() is not None
+
+
+class GpuImageDecoder:
+    """An nvImageCodec decoder bound to one device; decodes batches of encoded images into cupy arrays.
+
+    Owns the library's decoder state (CUDA streams, nvJPEG handles, host threads); :meth:`close`
+    releases it, and so does dropping the object.
+    """
+
+    def __init__(self, device_id: int, num_threads: int = 0):
+        nv = _nvimgcodec()
+        if nv is None or not gpu_available():
+            raise RuntimeError("GPU decoding needs a usable CUDA GPU and nvImageCodec (pip install raypipe[gpu])")
+        import cupy
+
+        self._nv = nv
+        self._cp = cupy
+        self._decoder = nv.Decoder(device_id=device_id, max_num_cpu_threads=num_threads, options=":fancy_upsampling=1")
+        color = nv.ColorSpec.SRGB if hasattr(nv.ColorSpec, "SRGB") else nv.ColorSpec.RGB  # RGB before 0.7
+        self._params = {
+            False: nv.DecodeParams(apply_exif_orientation=False, color_spec=color, allow_any_depth=False),
+            True: nv.DecodeParams(apply_exif_orientation=False, color_spec=nv.ColorSpec.GRAY, allow_any_depth=False),
+        }
+
+    def decode(
+        self, sources: Sequence[np.ndarray], windows: Sequence[Window | None], gray: bool, stream: Any
+    ) -> list[Any | None]:
+        """Decode ``sources`` (encoded bytes as uint8 arrays), each cut to its ``window`` (None: the
+        whole image), to HWC uint8 cupy arrays (3 channels RGB, or 1 when ``gray``), in one batched
+        call queued on the cupy ``stream``. The arrays may be used on ``stream`` at once: no host
+        synchronisation. A source that cannot be decoded gives None at its position."""
+        if self._decoder is None:
+            raise RuntimeError("this GpuImageDecoder was closed")
+        streams = [self._code_stream(np.ascontiguousarray(s, dtype=np.uint8), w) for s, w in zip(sources, windows)]
+        valid = [i for i, code_stream in enumerate(streams) if code_stream is not None]
+        out: list[Any | None] = [None] * len(streams)
+        if not valid:
+            return out
+        params = self._params[gray]
+        try:
+            images = self._decoder.decode([streams[i] for i in valid], params=params, cuda_stream=stream.ptr)
+        except RuntimeError:  # a stream that fails late fails the batch call: find it one by one
+            images = [self._decode_one(streams[i], params, stream) for i in valid]
+        with stream:
+            for i, image in zip(valid, images):
+                out[i] = self._to_cupy(image)
+        return out
+
+    def _decode_one(self, code_stream: Any, params: Any, stream: Any) -> Any:
+        try:
+            return self._decoder.decode(code_stream, params=params, cuda_stream=stream.ptr)
+        except RuntimeError:
+            return None
+
+    def _code_stream(self, data: np.ndarray, window: Window | None) -> Any:
+        """A code stream over ``data`` restricted to ``window``, through whichever API this
+        nvImageCodec has (``get_sub_code_stream`` from 0.7, ``getSubCodeStream`` in 0.6,
+        ``DecodeSource`` in 0.5); None when nvImageCodec cannot parse the stream."""
+        nv = self._nv
+        region = None
+        if window is not None:
+            x, y, w, h = window
+            region = nv.Region(start_y=y, start_x=x, end_y=y + h, end_x=x + w)
+        try:
+            if hasattr(nv, "DecodeSource"):
+                return nv.DecodeSource(data, region=region)
+            stream = nv.CodeStream(data)
+            if region is None:
+                return stream
+            sub = getattr(stream, "get_sub_code_stream", None) or stream.getSubCodeStream
+            return sub(region=region)
+        except RuntimeError:  # nvImageCodec reports an unparsable stream this way
+            return None
+
+    def _to_cupy(self, image: Any) -> Any:
+        """A decoded image as an HWC cupy array usable on the current stream (DLPack orders it after
+        the decode), or None for a failed decode."""
+        if image is None:
+            return None
+        if image.buffer_kind == self._nv.ImageBufferKind.STRIDED_HOST:
+            array = self._cp.asarray(np.asarray(image))
+        else:
+            array = self._cp.from_dlpack(image)
+        return array[:, :, None] if array.ndim == 2 else array
+
+    def close(self) -> None:
+        """Release the decoder's resources; idempotent."""
+        self._decoder = None

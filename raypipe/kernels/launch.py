@@ -1,0 +1,200 @@
+"""Launching batched kernels: availability, packing ragged batches, uploads, grids and streams.
+
+A batch becomes one flat buffer with per-sample shapes and offsets kept on the host; the
+per-sample parameters a kernel needs travel to the device as one small array. Each launch is a
+2-D grid: ``blockIdx.y`` picks the sample, and the threads along x walk that sample's elements
+with a grid-stride loop, so ragged samples share one launch.
+
+Nothing here waits on the device. ``cupy.asarray`` copies host arrays through pinned staging
+memory on the current stream (``blocking=False``); device arrays reach numba through
+``cuda.as_cuda_array(..., sync=False)`` (the default would synchronise the stream that cupy
+exports with ``__cuda_array_interface__``); kernels run on cupy's current stream, so they are
+ordered with the cupy work before and after them. Under numba's CUDA simulator the same kernels
+take numpy arrays and run on the CPU.
+
+This module imports numba only when asked to launch or to check for it, so that importing
+raypipe never loads numba.
+"""
+
+from __future__ import annotations
+
+import functools
+import math
+import os
+import sys
+from collections.abc import Sequence
+from dataclasses import dataclass
+from types import ModuleType
+from typing import Any
+
+import numpy as np
+
+# The simulator runs every GPU thread as a Python thread (tens of microseconds per element):
+# it is for testing kernel logic, so bigger numpy batches keep the operators' host paths.
+SIMULATOR_MAX_ELEMENTS = 1 << 15
+GPU_THREADS = 256
+GPU_MAX_BLOCKS = 4096  # blocks per sample; a grid-stride loop covers larger samples
+SIMULATOR_THREADS = 32
+SIMULATOR_MAX_BLOCKS = 2  # more than one, so that block indexing is exercised in CI
+MAX_BATCH = 65535  # CUDA's limit on gridDim.y, which indexes the samples
+
+FLOAT_STORE = 0  # write the float value as it is (cast to the output type)
+INT_STORE = 1  # round and saturate to the integer output type
+
+
+def available(xp: ModuleType, elements: int = 0) -> bool:
+    """Whether the kernels can process a batch of ``xp`` arrays touching ``elements`` values.
+
+    True for cupy when numba finds a CUDA device, and for numpy when numba's CUDA simulator
+    is enabled (``NUMBA_ENABLE_CUDASIM=1``) and ``elements`` is at most
+    ``SIMULATOR_MAX_ELEMENTS``.
+    """
+    if xp is np:
+        return elements <= SIMULATOR_MAX_ELEMENTS and simulator_enabled()
+    return getattr(xp, "__name__", "") == "cupy" and _device_usable()
+
+
+def simulator_enabled() -> bool:
+    """Whether numba runs CUDA kernels in its simulator (numba is imported only when it may)."""
+    if "numba" not in sys.modules and os.environ.get("NUMBA_ENABLE_CUDASIM", "0") in ("", "0"):
+        return False
+    try:
+        import numba
+    except ImportError:
+        return False
+    return bool(numba.config.ENABLE_CUDASIM)
+
+
+@functools.cache
+def _device_usable() -> bool:
+    try:
+        import numba
+        from numba import cuda
+    except ImportError:
+        return False
+    return not numba.config.ENABLE_CUDASIM and cuda.is_available()
+
+
+def elements(batch: Any) -> int:
+    """The number of values in a batch (one array, or a sequence of per-sample arrays)."""
+    if hasattr(batch, "ndim"):
+        return int(batch.size)
+    return sum(int(sample.size) for sample in batch)
+
+
+def uniform_dtype(batch: Any) -> np.dtype | None:
+    """The element type every sample shares, or None when they differ (or the batch is empty)."""
+    if hasattr(batch, "ndim"):
+        return np.dtype(batch.dtype)
+    dtypes = {np.dtype(sample.dtype) for sample in batch}
+    return dtypes.pop() if len(dtypes) == 1 else None
+
+
+def store_rule(dtype: np.dtype) -> tuple[int, float, float] | None:
+    """How kernels write a float32 result into ``dtype``: ``(mode, lo, hi)``.
+
+    ``FLOAT_STORE`` for floating-point outputs; ``INT_STORE`` with the type's range for integers
+    of at most 32 bits (its bounds are exact in float64). None for what the kernels do not
+    write (bool, 64-bit integers): those batches keep the host path.
+    """
+    dtype = np.dtype(dtype)
+    if dtype.kind == "f":
+        return FLOAT_STORE, 0.0, 0.0
+    if dtype.kind in "iu" and dtype.itemsize <= 4:
+        info = np.iinfo(dtype)
+        return INT_STORE, float(info.min), float(info.max)
+    return None
+
+
+@dataclass(frozen=True)
+class Packed:
+    """A batch as one flat buffer: sample ``i`` is ``data[offsets[i] : offsets[i] + sizes[i]]``
+    in C order with shape ``shapes[i]``. ``shapes`` and ``offsets`` live on the host."""
+
+    data: Any
+    shapes: np.ndarray
+    offsets: np.ndarray
+
+    def __len__(self) -> int:
+        return len(self.offsets)
+
+    @property
+    def dtype(self) -> np.dtype:
+        return np.dtype(self.data.dtype)
+
+
+def pack(xp: ModuleType, batch: Any, op: str) -> Packed:
+    """Pack a batch (one ``(N, ...)`` array, or a sequence of same-rank, same-dtype arrays of any
+    shapes) into one flat ``xp`` buffer: no copy for a contiguous batch array, else one
+    concatenation on the device."""
+    if hasattr(batch, "ndim"):
+        if batch.ndim < 1 or len(batch) == 0:
+            raise ValueError(f"{op}: expects a non-empty batch, got an array of shape {tuple(batch.shape)}")
+        shapes = np.tile(np.asarray(batch.shape[1:], dtype=np.int64), (len(batch), 1))
+        data = xp.ascontiguousarray(batch).reshape(-1)
+    else:
+        items = list(batch)
+        if not items:
+            raise ValueError(f"{op}: expects a non-empty batch")
+        first = items[0]
+        for i, item in enumerate(items):
+            if item.ndim != first.ndim or item.dtype != first.dtype:
+                raise ValueError(
+                    f"{op}: sample {i} is {item.dtype} with {item.ndim} dimensions but sample 0 is "
+                    f"{first.dtype} with {first.ndim}; a batch must share its element type and rank"
+                )
+        shapes = np.array([item.shape for item in items], dtype=np.int64).reshape(len(items), first.ndim)
+        data = xp.concatenate([xp.ravel(item) for item in items]) if len(items) > 1 else xp.ravel(first)
+    sizes = np.prod(shapes, axis=1, dtype=np.int64)
+    offsets = np.concatenate([np.zeros(1, np.int64), np.cumsum(sizes)[:-1]])
+    return Packed(data, shapes, offsets)
+
+
+def allocate(xp: ModuleType, shapes: Sequence[tuple[int, ...]], dtype: np.dtype) -> tuple[Any, np.ndarray, Any]:
+    """An uninitialised output for samples of ``shapes``: ``(flat, offsets, batch)``.
+
+    A kernel writes ``flat`` at ``offsets``; ``batch`` is what the operator returns, one
+    ``(N, ...)`` array viewing ``flat`` when the shapes agree, else a list of per-sample views.
+    """
+    shapes = [tuple(int(v) for v in shape) for shape in shapes]
+    sizes = np.array([math.prod(shape) for shape in shapes], dtype=np.int64)
+    offsets = np.concatenate([np.zeros(1, np.int64), np.cumsum(sizes)[:-1]])
+    if all(shape == shapes[0] for shape in shapes):
+        batch = xp.empty((len(shapes), *shapes[0]), dtype=dtype)
+        return batch.reshape(-1), offsets, batch
+    flat = xp.empty(int(sizes.sum()), dtype=dtype)
+    views = [flat[o : o + n].reshape(shape) for o, n, shape in zip(offsets, sizes, shapes, strict=True)]
+    return flat, offsets, views
+
+
+def to_device(xp: ModuleType, host: np.ndarray) -> Any:
+    """``host`` as an ``xp`` array: on cupy an asynchronous copy on the current stream, staged
+    through pinned memory that cupy keeps until the copy is done; numpy's is the array itself."""
+    if xp is np:
+        return host
+    return xp.asarray(host, blocking=False)
+
+
+def grid(num_samples: int, max_elements: int, simulated: bool) -> tuple[tuple[int, int], int]:
+    """``((blocks_x, num_samples), threads)`` for a batch whose largest sample has ``max_elements``
+    work items (fewer, smaller blocks when ``simulated``, where each thread is a Python thread)."""
+    if not 0 < num_samples <= MAX_BATCH:
+        raise ValueError(f"kernels: a launch takes 1 to {MAX_BATCH} samples, got {num_samples}")
+    threads, cap = (SIMULATOR_THREADS, SIMULATOR_MAX_BLOCKS) if simulated else (GPU_THREADS, GPU_MAX_BLOCKS)
+    blocks = max(1, min(math.ceil(max_elements / threads), cap))
+    return (blocks, num_samples), threads
+
+
+def launch(xp: ModuleType, kernel: Any, num_samples: int, max_elements: int, *args: Any) -> None:
+    """Launch ``kernel(*args)`` once for the whole batch (see :func:`grid`), on cupy's current
+    stream on a GPU and in the simulator for numpy arrays; returns without waiting."""
+    blocks, threads = grid(num_samples, max_elements, simulated=xp is np)
+    if xp is np:
+        kernel[blocks, threads](*args)
+        return
+    from numba import cuda
+
+    ptr = xp.cuda.get_current_stream().ptr
+    stream = cuda.legacy_default_stream() if ptr == 0 else cuda.external_stream(ptr)
+    device_args = [cuda.as_cuda_array(a, sync=False) if hasattr(a, "__cuda_array_interface__") else a for a in args]
+    kernel[blocks, threads, stream](*device_args)

@@ -1,0 +1,112 @@
+"""The README's cluster commands, for real: ``ray start --head --num-gpus=2`` on this machine,
+then ``ray job submit`` of the DDP and the Horovod examples with their default arguments
+(one head for both), and a job asking for more than the cluster has fails fast, naming it."""
+
+from __future__ import annotations
+
+import os
+import re
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import time
+
+import pytest
+
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+BIN = os.path.dirname(sys.executable)
+
+pytestmark = pytest.mark.slow
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+@pytest.fixture(scope="module")
+def head():
+    """A ``ray start --head`` of its own (2 CPUs, 2 logical GPUs), in its own process group so
+    that stopping it touches no other Ray instance of the test session."""
+    port, dashboard = _free_port(), _free_port()
+    env = {k: v for k, v in os.environ.items() if k != "RAY_ADDRESS"}
+    proc = subprocess.Popen(
+        [
+            os.path.join(BIN, "ray"),
+            "start",
+            "--head",
+            "--block",
+            "--num-cpus=2",
+            "--num-gpus=2",
+            f"--port={port}",
+            f"--dashboard-port={dashboard}",
+            "--include-dashboard=true",
+            "--disable-usage-stats",
+        ],
+        env=env,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+        start_new_session=True,
+    )
+    address = f"http://127.0.0.1:{dashboard}"
+    try:
+        deadline = time.monotonic() + 90
+        while _ray_job(address, "list", timeout=60).returncode != 0:
+            assert time.monotonic() < deadline and proc.poll() is None, "ray start --head did not come up"
+            time.sleep(2)
+        yield address
+    finally:
+        os.killpg(proc.pid, signal.SIGTERM)
+        try:
+            proc.wait(timeout=20)
+        except subprocess.TimeoutExpired:
+            os.killpg(proc.pid, signal.SIGKILL)
+            proc.wait()
+
+
+def _ray_job(address: str, *args: str, timeout: float = 400) -> subprocess.CompletedProcess:
+    """``ray job <args>`` against the head's job server, with the token Ray's auth needs."""
+    return subprocess.run(
+        [os.path.join(BIN, "ray"), "job", *args[:1], "--address", address, *args[1:]],
+        cwd=ROOT,
+        env={**os.environ, "RAY_AUTH_MODE": "token"},
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+    )
+
+
+def _submit(address: str, command: list[str], timeout: float = 400) -> subprocess.CompletedProcess:
+    return _ray_job(address, "submit", "--working-dir", ".", "--", *command, timeout=timeout)
+
+
+def test_ddp_example_submitted_as_a_job_trains_and_ends(head):
+    proc = _submit(head, ["python", "examples/train_ddp.py"])
+    out = proc.stdout + proc.stderr
+    assert proc.returncode == 0, out[-4000:]
+    assert "training finished: ok" in out
+    for epoch in (0, 1):  # Ray folds repeated log lines across ranks: any rank's line will do
+        assert re.search(rf"'epoch': {epoch}, 'rank': [01], 'batches': 5, 'images': 80", out), out[-4000:]
+
+
+def test_horovod_example_submitted_as_a_job_trains_and_ends(head):
+    pytest.importorskip("horovod.torch", reason="install with: bash cluster/install_horovod.sh")
+    horovodrun = shutil.which("horovodrun", path=BIN) or "horovodrun"
+    args = [horovodrun, "-np", "2", "-H", "localhost:2", "--gloo", sys.executable, "examples/train_horovod.py"]
+    proc = _submit(head, args)
+    out = proc.stdout + proc.stderr
+    assert proc.returncode == 0, out[-4000:]
+    assert out.count("replicas_in_sync=True") == 2, out[-4000:]
+    assert "epoch=1 steps=5 len=5" in out
+
+
+def test_a_job_asking_for_more_than_the_cluster_has_fails_fast_naming_it(head):
+    began = time.monotonic()
+    proc = _submit(head, ["python", "examples/train_ddp.py", "--workers", "3"], timeout=120)
+    out = proc.stdout + proc.stderr
+    assert proc.returncode != 0
+    assert "Ray Train workers: 3 x {'CPU': 1.0} need CPU 3; the Ray cluster has CPU 2 in all" in out, out[-3000:]
+    assert time.monotonic() - began < 90

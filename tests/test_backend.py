@@ -1,0 +1,113 @@
+"""The device side of a pipeline: GPU detection, the fallback warning, the memory budget, staging."""
+
+from __future__ import annotations
+
+import warnings
+
+import numpy as np
+import pytest
+
+from raypipe.backend import (
+    MEMORY_ENV,
+    DeviceContext,
+    GpuUnavailableWarning,
+    _pack_layout,
+    gpu_available,
+    gpu_unavailable_reason,
+    memory_limit_mb,
+)
+from raypipe.errors import ArgumentError
+
+needs_gpu = pytest.mark.skipif(not gpu_available(), reason="needs a usable CUDA GPU")
+
+
+def test_forced_cpu_names_the_reason(monkeypatch):
+    monkeypatch.setenv("RAYPIPE_DEVICE", "cpu")
+    assert not gpu_available()
+    assert gpu_unavailable_reason() == "RAYPIPE_DEVICE=cpu"
+
+
+@pytest.mark.skipif(gpu_available(), reason="checks the machine without a GPU")
+def test_device_id_without_gpu_warns_once_and_runs_on_the_host():
+    with pytest.warns(GpuUnavailableWarning, match=r"device_id=0 asks for a GPU.*runs on the CPU") as record:
+        device = DeviceContext(0)
+    assert len(record) == 1
+    assert device.xp is np and not device.on_gpu and device.device_id is None
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        assert not DeviceContext(None).on_gpu  # no GPU asked for: no warning
+
+
+def test_memory_limit_from_argument_or_environment(monkeypatch):
+    monkeypatch.delenv(MEMORY_ENV, raising=False)
+    assert memory_limit_mb() is None
+    monkeypatch.setenv(MEMORY_ENV, "512")
+    assert memory_limit_mb() == 512.0
+    assert memory_limit_mb(64) == 64.0  # the argument wins
+    monkeypatch.setenv(MEMORY_ENV, "lots")
+    with pytest.raises(ArgumentError, match=f"{MEMORY_ENV} must be a positive number of MB, got 'lots'"):
+        memory_limit_mb()
+    monkeypatch.setenv(MEMORY_ENV, "-5")
+    with pytest.raises(ArgumentError, match=MEMORY_ENV):
+        DeviceContext(None)
+    with pytest.raises(ArgumentError, match="memory_limit_mb must be a positive number"):
+        memory_limit_mb(0)
+
+
+def test_host_context_passes_data_through_and_reports_zero_memory(monkeypatch):
+    monkeypatch.setenv(MEMORY_ENV, "256")
+    device = DeviceContext(None)
+    samples = [np.arange(6).reshape(2, 3), np.arange(3)]
+    (moved,) = device.upload([samples])
+    assert moved == samples and all(a is b for a, b in zip(moved, samples))
+    with device.stage_thread(), device.on_copy_stream(), device.on_compute_stream():
+        assert device.record_copies() is None and device.record_compute() is None
+    assert device.memory_stats() == {
+        "device_id": None,
+        "pool_used_mb": 0.0,
+        "pool_total_mb": 0.0,
+        "limit_mb": 256.0,
+        "pinned_mb": 0.0,
+    }
+    device.release()
+
+
+def test_pack_layout_keeps_dense_groups_contiguous_and_aligns_the_rest():
+    dense = [np.zeros((2, 3), np.float32)] * 3  # 24 bytes each
+    ragged = [np.zeros(5, np.uint8), np.zeros(7, np.uint8)]
+    layout, total = _pack_layout([ragged, dense, []])
+    assert layout[0] == (False, [0, 256])
+    assert layout[1] == (True, [512, 536, 560])
+    assert layout[2] == (False, [])
+    assert total == 584
+
+
+@pytest.mark.gpu
+@needs_gpu
+def test_upload_is_one_async_copy_ordered_by_an_event(monkeypatch):
+    import cupy
+
+    monkeypatch.setenv(MEMORY_ENV, "64")
+    device = DeviceContext(0)
+    rng = np.random.default_rng(0)
+    dense = [rng.integers(0, 255, (40, 30, 3), dtype=np.uint8) for _ in range(4)]
+    ragged = [rng.standard_normal((n, 3)).astype(np.float32) for n in (5, 9, 1)]
+    with device.stage_thread():
+        for _ in range(3):  # both staging buffers, then the first again
+            with device.on_copy_stream():
+                batch, parts = device.upload([dense, ragged])
+                ready = device.record_copies()
+            device.wait_for_copies(ready)
+            with device.on_compute_stream():
+                total = batch.astype(cupy.float32).sum()
+            device.record_compute().synchronize()
+            assert batch.shape == (4, 40, 30, 3) and np.array_equal(batch.get(), np.stack(dense))
+            assert all(np.array_equal(p.get(), r) for p, r in zip(parts, ragged))
+            assert float(total) == float(np.stack(dense).astype(np.float32).sum())
+        stats = device.memory_stats()
+        assert stats["limit_mb"] == 64.0 and 0 < stats["pool_total_mb"] <= 64.0 and stats["pinned_mb"] > 0
+        with pytest.raises(cupy.cuda.memory.OutOfMemoryError):
+            cupy.empty(128 << 20, cupy.uint8)  # over this pipeline's budget
+    del batch, parts
+    device.release()
+    assert device.memory_stats()["pinned_mb"] == 0.0

@@ -1,0 +1,87 @@
+"""Batched nvImageCodec decoding on the GPU against Pillow on real JPEG files (full images and crop windows)."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from PIL import Image
+
+from raypipe.backend import gpu_available
+from raypipe.gpu_decode import DECODE_ENV, GpuImageDecoder, nvimgcodec_available
+
+needs_nvimgcodec = pytest.mark.skipif(not nvimgcodec_available(), reason="needs a CUDA GPU and nvImageCodec")
+
+# nvJPEG (CUDA or hardware decoder) rounds its IDCT and colour conversion differently from
+# libjpeg-turbo: most pixels within 1-2 grey levels, a few more along sharp colour edges.
+MEAN_TOLERANCE = 3.0
+P99_TOLERANCE = 16
+
+
+def _assert_close(got: np.ndarray, ref: np.ndarray) -> None:
+    assert got.shape == ref.shape and got.dtype == np.uint8
+    diff = np.abs(got.astype(np.int16) - ref.astype(np.int16))
+    assert diff.mean() <= MEAN_TOLERANCE, diff.mean()
+    assert np.percentile(diff, 99) <= P99_TOLERANCE, np.percentile(diff, 99)
+
+
+def test_disabled_by_environment(monkeypatch):
+    monkeypatch.setenv(DECODE_ENV, "0")
+    assert not nvimgcodec_available()
+
+
+@pytest.mark.skipif(gpu_available(), reason="checks the machine without a GPU")
+def test_decoder_without_gpu_says_what_is_missing():
+    assert not nvimgcodec_available()
+    with pytest.raises(RuntimeError, match=r"usable CUDA GPU and nvImageCodec \(pip install raypipe\[gpu\]\)"):
+        GpuImageDecoder(0)
+
+
+def _decode(files, windows, gray=False):
+    import cupy
+
+    decoder = GpuImageDecoder(0, num_threads=2)
+    stream = cupy.cuda.Stream(non_blocking=True)
+    try:
+        data = [np.fromfile(f, np.uint8) for f in files]
+        images = decoder.decode(data, windows, gray, stream)
+        stream.synchronize()
+        return [None if image is None else image.get() for image in images]
+    finally:
+        decoder.close()
+
+
+@pytest.mark.gpu
+@needs_nvimgcodec
+def test_batch_decode_matches_pillow(jpeg_files):
+    files = jpeg_files[:8]
+    images = _decode(files, [None] * len(files))
+    for path, image in zip(files, images):
+        _assert_close(image, np.asarray(Image.open(path).convert("RGB")))
+
+
+@pytest.mark.gpu
+@needs_nvimgcodec
+def test_region_decode_matches_pillow_crop(jpeg_files):
+    files = jpeg_files[:8]
+    rng = np.random.default_rng(0)
+    windows = []
+    for path in files:
+        width, height = Image.open(path).size
+        w, h = int(rng.integers(32, width // 2)), int(rng.integers(32, height // 2))
+        windows.append((int(rng.integers(0, width - w)), int(rng.integers(0, height - h)), w, h))
+    images = _decode(files, windows)
+    for path, (x, y, w, h), image in zip(files, windows, images):
+        ref = np.asarray(Image.open(path).convert("RGB"))[y : y + h, x : x + w]
+        _assert_close(image, ref)
+
+
+@pytest.mark.gpu
+@needs_nvimgcodec
+def test_gray_and_undecodable_samples(jpeg_files, tmp_path):
+    bad = tmp_path / "bad.jpg"
+    bad.write_bytes(open(jpeg_files[0], "rb").read()[:300])
+    images = _decode([jpeg_files[0], str(bad), jpeg_files[1]], [None, None, None], gray=True)
+    assert images[1] is None
+    for path, image in zip([jpeg_files[0], jpeg_files[1]], [images[0], images[2]]):
+        ref = np.asarray(Image.open(path).convert("L"))[:, :, None]
+        _assert_close(image, ref)
