@@ -66,7 +66,7 @@ class Service:
         for rank in range(self.config.world_size):
             ref = refs.get(rank)
             if ref is None:
-                actors.append(_unavailable(rank, "not attached"))
+                actors.append(_unavailable(rank, "no pipeline actor: the rank has not attached, or its loader is gone"))
                 continue
             try:
                 actors.append({"available": True, **ray.get(ref)} if ref in ready else _unavailable(rank, "no answer"))
