@@ -23,7 +23,7 @@ from actors.cuda_ipc import Importer, IpcArray, device_uuid
 from raypipe.errors import ArgumentError, RaypipeError
 
 from .naming import NAMESPACE, coordinator_name
-from .placement import local_rank, locate_rank, parse_device, start_pipeline_actor
+from .placement import locate_rank, parse_device, start_pipeline_actor
 from .rank_normalize import Normalize
 
 OUTPUTS = ("torch", "numpy")
@@ -55,7 +55,7 @@ class Loader:
             raise ArgumentError(f"loader: rank and world_size must be ints, got {rank!r} and {world_size!r}")
         if normalize is not None and (not isinstance(normalize, Normalize) or output != "torch"):
             raise ArgumentError("loader: normalize must be an rp.Normalize, and needs output='torch'")
-        cuda_index = parse_device(device)
+        parse_device(device)
         if not ray.is_initialized():
             ray.init(address=os.environ.get("RAY_ADDRESS", "auto"), log_to_driver=False)
         try:
@@ -74,8 +74,8 @@ class Loader:
         self.name, self.rank, self.output, self.prefetch = name, rank, output, prefetch
         self.device = device
         self.location = locate_rank(device)
-        self._cuda_index = cuda_index if cuda_index is not None else _rank_cuda_index()
-        self._gpu_uuid = device_uuid(self._cuda_index) if output == "torch" and self.location.gpu else None
+        self._cuda_index = self.location.cuda_index
+        self._gpu_uuid = device_uuid(self._cuda_index) if output == "torch" and self._cuda_index is not None else None
         self._importer = Importer() if self._gpu_uuid is not None else None
         self.normalize = normalize
         launch = ray.get(self._coordinator.attach.remote(rank, self.location.as_dict()))
@@ -179,26 +179,10 @@ class Loader:
         with warnings.catch_warnings():
             warnings.filterwarnings("ignore", message="The given NumPy array is not writable")
             tensor = torch.from_numpy(array)
-        device = self.device or (f"cuda:{self._cuda_index}" if torch.cuda.is_available() else None)
+        device = self.device or (
+            f"cuda:{self._cuda_index}" if self._cuda_index is not None and torch.cuda.is_available() else None
+        )
         return tensor.to(device, non_blocking=True) if device else tensor
-
-
-def _rank_cuda_index() -> int:
-    """This process's CUDA device index for the rank's GPU: the one Ray gave this worker,
-    torch's current device once chosen, else the local rank."""
-    visible = [v.strip() for v in os.environ.get("CUDA_VISIBLE_DEVICES", "").split(",") if v.strip()]
-    own = [str(g) for g in ray.get_gpu_ids()]
-    if own and own[0] in visible:
-        return visible.index(own[0])
-    if own:
-        return 0
-    try:
-        import torch
-    except ImportError:
-        return local_rank()
-    if torch.cuda.is_available() and torch.cuda.is_initialized():
-        return torch.cuda.current_device()
-    return local_rank()
 
 
 def loader(name: str, rank: int, world_size: int, **kwargs: Any) -> Loader:

@@ -15,10 +15,10 @@ The rank's GPU is found whatever launched it:
 
 from __future__ import annotations
 
+import dataclasses
 import os
 import uuid
 from collections.abc import Callable
-from dataclasses import dataclass
 from typing import Any
 
 import ray
@@ -33,16 +33,19 @@ from .naming import NAMESPACE, pipeline_actor_name
 _LOCAL_RANK_VARS = ("LOCAL_RANK", "HOROVOD_LOCAL_RANK", "OMPI_COMM_WORLD_LOCAL_RANK")
 
 
-@dataclass(frozen=True)
+@dataclasses.dataclass(frozen=True)
 class RankLocation:
-    """A rank's node and the physical GPU it trains on (None: no GPU)."""
+    """A rank's node, the physical GPU it trains on (None: no GPU) as its pipeline actor's
+    ``CUDA_VISIBLE_DEVICES`` names it, that GPU's index in the rank's own process, and how it
+    was found."""
 
     node_id: str
     gpu: str | None
+    cuda_index: int | None
     how: str
 
     def as_dict(self) -> dict[str, Any]:
-        return {"node_id": self.node_id, "gpu": self.gpu, "how": self.how}
+        return dataclasses.asdict(self)
 
 
 def local_rank() -> int:
@@ -58,25 +61,25 @@ def locate_rank(device: str | int | None = None) -> RankLocation:
     node_id = ray.get_runtime_context().get_node_id()
     index = parse_device(device)
     if device is not None and index is None:
-        return RankLocation(node_id, None, "device='cpu'")
+        return RankLocation(node_id, None, None, "device='cpu'")
+    how = f"device={device!r}"
+    visible = _visible_devices()
     if index is None:
         ray_ids = [str(g) for g in ray.get_gpu_ids()]
         if ray_ids:
-            return RankLocation(node_id, _physical(ray_ids[0]), "ray.get_gpu_ids()")
+            index = visible.index(ray_ids[0]) if visible and ray_ids[0] in visible else 0
+            return RankLocation(node_id, _physical(ray_ids[0], index), index, "ray.get_gpu_ids()")
         index, how = _chosen_index()
         if index is None:
-            return RankLocation(node_id, None, "no GPU on this node")
-    else:
-        how = f"device={device!r}"
-    visible = _visible_devices()
-    if visible is not None:
-        if index >= len(visible):
-            raise ArgumentError(
-                f"loader: GPU {index} asked for ({how}) but this process sees {len(visible)} "
-                f"(CUDA_VISIBLE_DEVICES={os.environ.get('CUDA_VISIBLE_DEVICES')!r})"
-            )
-        return RankLocation(node_id, _physical(visible[index], index), how)
-    return RankLocation(node_id, _physical(str(index), index), how)
+            return RankLocation(node_id, None, None, "no GPU on this node")
+    if visible is None:
+        return RankLocation(node_id, _physical(str(index), index), index, how)
+    if index >= len(visible):
+        raise ArgumentError(
+            f"loader: GPU {index} asked for ({how}) but this process sees {len(visible)} "
+            f"(CUDA_VISIBLE_DEVICES={os.environ.get('CUDA_VISIBLE_DEVICES')!r})"
+        )
+    return RankLocation(node_id, _physical(visible[index], index), index, how)
 
 
 def parse_device(device: str | int | None) -> int | None:
@@ -119,19 +122,15 @@ def _visible_devices() -> list[str] | None:
     return [v.strip() for v in value.split(",")]
 
 
-def _physical(name: str, local_index: int | None = None) -> str:
-    """``name`` as the actor's CUDA_VISIBLE_DEVICES entry: the GPU's UUID when this process
-    can ask the driver (so the match survives any renumbering), else the name as given."""
-    if name.startswith(("GPU-", "MIG-")):
+def _physical(name: str, local_index: int) -> str:
+    """``name`` (this process's GPU ``local_index``) as the actor's CUDA_VISIBLE_DEVICES entry:
+    the GPU's UUID when this process can ask the driver (so the match survives any renumbering),
+    else the name as given (Ray's logical GPUs)."""
+    if name.startswith(("GPU-", "MIG-")) or _cuda_device_count() <= local_index:
         return name
-    if local_index is None:
-        visible = _visible_devices()
-        local_index = visible.index(name) if visible and name in visible else None
-    if local_index is not None and _cuda_device_count() > local_index:
-        import torch
+    import torch
 
-        return f"GPU-{uuid.UUID(str(torch.cuda.get_device_properties(local_index).uuid))}"
-    return name
+    return f"GPU-{uuid.UUID(str(torch.cuda.get_device_properties(local_index).uuid))}"
 
 
 def _cuda_device_count() -> int:
@@ -150,7 +149,7 @@ def _node_resources(node_id: str | None = None) -> dict[str, float]:
     return {}
 
 
-@dataclass(frozen=True)
+@dataclasses.dataclass(frozen=True)
 class ActorLaunch:
     """How a service starts its pipeline actors: what they run and what they reserve."""
 

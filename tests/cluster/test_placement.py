@@ -26,6 +26,7 @@ def test_an_explicit_device_names_the_rank_gpu(cluster, monkeypatch):
     assert locate_rank("cuda:1").gpu == "1" and locate_rank(1).gpu == "1" and locate_rank("cuda").gpu == "0"
     monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "3,5")
     assert locate_rank("cuda:1").gpu == "5", "an index into what this process sees"
+    assert locate_rank("cuda:1").cuda_index == 1
     assert locate_rank("cuda:0").how == "device='cuda:0'"
     with pytest.raises(
         rp.ArgumentError, match=r"GPU 2 asked for .* but this process sees 2 \(CUDA_VISIBLE_DEVICES='3,5'\)"
@@ -46,7 +47,7 @@ def test_a_launcher_process_seeing_every_gpu_takes_its_local_rank(cluster):
                 runtime_env={"env_vars": {launcher_var: "1"}},
             ).remote()
         )
-        assert found == {"node_id": node, "gpu": "1", "how": "local rank 1"}
+        assert found == {"node_id": node, "gpu": "1", "cuda_index": 1, "how": "local rank 1"}
     beyond = ray.get(
         _locate_here.options(
             scheduling_strategy=NodeAffinitySchedulingStrategy(node, soft=False),
@@ -59,12 +60,14 @@ def test_a_launcher_process_seeing_every_gpu_takes_its_local_rank(cluster):
 def test_a_ray_worker_holding_a_gpu_is_matched_by_its_ray_gpu_id(cluster):
     found = ray.get(_locate_here.options(num_gpus=1).remote())
     assert found["how"] == "ray.get_gpu_ids()" and found["gpu"] in ("0", "1") and found["node_id"] in _gpu_nodes()
+    assert found["cuda_index"] == 0, "Ray shows the worker its own GPU as device 0"
 
 
 def test_a_node_without_gpus_gives_no_gpu(cluster):
     assert locate_rank().as_dict() == {
         "node_id": ray.get_runtime_context().get_node_id(),
         "gpu": None,
+        "cuda_index": None,
         "how": "no GPU on this node",
     }
 
