@@ -13,7 +13,7 @@ import pytest
 import torch
 
 from raypipe import ArgumentError, PipelineDefinitionError, TensorList, fn, pipeline_def
-from raypipe.backend import gpu_available
+from raypipe.backend import GpuUnavailableWarning, gpu_available
 from raypipe.iterators import LastBatchPolicy, NumpyIterator, TorchIterator, to_torch
 
 SIDE = 64
@@ -253,9 +253,13 @@ def test_numpy_iterator_yields_the_same_batches_as_arrays(jpeg_root):
 
 
 def test_gpu_stage_outputs_convert_on_their_device(jpeg_files):
-    # without a GPU the GPU stage runs with numpy and its batches stay on the host
+    # without a GPU the GPU stage runs on the host (with one warning) and its batches stay there
     with gpu_stage_pipe(jpeg_files[:10]) as gpu_pipe, image_pipe(jpeg_files[:10]) as host_pipe:
-        on_device = run_epoch(TorchIterator(gpu_pipe, NAMES))
+        if gpu_available():
+            on_device = run_epoch(TorchIterator(gpu_pipe, NAMES))
+        else:
+            with pytest.warns(GpuUnavailableWarning, match="device_id=0 asks for a GPU but none is usable"):
+                on_device = run_epoch(TorchIterator(gpu_pipe, NAMES))
         on_host = run_epoch(NumpyIterator(host_pipe, NAMES))
     assert len(on_device) == len(on_host) == 2
     for (t, _), (n, _) in zip(on_device, on_host, strict=True):
