@@ -76,6 +76,9 @@ def main() -> None:
     weights = torch.cat([p.detach().view(-1) for p in model.parameters()])
     gathered = hvd.allgather(weights.view(1, -1))
     print(f"raypipe-horovod rank={rank} replicas_in_sync={bool(torch.allclose(gathered[0], gathered[-1]))}", flush=True)
+    if svc is not None:  # every rank's loader is still open: show where their pipeline actors run
+        gpus = [a.get("cuda_visible_devices") for a in svc.stats()["actors"]]
+        print(f"raypipe-horovod pipeline_actor_gpus={gpus}", flush=True)
     hvd.allreduce(torch.zeros(1), name="done")
     if svc is not None:
         svc.shutdown()

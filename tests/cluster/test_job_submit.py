@@ -101,6 +101,8 @@ def test_horovod_example_submitted_as_a_job_trains_and_ends(head):
     assert proc.returncode == 0, out[-4000:]
     assert out.count("replicas_in_sync=True") == 2, out[-4000:]
     assert "epoch=1 steps=5 len=5" in out
+    # horovodrun processes see both GPUs of the node; each rank's actor takes its local rank's
+    assert "pipeline_actor_gpus=['0', '1']" in out, out[-4000:]
 
 
 def test_a_job_asking_for_more_than_the_cluster_has_fails_fast_naming_it(head):
