@@ -10,6 +10,7 @@ up on a noisy machine.
 
     python examples/bench_pipeline.py                  # generates 512 JPEGs of ~500x375
     python examples/bench_pipeline.py --data /imagenet/train --images 2048
+    python examples/bench_pipeline.py --profile        # where the time goes, per stage and operator
 """
 
 from __future__ import annotations
@@ -73,6 +74,28 @@ def run_raypipe(root: str, num_images: int, batch_size: int, threads: int, decod
         return batches * batch_size / (time.perf_counter() - start)
 
 
+def profile_raypipe(root: str, num_images: int, batch_size: int, threads: int, decoder_device: str) -> None:
+    """Print where the recipe's time goes: per stage and operator, and the per-sample overhead."""
+    device_id = 0 if decoder_device == "mixed" and gpu_available() else None
+    with resnet50_train(
+        root, batch_size=batch_size, num_threads=threads, decoder_device=decoder_device, device_id=device_id
+    ) as pipe:
+        pipe.run()
+        pipe.enable_profiling()
+        for _ in range(max(1, num_images // batch_size)):
+            pipe.run()
+    report = pipe.profile()
+    samples = next(r["calls"] for r in report["rows"] if (r["stage"], r["name"]) == ("cpu", "sample"))
+    print(f"\nprofile, decoder device={decoder_device!r}, {threads} threads (wall time summed over threads)")
+    print(f"{'stage':<8}{'operator':<40}{'calls':>8}{'total s':>10}{'ms/call':>10}{'ms/sample':>11}")
+    for r in report["rows"]:
+        per_sample = 1000 * r["total_s"] / samples
+        print(
+            f"{r['stage']:<8}{r['name']:<40}{r['calls']:>8}{r['total_s']:>10.3f}{r['mean_ms']:>10.3f}{per_sample:>11.3f}"
+        )
+    print(f"per-sample Python overhead of the CPU stage: {report['overhead_us_per_sample']:.1f} us")
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--data", help="a folder of class folders of JPEGs (default: generate)")
@@ -80,11 +103,16 @@ def main() -> None:
     parser.add_argument("--batch-size", type=int, default=64)
     parser.add_argument("--threads", type=int, default=2)
     parser.add_argument("--rounds", type=int, default=3)
+    parser.add_argument("--profile", action="store_true", help="print time per stage and operator, then stop")
     args = parser.parse_args()
     root = args.data or os.path.join(tempfile.gettempdir(), "raypipe-bench-jpegs")
     if not args.data:
         make_jpeg_folder(root, num_classes=8, per_class=max(1, args.images // 8), seed=0)
     paths = list_file_root(root)[0][: args.images]
+    if args.profile:
+        for device in ("cpu", "mixed"):
+            profile_raypipe(root, len(paths), args.batch_size, args.threads, device)
+        return
     print(f"{len(paths)} JPEGs from {root}, batch {args.batch_size}, {args.threads} threads, {args.rounds} rounds")
     cpu_name = f"raypipe cpu, {args.threads} threads"
     mixed_name = f"raypipe mixed ({'GPU 0' if gpu_available() else 'no GPU'}), {args.threads} threads"

@@ -28,6 +28,7 @@ from __future__ import annotations
 
 import queue
 import threading
+import time
 import weakref
 from collections.abc import Callable, Iterator
 from concurrent.futures import ThreadPoolExecutor
@@ -41,6 +42,7 @@ from .gpu_decode import GpuImageDecoder
 from .graph import DataNode, StagedGraph
 from .keyed_random import SampleContext
 from .operator import Skip
+from .profile import SAMPLE, Profile
 from .tensor_list import TensorList
 
 _POLL = 0.05
@@ -131,6 +133,7 @@ class Executor:
         self._threads: list[threading.Thread] = []
         self._pool: ThreadPoolExecutor | None = None
         self._decoder: GpuImageDecoder | None = None
+        self.profile: Profile | None = None  # set to collect time per stage and operator
 
     @property
     def device(self) -> DeviceContext:
@@ -167,7 +170,10 @@ class Executor:
         """The next finished batch; re-raises a sample's error; StopIteration when specs run out."""
         if self._finished:
             raise StopIteration
+        began = time.perf_counter()
         item = self._get(self._out_q)
+        if self.profile is not None:
+            self.profile.add("caller", "wait for a batch", time.perf_counter() - began)
         if isinstance(item, _Failure):
             try:
                 raise item.error
@@ -255,11 +261,18 @@ class Executor:
 
     def _process_sample(self, ctx: SampleContext) -> dict[DataNode, Any] | SkippedSample:
         env: dict[DataNode, Any] = {}
+        profile = self.profile
+        began = time.perf_counter() if profile is not None else 0.0
         for node in self._graph.host_nodes:
             inputs = [env[d] for d in node.inputs]
             args = {k: env[d] for k, d in node.arg_inputs.items()}
             try:
-                out = node.op.run_sample(inputs, args, ctx)
+                if profile is None:
+                    out = node.op.run_sample(inputs, args, ctx)
+                else:
+                    called = time.perf_counter()
+                    out = node.op.run_sample(inputs, args, ctx)
+                    profile.add("cpu", node.label, time.perf_counter() - called)
             except Exception as exc:
                 raise self._sample_error(node.label, ctx, exc) from exc
             if isinstance(out, Skip):
@@ -269,6 +282,8 @@ class Executor:
             else:
                 for d, value in zip(node.outputs, out):
                     env[d] = value
+        if profile is not None:
+            profile.add("cpu", SAMPLE, time.perf_counter() - began)
         return {d: env[d] for d in self._graph.host_results}
 
     def _sample_error(self, label: str, ctx: SampleContext, exc: Exception) -> SampleError:
@@ -297,7 +312,10 @@ class Executor:
             return False
         if isinstance(item, _Failure):
             return self._put(self._device_q, item)
+        began = time.perf_counter()
         delivered = self._put(self._device_q, _attempt(self._gather, *item))
+        if self.profile is not None:
+            self.profile.add("mixed", "wait for samples, move the batch", time.perf_counter() - began)
         self._slots.release()
         return delivered
 
@@ -379,7 +397,10 @@ class Executor:
                 inputs = [env[d] for d in node.inputs]
                 args = {k: host[d] for k, d in node.arg_inputs.items()}
                 try:
+                    called = time.perf_counter()
                     out = node.op.run_batch(xp, inputs, args, ctxs) if ctxs else _empty(len(node.outputs))
+                    if self.profile is not None:
+                        self.profile.add("gpu", node.label, time.perf_counter() - called)
                 except Exception as exc:
                     raise SampleError(
                         f"operator {node.label} failed on the batch of samples {indices[:8]}"

@@ -19,6 +19,7 @@ from .gpu_decode import nvimgcodec_available
 from .graph import Graph, OpNode, defining, stage
 from .operator import Operator
 from .position import make_state, read_state
+from .profile import Profile
 from .tensor_list import TensorList
 
 PIPELINE_ARGS = ("batch_size", "num_threads", "device_id", "seed", "prefetch_queue_depth")
@@ -207,6 +208,19 @@ class Pipeline:
     def dataset_digest(self, name: str | None = None) -> str:
         """A hash of the reader's sample list: identifies the dataset in position states."""
         return self._reader(name).op.digest()
+
+    def enable_profiling(self) -> None:
+        """Collect wall time per stage and per operator from now on (see :mod:`raypipe.profile`)."""
+        self.build()
+        self._executor.profile = Profile()
+
+    def profile(self) -> dict[str, Any]:
+        """What :meth:`enable_profiling` collected: per (stage, operator) calls, total seconds and
+        mean ms, and the executor's per-sample overhead in microseconds."""
+        self.build()
+        if self._executor.profile is None:
+            raise ArgumentError("pipeline: call enable_profiling() before profile()")
+        return self._executor.profile.report()
 
     def memory_stats(self) -> dict[str, Any]:
         """This pipeline's GPU memory as a plain dict: ``pool_used_mb`` (held by live arrays),
