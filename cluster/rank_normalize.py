@@ -18,6 +18,7 @@ import numpy as np
 
 from raypipe.errors import ArgumentError
 from raypipe.operators.cast import parse_dtype
+from raypipe.operators.crop_mirror_normalize import channel_values
 
 if TYPE_CHECKING:
     import torch
@@ -25,18 +26,6 @@ if TYPE_CHECKING:
 _NAME = "Normalize"
 LAYOUTS = ("CHW", "HWC")
 DTYPES = (np.dtype(np.float32), np.dtype(np.float16))
-
-
-def _channel_values(name: str, value: float | Sequence[float]) -> np.ndarray:
-    """A scalar or per-channel list as a 1-D float32 array of finite numbers."""
-    try:
-        values = np.asarray(value, dtype=np.float32).reshape(-1)
-    except (TypeError, ValueError):
-        message = f"{_NAME}: {name} must be a number or a list of per-channel numbers, got {value!r}"
-        raise ArgumentError(message) from None
-    if values.size == 0 or not np.all(np.isfinite(values)):
-        raise ArgumentError(f"{_NAME}: {name} must hold one or more finite numbers, got {value!r}")
-    return values
 
 
 class Normalize:
@@ -56,8 +45,8 @@ class Normalize:
         dtype: Any = "float32",
         output: int = 0,
     ):
-        mean32 = _channel_values("mean", mean)
-        std32 = _channel_values("std", std)
+        mean32 = channel_values("mean", mean, _NAME)
+        std32 = channel_values("std", std, _NAME)
         if np.any(std32 == 0):
             raise ArgumentError(f"{_NAME}: std must not contain zeros, got {std32.tolist()}")
         if mean32.size != std32.size and 1 not in (mean32.size, std32.size):

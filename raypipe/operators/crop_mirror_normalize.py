@@ -38,14 +38,15 @@ def _crop_size(crop: Any) -> tuple[int, int]:
     return int(crop[0]), int(crop[1])
 
 
-def _channel_values(name: str, value: Any) -> np.ndarray:
-    """A scalar or per-channel list as a 1-D float32 array."""
+def channel_values(name: str, value: Any, op: str = _OP) -> np.ndarray:
+    """A scalar or per-channel list (``mean``, ``std``) as a 1-D float32 array of finite numbers;
+    ArgumentError naming ``op`` and the argument otherwise."""
     try:
         values = np.asarray(value, dtype=np.float32).reshape(-1)
     except (TypeError, ValueError):
-        raise ArgumentError(f"{_OP}: {name} must be a number or a list of per-channel numbers, got {value!r}") from None
+        raise ArgumentError(f"{op}: {name} must be a number or a list of per-channel numbers, got {value!r}") from None
     if values.size == 0 or not np.all(np.isfinite(values)):
-        raise ArgumentError(f"{_OP}: {name} must hold one or more finite numbers, got {value!r}")
+        raise ArgumentError(f"{op}: {name} must hold one or more finite numbers, got {value!r}")
     return values
 
 
@@ -82,8 +83,8 @@ class CropMirrorNormalize(Operator):
         if mirror not in (0, 1):
             raise ArgumentError(f"{_OP}: mirror must be 0 or 1, got {mirror!r}")
         self.mirror = bool(mirror)
-        mean = _channel_values("mean", mean)
-        std = _channel_values("std", std)
+        mean = channel_values("mean", mean)
+        std = channel_values("std", std)
         if np.any(std == 0):
             raise ArgumentError(f"{_OP}: std must not contain zeros, got {list(std)}")
         if mean.size != std.size and 1 not in (mean.size, std.size):
