@@ -11,6 +11,10 @@ up on a noisy machine.
     python examples/bench_pipeline.py                  # generates 512 JPEGs of ~500x375
     python examples/bench_pipeline.py --data /imagenet/train --images 2048
     python examples/bench_pipeline.py --profile        # where the time goes, per stage and operator
+
+``raypipe bench`` (the console script) runs the same recipe through more contenders in one
+run: the raypipe service, NVIDIA DALI's CPU pipeline, a torch DataLoader, Ray Data and a
+decode-only bound, with time to first batch and peak memory.
 """
 
 from __future__ import annotations
@@ -23,29 +27,12 @@ import time
 from concurrent.futures import ThreadPoolExecutor
 
 import numpy as np
-from PIL import Image
 
 from raypipe.backend import gpu_available
+from raypipe.bench.reference import reference_sample
 from raypipe.datasets import make_jpeg_folder
-from raypipe.operators.crop_window import random_crop_window
 from raypipe.operators.readers import list_file_root
-from raypipe.presets import IMAGENET_MEAN, IMAGENET_STD, resnet50_train
-
-MEAN = np.array(IMAGENET_MEAN, np.float32).reshape(3, 1, 1)
-INV_STD = 1 / np.array(IMAGENET_STD, np.float32).reshape(3, 1, 1)
-
-
-def reference_sample(path: str, rng: np.random.Generator) -> np.ndarray:
-    """Plain Pillow + numpy: decode, random crop + resize in one call, mirror, normalize to CHW."""
-    image = Image.open(path).convert("RGB")
-    x, y, w, h = random_crop_window(*image.size, (0.08, 1.0), (3 / 4, 4 / 3), 10, rng)
-    array = np.asarray(image.resize((224, 224), Image.BILINEAR, box=(x, y, x + w, y + h)))
-    if rng.random() < 0.5:
-        array = array[:, ::-1]
-    out = np.empty((3, 224, 224), np.float32)
-    np.subtract(array.transpose(2, 0, 1), MEAN, out=out)
-    out *= INV_STD
-    return out
+from raypipe.presets import resnet50_train
 
 
 def run_reference(paths: list[str], batch_size: int, threads: int) -> float:

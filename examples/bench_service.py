@@ -15,41 +15,15 @@ import argparse
 import os
 import statistics
 import tempfile
-import threading
 import time
 
 import numpy as np
 import ray
-from ray._private.internal_api import get_memory_info_reply, get_state_from_address
 
 import raypipe as rp
+from raypipe.bench.memory import StorePeak
 from raypipe.datasets import make_jpeg_folder
 from raypipe.presets import resnet50_train
-
-
-class StorePeak:
-    """Polls the object store's bytes in use (Ray's internal memory-info call) in the background."""
-
-    def __init__(self, interval_s: float = 0.02):
-        self._state = get_state_from_address(ray.get_runtime_context().gcs_address)
-        self._interval = interval_s
-        self.peak = 0
-        self._stop = threading.Event()
-        self._thread = threading.Thread(target=self._poll, daemon=True)
-
-    def _poll(self) -> None:
-        while not self._stop.is_set():
-            used = get_memory_info_reply(self._state).store_stats.object_store_bytes_used
-            self.peak = max(self.peak, used)
-            time.sleep(self._interval)
-
-    def __enter__(self) -> StorePeak:
-        self._thread.start()
-        return self
-
-    def __exit__(self, *exc) -> None:
-        self._stop.set()
-        self._thread.join()
 
 
 def in_process_epoch(root: str, batch_size: int, threads: int, epoch: int) -> float:
@@ -104,7 +78,7 @@ def main() -> None:
     service_epoch(loader, 0)  # warm-up: Ray's agents and imports settle in the first seconds
     in_process_epoch(root, args.batch_size, args.threads, 0)
     local, remote = [], []
-    with StorePeak() as store:
+    with StorePeak(interval_s=0.02) as store:
         for r in range(args.rounds):
             svc.pause()
             local.append(in_process_epoch(root, args.batch_size, args.threads, r + 1))

@@ -15,6 +15,10 @@ class ArgumentError(RaypipeError, ValueError):
     """An operator or pipeline argument is invalid."""
 
 
+class UsageError(RaypipeError, ValueError):
+    """A command-line argument of the ``raypipe`` script is invalid (reported with its usage)."""
+
+
 class ReaderError(RaypipeError, OSError):
     """A reader cannot list or open its data (missing file, empty folder, bad list line)."""
 

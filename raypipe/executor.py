@@ -36,6 +36,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from .backend import DeviceContext
+from .batch_buffers import BatchOutputs, BufferPool
 from .batch_spec import BatchSpec
 from .errors import DecodeError, SampleError
 from .gpu_decode import GpuImageDecoder
@@ -133,6 +134,15 @@ class Executor:
         self._threads: list[threading.Thread] = []
         self._pool: ThreadPoolExecutor | None = None
         self._decoder: GpuImageDecoder | None = None
+        self._buffers = BufferPool(cpu_size + gpu_size + 4)
+        self._in_place = {
+            node: node.outputs[0]
+            for node in graph.host_nodes
+            if len(node.outputs) == 1
+            and node.outputs[0] in graph.outputs
+            and node.outputs[0] not in graph.to_device
+            and hasattr(node.op, "run_sample_into")
+        }
         self.profile: Profile | None = None  # set to collect time per stage and operator
 
     @property
@@ -217,6 +227,7 @@ class Executor:
         if self._decoder is not None:
             self._decoder.close()
             self._decoder = None
+        self._buffers.clear()
         self._device.release()
 
     def _put(self, q: queue.Queue, item: Any) -> bool:
@@ -253,25 +264,31 @@ class Executor:
     def _submit(self, spec: BatchSpec) -> None:
         """Queue a batch's samples on the CPU pool (a call of its own so that this thread keeps no
         reference to the futures, and to the errors they may hold, while it waits for a slot)."""
+        outputs = BatchOutputs(self._buffers, len(spec.sample_indices))
         futures = [
-            self._pool.submit(self._process_sample, SampleContext(self._seed, spec.epoch, int(i)))
-            for i in spec.sample_indices
+            self._pool.submit(self._process_sample, SampleContext(self._seed, spec.epoch, int(i)), position, outputs)
+            for position, i in enumerate(spec.sample_indices)
         ]
-        self._pending.put((spec, futures))
+        self._pending.put((spec, futures, outputs))
 
-    def _process_sample(self, ctx: SampleContext) -> dict[DataNode, Any] | SkippedSample:
+    def _process_sample(
+        self, ctx: SampleContext, position: int, outputs: BatchOutputs
+    ) -> dict[DataNode, Any] | SkippedSample:
+        """Run one sample through the host subgraph. The last operator of a host output writes into
+        the sample's row of the batch array (``outputs``) where it can."""
         env: dict[DataNode, Any] = {}
         profile = self.profile
         began = time.perf_counter() if profile is not None else 0.0
         for node in self._graph.host_nodes:
             inputs = [env[d] for d in node.inputs]
             args = {k: env[d] for k, d in node.arg_inputs.items()}
+            called = time.perf_counter() if profile is not None else 0.0
             try:
-                if profile is None:
-                    out = node.op.run_sample(inputs, args, ctx)
+                if node in self._in_place:
+                    out = node.op.run_sample_into(inputs, args, ctx, outputs.allocator(self._in_place[node], position))
                 else:
-                    called = time.perf_counter()
                     out = node.op.run_sample(inputs, args, ctx)
+                if profile is not None:
                     profile.add("cpu", node.label, time.perf_counter() - called)
             except Exception as exc:
                 raise self._sample_error(node.label, ctx, exc) from exc
@@ -319,15 +336,15 @@ class Executor:
         self._slots.release()
         return delivered
 
-    def _gather(self, spec: BatchSpec, futures: list) -> tuple | _Failure:
+    def _gather(self, spec: BatchSpec, futures: list, outputs: BatchOutputs) -> tuple | _Failure:
         """Wait for a batch's samples: the first sample's error, or the batch staged for the GPU.
         ``exception()`` hands the error over without raising it through, and so into, this frame."""
         for f in futures:
             if f.exception() is not None:
                 return _Failure(f.exception())
-        return self._assemble(spec, [f.result() for f in futures])
+        return self._assemble(spec, [f.result() for f in futures], outputs)
 
-    def _assemble(self, spec: BatchSpec, results: list) -> tuple:
+    def _assemble(self, spec: BatchSpec, results: list, outputs: BatchOutputs) -> tuple:
         """The batch ready for the GPU stage: kept positions, skipped samples, host results, device
         inputs and the event after the copy-stream work that made them."""
         kept = [(p, r) for p, r in enumerate(results) if not isinstance(r, SkippedSample)]
@@ -340,7 +357,7 @@ class Executor:
             device = dict(zip(moved, self._device.upload([host[d] for d in moved])))
             device.update(decoded)
             ready = self._device.record_copies()
-        return spec, [p for p, _ in kept], skipped, host, device, ready
+        return spec, [p for p, _ in kept], skipped, host, device, ready, outputs
 
     def _decode_deferred(self, spec: BatchSpec, kept: list[tuple[int, dict]], skipped: list) -> dict[DataNode, list]:
         """Decode the deferred decoders' samples in one batched GPU call per decoder. A sample that
@@ -387,7 +404,7 @@ class Executor:
             return False
         return self._put(self._out_q, item if isinstance(item, _Failure) else _attempt(self._run_gpu, xp, *item))
 
-    def _run_gpu(self, xp, spec: BatchSpec, positions, skipped, host, device, ready) -> BatchResult:
+    def _run_gpu(self, xp, spec: BatchSpec, positions, skipped, host, device, ready, outputs) -> BatchResult:
         indices = [int(spec.sample_indices[p]) for p in positions]
         ctxs = [SampleContext(self._seed, spec.epoch, i) for i in indices]
         env = dict(device)
@@ -411,10 +428,10 @@ class Executor:
                 else:
                     for d, value in zip(node.outputs, out):
                         env[d] = value
-            outputs = tuple(self._output(d, env, host, xp) for d in self._graph.outputs)
+            results = tuple(self._output(d, env, host, xp, positions, outputs) for d in self._graph.outputs)
         real = spec.num_real
         return BatchResult(
-            outputs=outputs,
+            outputs=results,
             spec=spec,
             sample_indices=indices,
             is_pad=[p >= real for p in positions],
@@ -422,12 +439,18 @@ class Executor:
             done=self._device.record_compute(),
         )
 
-    def _output(self, d: DataNode, env: dict, host: dict, xp: Any) -> TensorList:
+    def _output(
+        self, d: DataNode, env: dict, host: dict, xp: Any, positions: list[int], outputs: BatchOutputs
+    ) -> TensorList:
         """Output ``d`` of a batch: the GPU stage's result for device data, else the host samples
-        (gpu-labelled outputs of operators that ran on the host when there is no GPU)."""
+        (gpu-labelled outputs of operators that ran on the host when there is no GPU), as the batch
+        array they were written into where they were."""
         layout = self._graph.layouts.get(d, "")
         if d.device == "gpu" and d in env:
             return TensorList.from_samples(env[d], "gpu", layout, xp)
+        dense = outputs.dense(d, positions, host[d])
+        if dense is not None:
+            return TensorList(dense, d.device, layout)
         return TensorList.from_samples(host[d], d.device, layout)
 
     def _get_or_stop(self, q: queue.Queue) -> Any:

@@ -4,25 +4,37 @@ from __future__ import annotations
 
 from . import fn
 from .pipeline import pipeline_def
-from .types import FLOAT
+from .types import FLOAT, FLOAT16, UINT8, DALIDataType
 
 IMAGENET_MEAN = (0.485 * 255, 0.456 * 255, 0.406 * 255)
 IMAGENET_STD = (0.229 * 255, 0.224 * 255, 0.225 * 255)
 
 
 @pipeline_def(batch_size=64, num_threads=2, seed=0)
-def resnet50_train(file_root: str, size: int = 224, decoder_device: str = "cpu", random_shuffle: bool = True):
+def resnet50_train(
+    file_root: str,
+    size: int = 224,
+    decoder_device: str = "cpu",
+    random_shuffle: bool = True,
+    dtype: DALIDataType = FLOAT,
+):
     """Random-area crop decoded from JPEG, resized to ``size``, random mirror, ImageNet
-    normalization, float32 CHW; labels from the class folders of ``file_root``."""
+    normalization, CHW; labels from the class folders of ``file_root``.
+
+    ``dtype`` is FLOAT (float32), FLOAT16 (half the bytes) or UINT8: a quarter of the bytes,
+    not normalized (the rank normalizes, e.g. with ``rp.Normalize``)."""
+    if dtype not in (FLOAT, FLOAT16, UINT8):
+        raise ValueError(f"resnet50_train: dtype must be types.FLOAT, FLOAT16 or UINT8, got {dtype!r}")
+    normalized = dtype is not UINT8
     jpegs, labels = fn.readers.file(file_root=file_root, random_shuffle=random_shuffle, name="Reader")
     images = fn.decoders.image_random_crop(jpegs, device=decoder_device)
     images = fn.resize(images, resize_x=size, resize_y=size)
     images = fn.crop_mirror_normalize(
         images,
         mirror=fn.random.coin_flip(),
-        dtype=FLOAT,
+        dtype=dtype,
         output_layout="CHW",
-        mean=list(IMAGENET_MEAN),
-        std=list(IMAGENET_STD),
+        mean=list(IMAGENET_MEAN) if normalized else 0.0,
+        std=list(IMAGENET_STD) if normalized else 1.0,
     )
     return images, labels

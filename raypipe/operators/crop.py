@@ -11,7 +11,10 @@ import numpy as np
 
 from ..errors import ArgumentError
 from ..operator import Operator, Schema, as_scalar, check_number, register
+from ..types import DALIDataType
+from .cast import parse_dtype, saturate_cast
 
+_DTYPES = (np.dtype(np.float32), np.dtype(np.float16), np.dtype(np.uint8))
 POLICIES = ("error", "pad")
 
 
@@ -73,8 +76,12 @@ class Crop(Operator):
         crop_pos_y: float = 0.5,
         out_of_bounds_policy: str = "error",
         fill_values: float | Sequence[float] = 0,
+        dtype: DALIDataType | np.dtype | str | None = None,
     ) -> None:
         self.crop_h, self.crop_w = _crop_size(crop, crop_h, crop_w)
+        self.dtype = None if dtype is None else parse_dtype("crop", "dtype", dtype)
+        if self.dtype is not None and self.dtype not in _DTYPES:
+            raise ArgumentError(f"crop: dtype must be types.FLOAT, FLOAT16 or UINT8 (as DALI), got {dtype!r}")
         self.crop_pos_x = check_position("crop", "crop_pos_x", crop_pos_x)
         self.crop_pos_y = check_position("crop", "crop_pos_y", crop_pos_y)
         if out_of_bounds_policy not in POLICIES:
@@ -88,7 +95,10 @@ class Crop(Operator):
             raise ArgumentError("crop: fill_values must not be empty")
 
     def compute(self, xp, inputs, args, ctx):
-        image = inputs[0]
+        out = self._window(xp, inputs[0], args)
+        return out if self.dtype is None else saturate_cast(xp, out, self.dtype)
+
+    def _window(self, xp, image, args):
         if image.ndim < 2:
             raise ValueError(f"crop: expects an HWC or HW image, got shape {tuple(image.shape)}")
         in_h, in_w = image.shape[:2]

@@ -17,6 +17,7 @@ from typing import Any
 
 import numpy as np
 
+from ..batch_buffers import Allocate
 from ..errors import ArgumentError
 from ..kernels import launch
 from ..operator import Operator, Schema, as_scalar, check_number, register
@@ -98,12 +99,51 @@ class CropMirrorNormalize(Operator):
         self.mean = mean.reshape(channel_shape)
         self.inv_std = (np.float64(check_number(_OP, "scale", scale)) / std).astype(np.float32).reshape(channel_shape)
         self.pad_output = bool(pad_output)
+        self._identity = not self.shift and not np.any(self.mean) and bool(np.all(self.inv_std == 1))
 
     def output_layout(self, input_layouts: Sequence[str]) -> str:
         return self.layout
 
     def compute(self, xp: ModuleType, inputs, args, ctx) -> Any:
         return self._normalize(xp, self._crop(inputs[0], args)[None], 0 if self._mirrored(args) else 1)[0]
+
+    def run_sample(self, inputs, args, ctx) -> np.ndarray:
+        return self.run_sample_into(inputs, args, ctx, lambda shape, dtype: None)
+
+    def run_sample_into(self, inputs, args, ctx, allocate: Allocate) -> np.ndarray:
+        """One sample on the host in a single pass, written into ``allocate(shape, dtype)`` (a row of
+        the batch array) when that gives an array, else into a new one. Gives :meth:`compute`'s values."""
+        image = self._crop(inputs[0], args)
+        if self._mirrored(args):
+            image = image[:, ::-1]
+        height, width, channels = image.shape
+        self._check_channels(channels)
+        out_channels = _padded_channels(channels) if self.pad_output else channels
+        shape = (out_channels, height, width) if self.layout == "CHW" else (height, width, out_channels)
+        out = allocate(shape, self.dtype)
+        if out is None:
+            out = np.empty(shape, self.dtype)
+        if self.layout == "CHW":
+            main, pad, source = out[:channels], out[channels:], image.transpose(2, 0, 1)
+        else:
+            main, pad, source = out[..., :channels], out[..., channels:], image
+        if self._identity and (image.dtype == self.dtype or self.dtype.kind == "f"):
+            main[...] = source  # only a layout change (and a cast to float): uint8 CHW output
+        elif self.dtype == np.float32:
+            self._normalize_into(source, main)
+        else:
+            scratch = np.empty(main.shape, np.float32)
+            self._normalize_into(source, scratch)
+            main[...] = saturate_cast(np, scratch, self.dtype, overwrite=True)
+        pad[...] = 0
+        return out
+
+    def _normalize_into(self, source: np.ndarray, out: np.ndarray) -> None:
+        """``(source - mean) * inv_std + shift`` written into float32 ``out``, as :meth:`_normalize`."""
+        np.subtract(source, self.mean, out=out)
+        out *= self.inv_std
+        if self.shift:
+            out += np.float32(self.shift)
 
     def run_batch(self, xp: ModuleType, inputs, args, ctxs) -> Any:
         """The whole batch in one fused kernel launch (:mod:`raypipe.kernels.crop_mirror_normalize`)

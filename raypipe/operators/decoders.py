@@ -1,7 +1,8 @@
 """Image decoders: ``decoders.image`` and the fused ``decoders.image_random_crop``.
 
-On the host they decode with Pillow (libjpeg-turbo; the GIL is released while
-decoding, so the CPU stage's threads run in parallel). On ``device="mixed"`` with a
+On the host they decode with libjpeg-turbo (:mod:`.host_decode`: only the crop window
+of a JPEG, DCT-scaled when it is at least twice the resize target; Pillow for other
+formats; the GIL is released while decoding, so the CPU stage's threads run in parallel). On ``device="mixed"`` with a
 GPU the decoded image goes to the GPU stage: where nvImageCodec is installed the
 graph defers the decode (:meth:`_Decoder.defer_to_device`), the CPU stage only reads
 the header and picks the crop window, and the Mixed stage decodes the batch on the
@@ -11,18 +12,16 @@ GPU (:meth:`_Decoder.decode_on_device`, region-of-interest decode for the crop).
 
 from __future__ import annotations
 
-import io
-import math
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
-from PIL import Image, UnidentifiedImageError
 
 from ..errors import ArgumentError, DecodeError
 from ..operator import Operator, Schema, Skip, check_range, register
 from ..types import DALIImageType
 from .crop_window import random_crop_window
+from .host_decode import Source, decode, open_source, scaled_box
 
 if TYPE_CHECKING:
     from ..gpu_decode import GpuImageDecoder
@@ -44,39 +43,6 @@ class EncodedImage:
     def out_size(self) -> tuple[int, int]:
         """``(width, height)`` of the decoded result."""
         return (self.window[2], self.window[3]) if self.window is not None else (self.width, self.height)
-
-
-def _open(data: np.ndarray) -> Image.Image:
-    try:
-        return Image.open(io.BytesIO(data.tobytes() if isinstance(data, np.ndarray) else data))
-    except UnidentifiedImageError:
-        raise DecodeError("not a recognised image format") from None
-    except (OSError, SyntaxError, ValueError) as exc:
-        raise DecodeError(f"corrupt or truncated image header ({exc})") from None
-
-
-def _finish(
-    image: Image.Image, output_type: DALIImageType, box: tuple | None = None, resize_to: tuple | None = None
-) -> np.ndarray:
-    """Decode (the ``box`` of) ``image``, convert it to ``output_type`` and optionally resize
-    it with Pillow's antialiased bilinear filter, all without leaving Pillow."""
-    try:
-        image.load()
-        if box is not None:
-            image = image.crop(box)
-    except (OSError, SyntaxError, ValueError) as exc:
-        raise DecodeError(f"corrupt or truncated image data ({exc})") from None
-    mode = "L" if output_type is DALIImageType.GRAY else "RGB"
-    if image.mode != mode:
-        image = image.convert(mode)
-    if resize_to is not None and image.size != resize_to:
-        image = image.resize(resize_to, Image.BILINEAR)
-    array = np.asarray(image)
-    if output_type is DALIImageType.GRAY:
-        return array[:, :, None]
-    if output_type is DALIImageType.BGR:
-        return np.ascontiguousarray(array[:, :, ::-1])
-    return array
 
 
 class _Decoder(Operator):
@@ -107,8 +73,8 @@ class _Decoder(Operator):
 
     def encoded(self, data: np.ndarray, ctx) -> EncodedImage:
         """The header's size and the window to decode (the whole image here)."""
-        width, height = _open(data).size
-        return EncodedImage(data, width, height)
+        source = open_source(data, self.output_type)
+        return EncodedImage(data, source.width, source.height)
 
     def decode_on_device(self, decoder: GpuImageDecoder, encoded: list[EncodedImage], stream: Any) -> list[Any]:
         """Decode a batch of :meth:`encoded` samples with ``decoder`` (a
@@ -144,7 +110,7 @@ class ImageDecoder(_Decoder):
         self._configure_common(output_type, on_error)
 
     def decode(self, data: np.ndarray, ctx) -> np.ndarray:
-        return _finish(_open(data), self.output_type)
+        return decode(open_source(data, self.output_type), self.output_type)
 
 
 @register
@@ -197,30 +163,20 @@ class ImageRandomCropDecoder(_Decoder):
 
     def encoded(self, data: np.ndarray, ctx) -> EncodedImage:
         """The header's size and this sample's crop window, drawn exactly as :meth:`decode` does."""
-        width, height = _open(data).size
-        return EncodedImage(data, width, height, self.window(width, height, ctx))
+        source = open_source(data, self.output_type)
+        return EncodedImage(data, source.width, source.height, self.window(source.width, source.height, ctx))
 
     def decode(self, data: np.ndarray, ctx) -> np.ndarray:
-        image = _open(data)
-        width, height = image.size
-        x, y, w, h = self.window(width, height, ctx)
-        scale = self._dct_scale(image, w, h)
-        if scale > 1:
-            mode = "L" if self.output_type is DALIImageType.GRAY else "RGB"
-            image.draft(mode, (math.ceil(width / scale), math.ceil(height / scale)))
-            sx, sy = width / image.size[0], height / image.size[1]
-            box = (
-                int(x / sx),
-                int(y / sy),
-                max(int(x / sx) + 1, int((x + w) / sx)),
-                max(int(y / sy) + 1, int((y + h) / sy)),
-            )
-        else:
-            box = (x, y, x + w, y + h)
-        return _finish(image, self.output_type, box, self.target_size if self.resize_on_host else None)
+        source = open_source(data, self.output_type)
+        window = self.window(source.width, source.height, ctx)
+        denom = self._dct_scale(source, window[2], window[3])
+        resize_to = self.target_size if self.resize_on_host else None
+        return decode(source, self.output_type, scaled_box(source, window, denom), denom, resize_to)
 
-    def _dct_scale(self, image: Image.Image, w: int, h: int) -> int:
-        if self.target_size is None or image.format != "JPEG":
+    def _dct_scale(self, source: Source, w: int, h: int) -> int:
+        """The largest DCT scale denominator (8, 4 or 2) that keeps the ``w`` x ``h`` window at least
+        the resize target, or 1."""
+        if self.target_size is None or not source.is_jpeg:
             return 1
         tw, th = self.target_size
         for scale in _DCT_SCALES:

@@ -14,8 +14,11 @@ import numpy as np
 from ..errors import ArgumentError
 from ..kernels import launch
 from ..operator import Operator, Schema, check_range, register
+from ..types import DALIDataType
+from .cast import parse_dtype
 from .crop_window import random_crop_window
-from .resample import check_hwc, check_linear_interp, pil_resize, pillow_applies, resample
+from .host_resize import resize as host_resize
+from .resample import check_hwc, check_linear_interp, pillow_applies, resample
 
 
 def _output_size(size: int | Sequence[int]) -> tuple[int, int]:
@@ -39,8 +42,10 @@ class RandomResizedCrop(Operator):
         num_attempts: int = 10,
         antialias: bool = True,
         interp_type=None,
+        dtype: DALIDataType | np.dtype | str | None = None,
     ) -> None:
         name = self.schema.name
+        self.dtype = None if dtype is None else parse_dtype(name, "dtype", dtype)
         if size is None:
             raise ArgumentError(f"{name}: size is required (an int or a pair (h, w))")
         self.height, self.width = _output_size(size)
@@ -70,13 +75,21 @@ class RandomResizedCrop(Operator):
     def compute(self, xp, inputs, args, ctx):
         image = inputs[0]
         box = self._box(image, ctx)
-        return resample(xp, image, self.width, self.height, box=box, antialias=self.antialias)
+        return resample(xp, image, self.width, self.height, box=box, antialias=self.antialias, dtype=self._dtype(image))
+
+    def _dtype(self, image) -> np.dtype | None:
+        """The output type for ``image``: as DALI, the input's or float32."""
+        if self.dtype is not None and self.dtype not in (np.dtype(image.dtype), np.dtype(np.float32)):
+            raise ValueError(
+                f"random_resized_crop: dtype must be the input's ({image.dtype}) or float, got {self.dtype}"
+            )
+        return self.dtype
 
     def run_sample(self, inputs, args, ctx):
         image = inputs[0]
-        if not pillow_applies(image, None, self.antialias):
+        if not pillow_applies(image, self._dtype(image), self.antialias):
             return self.compute(np, inputs, args, ctx)
-        return pil_resize(image, self.width, self.height, box=self._box(image, ctx))
+        return host_resize(image, self.width, self.height, box=self._box(image, ctx))
 
     def run_batch(self, xp, inputs, args, ctxs):
         """Windows drawn on the host from each sample's keyed stream (the same as :meth:`compute`
@@ -103,4 +116,6 @@ class RandomResizedCrop(Operator):
         from ..kernels.resample import resample_batch
 
         packed = launch.pack(xp, batch, self.schema.name)
-        return resample_batch(xp, packed, [(self.width, self.height)] * len(images), boxes, self.antialias)
+        dtypes = {self._dtype(image) for image in images}
+        sizes = [(self.width, self.height)] * len(images)
+        return resample_batch(xp, packed, sizes, boxes, self.antialias, dtype=dtypes.pop() or dtype)

@@ -14,7 +14,6 @@ from types import ModuleType
 from typing import Any
 
 import numpy as np
-from PIL import Image
 
 from ..errors import ArgumentError
 
@@ -104,21 +103,6 @@ def cast_to(xp: ModuleType, values: Any, dtype: np.dtype) -> Any:
         info = np.iinfo(dtype)
         values = xp.clip(xp.floor(values + 0.5), info.min, info.max)
     return values.astype(dtype, copy=False)
-
-
-def pil_resize(image: np.ndarray, width: int, height: int, box: Box | None = None) -> np.ndarray:
-    """Pillow's antialiased bilinear resize of a uint8 HWC ``image`` (the GIL is released).
-
-    Three channels go through one RGB image; any other count is resized channel by
-    channel as greyscale, which is the same filter.
-    """
-    if image.shape[2] == 3:
-        return np.asarray(Image.fromarray(image).resize((width, height), Image.Resampling.BILINEAR, box=box))
-    planes = [
-        np.asarray(Image.fromarray(image[:, :, c]).resize((width, height), Image.Resampling.BILINEAR, box=box))
-        for c in range(image.shape[2])
-    ]
-    return np.stack(planes, axis=2)
 
 
 def check_linear_interp(op: str, interp_type: Any) -> None:

@@ -15,7 +15,8 @@ from ..errors import ArgumentError
 from ..kernels import launch
 from ..operator import Operator, Schema, register
 from ..types import to_numpy_dtype
-from .resample import check_hwc, check_linear_interp, pil_resize, pillow_applies, resample
+from .host_resize import resize as host_resize
+from .resample import check_hwc, check_linear_interp, pillow_applies, resample
 
 MODES = ("default", "stretch", "not_smaller", "not_larger")
 
@@ -127,7 +128,7 @@ class Resize(Operator):
         width, height = self.target_size(image.shape[1], image.shape[0])
         if (width, height) == (image.shape[1], image.shape[0]):
             return image
-        return pil_resize(image, width, height)
+        return host_resize(image, width, height)
 
     def run_batch(self, xp, inputs, args, ctxs):
         """The whole batch through the resampling kernels (:mod:`raypipe.kernels.resample`: one

@@ -8,8 +8,8 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 import raypipe as rp
-from raypipe import fn
-from raypipe.operators.crop import crop_window
+from raypipe import fn, types
+from raypipe.operators.crop import Crop, crop_window
 
 
 def _samples(tl) -> list[np.ndarray]:
@@ -152,3 +152,21 @@ def test_invalid_arguments_are_named(jpeg_files, args, message):
     with pytest.raises(rp.ArgumentError, match=f"crop: .*{message}"):
         p.build()
     p.close()
+
+
+@pytest.mark.parametrize(
+    "dtype, expected", [(types.FLOAT, np.float32), (types.FLOAT16, np.float16), (types.UINT8, np.uint8)]
+)
+def test_dtype_casts_the_window(jpeg_files, dtype, expected):
+    @rp.pipeline_def(batch_size=2, num_threads=1, seed=0)
+    def pipe():
+        jpegs, _ = fn.readers.file(files=jpeg_files[:2])
+        images = fn.decoders.image(jpegs)
+        return fn.crop(images, crop=(16, 24), dtype=dtype), fn.crop(images, crop=(16, 24))
+
+    with pipe() as p:
+        cast, plain = p.run()
+    assert cast.as_tensor().dtype == expected
+    np.testing.assert_array_equal(cast.as_tensor().astype(np.float32), plain.as_tensor().astype(np.float32))
+    with pytest.raises(rp.ArgumentError, match="FLOAT, FLOAT16 or UINT8"):
+        Crop("cpu", 0, crop=(2, 2), dtype=types.INT32)

@@ -183,3 +183,31 @@ def test_argument_errors(jpeg_files, kwargs, match):
     with pipe() as p:
         with pytest.raises(rp.ArgumentError, match=f"crop_mirror_normalize: .*{match}"):
             p.build()
+
+
+@pytest.mark.parametrize(
+    "kwargs",
+    [
+        {"dtype": types.FLOAT, "mean": [10.0, 20.0, 30.0], "std": [2.0, 3.0, 4.0], "shift": 1.5},
+        {"dtype": types.FLOAT16, "output_layout": "HWC", "mean": 100.0, "std": 50.0, "crop": (20, 30)},
+        {"dtype": types.UINT8, "scale": 2.0, "mean": 64.0},
+        {"dtype": types.UINT8},  # only the layout changes: no float pass
+        {"dtype": types.FLOAT, "pad_output": True, "output_layout": "HWC"},
+        {"dtype": types.INT16, "mean": 128.0, "std": 0.5, "crop": (31, 17), "crop_pos_x": 0.1},
+    ],
+)
+@pytest.mark.parametrize("mirror", [0, 1])
+def test_one_pass_into_a_batch_row_equals_compute(kwargs, mirror):
+    from raypipe.keyed_random import SampleContext
+    from raypipe.operators.crop_mirror_normalize import CropMirrorNormalize
+
+    op = CropMirrorNormalize("cpu", 0, mirror=mirror, **kwargs)
+    image = np.random.default_rng(mirror).integers(0, 256, (40, 50, 3), np.uint8)
+    ctx = SampleContext(0, 0, 0)
+    expected = op.compute(np, [image], {}, ctx)
+    batch = np.full((2, *expected.shape), 7, expected.dtype)
+    written = op.run_sample_into([image], {}, ctx, lambda shape, dtype: batch[1] if shape == expected.shape else None)
+    assert written.base is batch and written.dtype == expected.dtype
+    np.testing.assert_array_equal(batch[1], expected)
+    assert np.all(batch[0] == 7)
+    np.testing.assert_array_equal(op.run_sample([image], {}, ctx), expected)

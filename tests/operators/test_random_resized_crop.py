@@ -8,7 +8,7 @@ import pytest
 from PIL import Image
 
 import raypipe as rp
-from raypipe import fn
+from raypipe import fn, types
 from raypipe.keyed_random import SampleContext
 from raypipe.operators.random_resized_crop import RandomResizedCrop
 
@@ -152,3 +152,19 @@ def test_invalid_arguments_are_named(jpeg_files, args, message):
     with pytest.raises(rp.ArgumentError, match=f"random_resized_crop: {message}"):
         p.build()
     p.close()
+
+
+def test_float_output_is_the_uint8_result_before_rounding(jpeg_files):
+    @rp.pipeline_def(batch_size=2, num_threads=1, seed=4)
+    def pipe(dtype):
+        jpegs, _ = fn.readers.file(files=jpeg_files[:2])
+        return fn.random_resized_crop(fn.decoders.image(jpegs), size=(40, 50), dtype=dtype)
+
+    with pipe(types.FLOAT) as p:
+        (floats,) = p.run()
+    with pipe(None) as p:
+        (bytes_,) = p.run()
+    assert floats.as_tensor().dtype == np.float32 and floats.as_tensor().shape == (2, 40, 50, 3)
+    assert np.abs(floats.as_tensor() - bytes_.as_tensor()).max() <= 2.0
+    with pytest.raises(rp.ArgumentError, match="dtype"):
+        RandomResizedCrop("cpu", 0, size=8, dtype="no such type")

@@ -10,6 +10,7 @@ from PIL import Image
 
 import raypipe as rp
 from raypipe import fn
+from raypipe.operators import host_resize
 from raypipe.operators.resize import Resize, output_size
 
 # The GPU path is float32 matrix products; Pillow uses 22-bit fixed-point weights, so
@@ -17,6 +18,9 @@ from raypipe.operators.resize import Resize, output_size
 # hence at most 2 overall, and such pixels are rare.
 GPU_MAX_DIFF = 2
 GPU_MEAN_DIFF = 0.1
+# The host path is Pillow itself, or torch's SIMD kernel of the same filter where torch is
+# installed: its rounding moves a few percent of pixels by one level.
+HOST_MAX_DIFF = 1 if host_resize.backend() == "torch" else 0
 
 
 def _samples(tl) -> list[np.ndarray]:
@@ -46,7 +50,8 @@ def _check_parity(device: str, got: np.ndarray, ref: np.ndarray) -> None:
     assert got.shape == ref.shape and got.dtype == ref.dtype
     diff = np.abs(got.astype(np.int32) - ref)
     if device == "cpu":
-        assert diff.max() == 0
+        assert diff.max() <= HOST_MAX_DIFF
+        assert diff.mean() < GPU_MEAN_DIFF
     else:
         assert diff.max() <= GPU_MAX_DIFF
         assert diff.mean() < GPU_MEAN_DIFF

@@ -1,0 +1,121 @@
+"""Peak memory of a contender's round, sampled in a background thread.
+
+:class:`PeakMemory` sums the PSS (proportional set size: shared pages split between the
+processes sharing them, so forked workers are not counted twice) of this process and of the
+descendants that work for the contender: those started during the round (DataLoader workers,
+pipeline actors) and those whose title changes during it (a Ray worker that goes from
+``ray::IDLE`` to running a task), but not idle Ray workers. Linux only (``/proc``); elsewhere it measures nothing.
+:class:`StorePeak` polls the Ray object store's bytes in use.
+"""
+
+from __future__ import annotations
+
+import os
+import threading
+
+IDLE = b"ray::IDLE"  # the title of a Ray worker process waiting for work
+
+
+def _pss(pid: int) -> int | None:
+    """``pid``'s PSS in bytes, or None when it cannot be read (gone, or no /proc)."""
+    try:
+        with open(f"/proc/{pid}/smaps_rollup") as f:
+            for line in f:
+                if line.startswith("Pss:"):
+                    return int(line.split()[1]) * 1024
+    except (OSError, ValueError):
+        return None
+    return None
+
+
+def _descendants(root: int) -> dict[int, bytes]:
+    """Every descendant of ``root`` with its title (first word of its command line, which Ray
+    workers set to ``ray::IDLE``, ``ray::<actor class>``, ``ray::<task>``)."""
+    children: dict[int, list[int]] = {}
+    for entry in os.scandir("/proc"):
+        if entry.name.isdigit():
+            try:
+                with open(f"/proc/{entry.name}/stat", "rb") as f:
+                    ppid = int(f.read().rsplit(b")", 1)[1].split()[1])
+            except (OSError, ValueError, IndexError):
+                continue
+            children.setdefault(ppid, []).append(int(entry.name))
+    found: dict[int, bytes] = {}
+    stack = list(children.get(root, []))
+    while stack:
+        pid = stack.pop()
+        try:
+            with open(f"/proc/{pid}/cmdline", "rb") as f:
+                found[pid] = f.read().split(b"\0", 1)[0]
+        except OSError:
+            continue
+        stack.extend(children.get(pid, []))
+    return found
+
+
+class _Poller:
+    """Calls ``sample`` every ``interval_s`` in a daemon thread between ``__enter__`` and ``__exit__``."""
+
+    def __init__(self, interval_s: float):
+        self._interval = interval_s
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, daemon=True)
+
+    def sample(self) -> None:
+        raise NotImplementedError
+
+    def _run(self) -> None:
+        while not self._stop.is_set():
+            self.sample()
+            self._stop.wait(self._interval)
+
+    def __enter__(self):
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self._stop.set()
+        self._thread.join()
+        self.sample()
+
+
+class PeakMemory(_Poller):
+    """Peak PSS of this process plus the descendants working for the contender, above this
+    process's PSS when the round starts (``extra_bytes``; None where /proc cannot tell)."""
+
+    def __init__(self, interval_s: float = 0.2):  # a sample scans /proc: ~3 ms
+        super().__init__(interval_s)
+        self._pid = os.getpid()
+        self._base = _pss(self._pid)
+        self._before = _descendants(self._pid) if self._base is not None else {}
+        self.peak = self._base
+
+    def sample(self) -> None:
+        if self._base is None:
+            return
+        working = [
+            pid for pid, title in _descendants(self._pid).items() if title != IDLE and self._before.get(pid) != title
+        ]
+        total = sum(_pss(pid) or 0 for pid in [self._pid, *working])
+        self.peak = max(self.peak, total)
+
+    @property
+    def extra_bytes(self) -> int | None:
+        return None if self._base is None else max(0, self.peak - self._base)
+
+
+class StorePeak(_Poller):
+    """Peak bytes in use in the Ray object store (Ray's internal memory-info call)."""
+
+    def __init__(self, interval_s: float = 0.1):
+        import ray
+        from ray._private.internal_api import get_memory_info_reply, get_state_from_address
+
+        super().__init__(interval_s)
+        self._reply = get_memory_info_reply
+        self._state = get_state_from_address(ray.get_runtime_context().gcs_address)
+        self.peak = 0
+
+    def sample(self) -> None:
+        used = self._reply(self._state).store_stats.object_store_bytes_used
+        self.peak = max(self.peak, used)

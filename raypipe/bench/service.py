@@ -1,0 +1,84 @@
+"""The raypipe service contender: ``rp.serve`` the recipe on the run's local Ray, and read one
+epoch through ``rp.loader`` from ranks that are Ray actors holding one logical GPU each (as
+Ray Train workers are). Each round serves afresh and shuts the service down, so nothing of
+it runs during the other contenders' rounds; its time to first batch runs from ``serve`` to
+the last rank's first batch. Ranks take torch tensors (the loader's default), so these rows
+need torch.
+"""
+
+from __future__ import annotations
+
+import time
+from typing import Any
+
+from raypipe import types
+from raypipe.presets import IMAGENET_MEAN, IMAGENET_STD, resnet50_train
+
+from .contenders import Timing, Workload, check_batch
+from .reference import SIZE
+
+SERVICE_NAME = "raypipe-bench"
+
+
+class Rank:
+    """A training rank: opens its loader, reads one epoch, and reports when its first batch came
+    (wall clock, comparable with the driver's on one machine) and images/s after it."""
+
+    def ready(self) -> bool:
+        """Answers once the actor runs and has torch loaded, as a training rank has, so neither
+        is charged to the service."""
+        import torch  # noqa: F401
+
+        return True
+
+    def read_epoch(self, rank: int, world_size: int, epoch: int, uint8: bool) -> dict[str, Any]:
+        """One epoch of this rank's batches; uint8 batches (CHW) are normalized here with
+        ``rp.Normalize``, which takes NHWC: the CHW batch is passed as its NHWC view."""
+        import raypipe as rp
+
+        normalize = rp.Normalize(IMAGENET_MEAN, IMAGENET_STD, output_layout="CHW") if uint8 else None
+        loader = rp.loader(SERVICE_NAME, rank=rank, world_size=world_size)
+        loader.set_epoch(epoch)
+        batches = (images if normalize is None else normalize(images.permute(0, 2, 3, 1)) for images, _ in loader)
+        images = next(batches)
+        first_at, first = time.time(), time.perf_counter()
+        check_batch("raypipe service", images, "float32", (loader.config.batch_size, 3, SIZE, SIZE))
+        count = sum(len(images) for images in batches)
+        return {"first_at": first_at, "images": count, "images_per_s": count / (time.perf_counter() - first)}
+
+
+def service_round(work: Workload, ranks: int, uint8: bool) -> Timing:
+    """Serve the recipe (float32, or uint8 that the ranks normalize) to ``ranks`` rank actors
+    for one epoch of the round's files; images/s summed over the ranks."""
+    import ray
+
+    import raypipe as rp
+
+    actors = [ray.remote(Rank).options(num_gpus=1, num_cpus=0).remote() for _ in range(ranks)]
+    service = None
+    try:
+        ray.get([a.ready.remote() for a in actors])
+        start = time.time()
+        service = rp.serve(
+            resnet50_train,
+            name=SERVICE_NAME,
+            world_size=ranks,
+            seed=work.round,
+            last_batch="drop",
+            replace=True,
+            file_root=work.root,
+            batch_size=work.batch_size,
+            num_threads=work.threads,
+            dtype=types.UINT8 if uint8 else types.FLOAT,
+        )
+        results = ray.get([a.read_epoch.remote(r, ranks, work.round, uint8) for r, a in enumerate(actors)])
+    finally:
+        if service is not None:
+            service.shutdown()
+        for actor in actors:
+            ray.kill(actor)
+    return Timing(
+        first_batch_s=max(r["first_at"] for r in results) - start,
+        images=sum(r["images"] for r in results),
+        images_per_s=sum(r["images_per_s"] for r in results),
+    )

@@ -1,0 +1,68 @@
+"""The host resize: torch's SIMD kernel within one grey level of Pillow, Pillow for boxes and
+vertical-first resizes, one intra-op thread per CPU-stage thread."""
+
+from __future__ import annotations
+
+import threading
+
+import numpy as np
+import pytest
+from PIL import Image
+
+from raypipe.datasets import synthetic_image
+from raypipe.operators import host_resize
+
+needs_torch = pytest.mark.skipif(host_resize.backend() != "torch", reason="torch is not installed")
+
+
+def _image(width: int, height: int, seed: int = 0) -> np.ndarray:
+    return np.asarray(synthetic_image(np.random.default_rng(seed), width, height))
+
+
+def _pillow(image: np.ndarray, width: int, height: int, box=None) -> np.ndarray:
+    return np.asarray(Image.fromarray(image).resize((width, height), Image.Resampling.BILINEAR, box=box))
+
+
+@pytest.mark.parametrize("size, target", [((500, 375), (224, 224)), ((120, 100), (224, 224)), ((300, 280), (224, 160))])
+def test_close_to_pillow(size, target):
+    image = _image(*size)
+    got = host_resize.resize(image, *target)
+    diff = np.abs(got.astype(np.int16) - _pillow(image, *target))
+    assert got.shape == (target[1], target[0], 3) and got.dtype == np.uint8
+    assert diff.max() <= 1 and diff.mean() < 0.1
+
+
+def test_both_backends_agree(monkeypatch):
+    image = _image(333, 251, seed=1)
+    torch_or_pillow = host_resize.resize(image, 224, 224)
+    monkeypatch.setattr(host_resize, "_torch", lambda: None)
+    assert host_resize.backend() == "pillow"
+    pillow = host_resize.resize(image, 224, 224)
+    assert np.array_equal(pillow, _pillow(image, 224, 224))
+    assert np.abs(torch_or_pillow.astype(np.int16) - pillow).max() <= 1
+
+
+def test_boxes_and_vertical_first_resizes_are_pillow_exactly():
+    image = _image(400, 300, seed=2)
+    box = (10.5, 20, 390, 280.25)
+    assert np.array_equal(host_resize.resize(image, 128, 96, box=box), _pillow(image, 128, 96, box))
+    assert np.array_equal(host_resize.resize(image, 380, 60), _pillow(image, 380, 60))  # rows shrink far more
+    four = np.dstack([image, image[:, :, :1]])
+    assert host_resize.resize(four, 64, 48).shape == (48, 64, 4)
+
+
+@needs_torch
+def test_worker_threads_run_torch_single_threaded_and_leave_the_process_setting():
+    import torch
+
+    before = torch.get_num_threads()
+    seen = []
+
+    def work():
+        host_resize.resize(_image(200, 150), 64, 64)
+        seen.append(torch.get_num_threads())
+
+    thread = threading.Thread(target=work)
+    thread.start()
+    thread.join()
+    assert seen == [1] and torch.get_num_threads() == before
