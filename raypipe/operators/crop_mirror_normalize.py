@@ -130,7 +130,8 @@ class CropMirrorNormalize(Operator):
         if self._identity and (image.dtype == self.dtype or self.dtype.kind == "f"):
             main[...] = source  # only a layout change (and a cast to float): uint8 CHW output
         elif self.dtype == np.float32:
-            self._normalize_into(source, main)
+            # a compact copy first: the float pass then reads contiguous rows, not every third byte
+            self._normalize_into(np.ascontiguousarray(source) if source.itemsize == 1 else source, main)
         else:
             scratch = np.empty(main.shape, np.float32)
             self._normalize_into(source, scratch)

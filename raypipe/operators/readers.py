@@ -19,6 +19,24 @@ from ..operator import Operator, Schema, register
 IMAGE_EXTENSIONS = (".jpg", ".jpeg", ".png", ".bmp", ".tif", ".tiff", ".webp", ".ppm", ".pgm", ".pbm", ".pnm")
 
 
+def read_file(path: str) -> np.ndarray:
+    """The bytes of the file at ``path`` as a new uint8 array: one ``readv`` into the array (about
+    3x faster than ``np.fromfile`` for files of a few hundred KB; the GIL is released)."""
+    fd = os.open(path, os.O_RDONLY)
+    try:
+        size = os.fstat(fd).st_size
+        data = np.empty(size, np.uint8)
+        got = os.readv(fd, [data]) if size else 0
+        while got < size:  # a short read (network filesystems)
+            more = os.readv(fd, [data[got:]])
+            if more == 0:
+                raise OSError(f"the file ended after {got} of {size} bytes")
+            got += more
+        return data
+    finally:
+        os.close(fd)
+
+
 def list_file_root(file_root: str) -> tuple[list[str], list[int]]:
     """Image files under one folder per class; labels are class folder indices in sorted order."""
     if not os.path.isdir(file_root):
@@ -172,7 +190,7 @@ class FileReader(Operator):
             raise IndexError(f"readers.file: sample index {index} outside [0, {len(self.paths)})")
         path = self.paths[index]
         try:
-            data = np.fromfile(path, dtype=np.uint8)
+            data = read_file(path)
         except OSError as exc:
             raise ReaderError(f"readers.file: cannot read {path!r}: {exc.strerror or exc}") from None
         return data, self.labels[index : index + 1].copy()
