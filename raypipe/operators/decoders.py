@@ -46,13 +46,14 @@ class EncodedImage:
 
 
 class _Decoder(Operator):
-    def _configure_common(self, output_type: DALIImageType, on_error: str) -> None:
+    def _configure_common(self, output_type: DALIImageType, on_error: str, use_fast_idct: bool = False) -> None:
         if not isinstance(output_type, DALIImageType):
             raise ArgumentError(f"{self.schema.name}: output_type must be types.RGB, BGR or GRAY")
         if on_error not in ("raise", "skip"):
             raise ArgumentError(f"{self.schema.name}: on_error must be 'raise' or 'skip', got {on_error!r}")
         self.output_type = output_type
         self.on_error = on_error
+        self.use_fast_idct = bool(use_fast_idct)
         self.deferred = False
 
     def output_layout(self, input_layouts):
@@ -106,11 +107,13 @@ class ImageDecoder(_Decoder):
 
     schema = Schema("decoders.image", devices=("cpu", "mixed"))
 
-    def configure(self, output_type: DALIImageType = DALIImageType.RGB, on_error: str = "raise") -> None:
-        self._configure_common(output_type, on_error)
+    def configure(
+        self, output_type: DALIImageType = DALIImageType.RGB, on_error: str = "raise", use_fast_idct: bool = False
+    ) -> None:
+        self._configure_common(output_type, on_error, use_fast_idct)
 
     def decode(self, data: np.ndarray, ctx) -> np.ndarray:
-        return decode(open_source(data, self.output_type), self.output_type)
+        return decode(open_source(data, self.output_type), self.output_type, fast_idct=self.use_fast_idct)
 
 
 @register
@@ -135,8 +138,9 @@ class ImageRandomCropDecoder(_Decoder):
         random_aspect_ratio=(3 / 4, 4 / 3),
         num_attempts: int = 10,
         on_error: str = "raise",
+        use_fast_idct: bool = False,
     ) -> None:
-        self._configure_common(output_type, on_error)
+        self._configure_common(output_type, on_error, use_fast_idct)
         self.random_area = check_range(self.schema.name, "random_area", random_area, low=0.0)
         if self.random_area[1] <= 0 or self.random_area[1] > 1:
             raise ArgumentError(f"{self.schema.name}: random_area must lie in (0, 1], got {random_area!r}")
@@ -171,7 +175,8 @@ class ImageRandomCropDecoder(_Decoder):
         window = self.window(source.width, source.height, ctx)
         denom = self._dct_scale(source, window[2], window[3])
         resize_to = self.target_size if self.resize_on_host else None
-        return decode(source, self.output_type, scaled_box(source, window, denom), denom, resize_to)
+        box = scaled_box(source, window, denom)
+        return decode(source, self.output_type, box, denom, resize_to, self.use_fast_idct)
 
     def _dct_scale(self, source: Source, w: int, h: int) -> int:
         """The largest DCT scale denominator (8, 4 or 2) that keeps the ``w`` x ``h`` window at least

@@ -83,17 +83,23 @@ def decode(
     box: Box | None = None,
     denom: int = 1,
     resize_to: tuple[int, int] | None = None,
+    fast_idct: bool = False,
 ) -> np.ndarray:
     """Decode ``source`` (its ``box`` of the image scaled by ``1/denom``; all of it by default) to
-    HWC uint8 in ``output_type``, resized to ``resize_to`` ``(width, height)`` with Pillow's
-    antialiased bilinear filter when given."""
+    HWC uint8 in ``output_type``, resized to ``resize_to`` ``(width, height)`` with the antialiased
+    bilinear filter when given. ``fast_idct`` applies to libjpeg-turbo only (Pillow has no such option)."""
     if source.turbo is not None:
-        return _turbo_decode(source, output_type, box, denom, resize_to)
+        return _turbo_decode(source, output_type, box, denom, resize_to, fast_idct)
     return _pil_decode(source, output_type, box, denom, resize_to)
 
 
 def _turbo_decode(
-    source: Source, output_type: DALIImageType, box: Box | None, denom: int, resize_to: tuple[int, int] | None
+    source: Source,
+    output_type: DALIImageType,
+    box: Box | None,
+    denom: int,
+    resize_to: tuple[int, int] | None,
+    fast_idct: bool,
 ) -> np.ndarray:
     turbo = jpeg_turbo.decoder()
     width, height = jpeg_turbo.scaled(source.width, denom), jpeg_turbo.scaled(source.height, denom)
@@ -104,8 +110,11 @@ def _turbo_decode(
     bgr = output_type is DALIImageType.BGR
     region = (left, y0, right - left, y1 - y0)
     if resize_to is not None and host_resize.backend() == "pillow":
-        return _mapped_resize(turbo, source, region, x0 - left, (x1 - x0, y1 - y0), denom, bgr, resize_to)
-    image = _turbo_call(turbo, source, region, denom, "BGR" if bgr else "RGB")[:, x0 - left : x1 - left]
+        window = (x0 - left, x1 - x0, y1 - y0)
+        return _mapped_resize(turbo, source, region, window, denom, bgr, resize_to, fast_idct)
+    image = _turbo_call(turbo, source, region, denom, "BGR" if bgr else "RGB", fast_idct=fast_idct)[
+        :, x0 - left : x1 - left
+    ]
     if resize_to is not None:
         return host_resize.resize(image, *resize_to)
     return np.ascontiguousarray(image)
@@ -115,19 +124,20 @@ def _mapped_resize(
     turbo: jpeg_turbo.TurboDecoder,
     source: Source,
     region: Box,
-    offset: int,
-    size: tuple[int, int],
+    window: tuple[int, int, int],
     denom: int,
     bgr: bool,
     resize_to: tuple[int, int],
+    fast_idct: bool,
 ) -> np.ndarray:
-    """Decode ``region`` as 4-byte pixels and resize its ``size`` window starting at column ``offset``
-    with Pillow, reading the decoded rows in place (Pillow maps 4-byte pixels without a copy)."""
+    """Decode ``region`` as 4-byte pixels and resize its ``window`` ``(column, width, height)`` with
+    Pillow, reading the decoded rows in place (Pillow maps 4-byte pixels without a copy)."""
+    offset, width, height = window
     stride = region[2] * 4
     buffer = np.empty((region[3] + 1) * stride, np.uint8)  # a spare row: the mapped window may end past the region
-    _turbo_call(turbo, source, region, denom, "BGRX" if bgr else "RGBX", buffer)
-    window = Image.frombuffer("RGBX", size, buffer[offset * 4 :], "raw", "RGBX", stride, 1)
-    resized = window.resize(resize_to, Image.Resampling.BILINEAR) if window.size != resize_to else window
+    _turbo_call(turbo, source, region, denom, "BGRX" if bgr else "RGBX", buffer, fast_idct)
+    mapped = Image.frombuffer("RGBX", (width, height), buffer[offset * 4 :], "raw", "RGBX", stride, 1)
+    resized = mapped.resize(resize_to, Image.Resampling.BILINEAR) if mapped.size != resize_to else mapped
     return np.frombuffer(resized.tobytes("raw", "RGB"), np.uint8).reshape(resize_to[1], resize_to[0], 3)
 
 
@@ -138,9 +148,10 @@ def _turbo_call(
     denom: int,
     pixel_format: str,
     out: np.ndarray | None = None,
+    fast_idct: bool = False,
 ) -> np.ndarray:
     try:
-        return turbo.decode(source.data, region, denom, pixel_format, out)
+        return turbo.decode(source.data, region, denom, pixel_format, out, fast_idct)
     except jpeg_turbo.TurboJpegError as exc:
         raise DecodeError(f"corrupt or truncated image data ({exc})") from None
 

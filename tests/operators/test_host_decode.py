@@ -86,3 +86,24 @@ def test_truncated_and_unknown_data_raise_decode_errors(turbo, monkeypatch):
         host_decode.decode(source, DALIImageType.RGB)
     with pytest.raises(DecodeError, match="not a recognised image format"):
         host_decode.open_source(np.frombuffer(b"plain text, not an image", np.uint8), DALIImageType.RGB)
+
+
+@needs_turbo
+def test_fast_idct_is_close_and_only_on_request(jpeg_files):
+    import raypipe as rp
+    from raypipe import fn
+
+    @rp.pipeline_def(batch_size=2, num_threads=1, seed=0)
+    def pipe(fast):
+        jpegs, _ = fn.readers.file(files=jpeg_files[:2])
+        return fn.decoders.image(jpegs, use_fast_idct=fast)
+
+    outputs = {}
+    for fast in (False, True):
+        with pipe(fast) as p:
+            (outputs[fast],) = p.run()
+    for i, path in enumerate(jpeg_files[:2]):
+        reference = np.asarray(Image.open(path).convert("RGB"))
+        assert np.array_equal(outputs[False].at(i), reference)
+        diff = np.abs(outputs[True].at(i).astype(np.int16) - reference)
+        assert 0 < diff.mean() < 1.0
