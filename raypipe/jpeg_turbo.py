@@ -41,27 +41,30 @@ _MCU_H = (8, 8, 16, 8, 16, 8, 32)
 _SOF = frozenset(range(0xC0, 0xD0)) - {0xC4, 0xC8, 0xCC}  # start-of-frame markers (not DHT, JPG, DAC)
 
 
-def has_frame(data: np.ndarray) -> bool:
-    """True when the JPEG ``data`` has a frame header before its first scan. libjpeg accepts a
-    stream of tables alone without error and leaves the last image's header in the handle, so a
-    stream without a frame must not reach it."""
+def frame_size(data: np.ndarray) -> tuple[int, int] | None:
+    """``(width, height)`` from the frame header of the JPEG ``data``, or None when no frame header
+    comes before the first scan. The handle's header is checked against it: libjpeg accepts a
+    stream of tables alone, and after some errors a handle answers with the previous image's
+    header, so neither may reach a decode."""
     raw = memoryview(data).cast("B")
     size, pos = len(raw), 2
     if size < 4 or raw[0] != 0xFF or raw[1] != 0xD8:
-        return False
+        return None
     while pos + 4 <= size:
         if raw[pos] != 0xFF:
-            return False
+            return None
         marker = raw[pos + 1]
         if marker == 0xFF:  # fill byte
             pos += 1
             continue
         if marker in _SOF:
-            return True
+            if pos + 9 > size:
+                return None
+            return raw[pos + 7] << 8 | raw[pos + 8], raw[pos + 5] << 8 | raw[pos + 6]
         if marker == 0xDA:  # a scan before any frame
-            return False
+            return None
         pos += 2 + (raw[pos + 2] << 8 | raw[pos + 3])
-    return False
+    return None
 
 
 class TurboJpegError(ValueError):
@@ -170,17 +173,33 @@ class TurboDecoder:
         return self._local.decompressor.ptr
 
     def _error(self, ptr: int, what: str) -> TurboJpegError:
+        """The handle's error as a TurboJpegError; the thread gets a fresh handle, since one that
+        failed may answer the next image with stale state."""
         message = (self._lib.tj3GetErrorStr(ptr) or b"unknown error").decode(errors="replace")
+        self._local.decompressor = _Decompressor(self._lib)
         return TurboJpegError(f"{what}: {message}")
+
+    def _read_header(self, data: np.ndarray) -> int:
+        """Read ``data``'s header into this thread's handle and return the handle; checks the
+        handle's size against the frame header's (:func:`frame_size`)."""
+        expected = frame_size(data)
+        if expected is None:
+            raise TurboJpegError("not a JPEG image with a frame header")
+        lib = self._lib
+        for _ in range(2):
+            ptr = self._ptr()
+            if lib.tj3DecompressHeader(ptr, data.ctypes.data, data.nbytes) != 0:
+                raise self._error(ptr, "corrupt or truncated JPEG header")
+            if (lib.tj3Get(ptr, _TJPARAM_JPEGWIDTH), lib.tj3Get(ptr, _TJPARAM_JPEGHEIGHT)) == expected:
+                return ptr
+            self._local.decompressor = _Decompressor(lib)  # stale state: start afresh once
+        raise TurboJpegError(f"libjpeg-turbo read a header that is not the frame header's {expected}")
 
     def header(self, data: np.ndarray | bytes) -> Header:
         """The header of the JPEG ``data``; TurboJpegError when it is not a readable JPEG header."""
-        lib, ptr = self._lib, self._ptr()
+        lib = self._lib
         array = np.frombuffer(data, np.uint8) if isinstance(data, (bytes, bytearray, memoryview)) else data
-        if not has_frame(array):
-            raise TurboJpegError("not a JPEG image with a frame header")
-        if lib.tj3DecompressHeader(ptr, array.ctypes.data, array.nbytes) != 0:
-            raise self._error(ptr, "corrupt or truncated JPEG header")
+        ptr = self._read_header(array)
         get = lib.tj3Get
         colorspace = get(ptr, _TJPARAM_COLORSPACE)
         supported = (
@@ -206,11 +225,8 @@ class TurboDecoder:
         ``region`` ``(x, y, w, h)`` is in scaled pixels, ``x`` a multiple of the scaled iMCU
         width (:meth:`Header.mcu_width`). Returns an ``h x w x channels`` uint8 array, written
         into ``out`` when given (C-contiguous rows of at least that size)."""
-        lib, ptr = self._lib, self._ptr()
-        if not has_frame(data):
-            raise TurboJpegError("not a JPEG image with a frame header")
-        if lib.tj3DecompressHeader(ptr, data.ctypes.data, data.nbytes) != 0:
-            raise self._error(ptr, "corrupt or truncated JPEG header")
+        lib = self._lib
+        ptr = self._read_header(data)
         lib.tj3Set(ptr, _TJPARAM_FASTDCT, int(fast_idct))
         if lib.tj3SetScalingFactor(ptr, _ScalingFactor(1, denom)) != 0:
             raise self._error(ptr, f"scaling by 1/{denom}")

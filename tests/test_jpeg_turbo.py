@@ -96,9 +96,22 @@ def test_a_stream_without_a_frame_never_reaches_the_handle():
     decoder.header(good)  # the handle now holds a 64x48 header
     for bad in (b"\xff\xd8 truncated", b"\xff\xd8\xff\xdb\x00\x04\x00\x00", b"\xff\xd8\xff\xda\x00\x02"):
         data = np.frombuffer(bad, np.uint8)
-        assert not jpeg_turbo.has_frame(data)
+        assert jpeg_turbo.frame_size(data) is None
         with pytest.raises(jpeg_turbo.TurboJpegError, match="frame header"):
             decoder.header(data)
         with pytest.raises(jpeg_turbo.TurboJpegError, match="frame header"):
             decoder.decode(data)
-    assert jpeg_turbo.has_frame(good)
+    assert jpeg_turbo.frame_size(good) == (64, 48)
+
+
+def test_a_failed_header_never_leaves_its_state_to_the_next_image():
+    decoder = jpeg_turbo.decoder()
+    first, second = np.frombuffer(_jpeg(96, 80, seed=1), np.uint8), np.frombuffer(_jpeg(64, 48, seed=2), np.uint8)
+    truncated = first[:600].copy()  # its frame header survives, its scans do not
+    for _ in range(3):
+        decoder.decode(first, (0, 0, 16, 16))
+        with pytest.raises(jpeg_turbo.TurboJpegError):
+            decoder.header(truncated)
+        header = decoder.header(second)
+        assert (header.width, header.height) == (64, 48)
+        assert decoder.decode(second).shape == (48, 64, 3)
