@@ -76,9 +76,13 @@ def resize(image: np.ndarray, width: int, height: int, box: Box | None = None) -
     _single_threaded(torch)
     if not image.flags.writeable:  # torch warns about read-only arrays (Pillow's): copy
         image = image.copy()
-    source = torch.from_numpy(np.ascontiguousarray(image)).permute(2, 0, 1).unsqueeze(0)
+    if min(image.strides) < 0:  # torch takes strided views, but not reversed ones
+        image = np.ascontiguousarray(image)
+    source = torch.from_numpy(image).permute(2, 0, 1).unsqueeze(0)
     out = torch.nn.functional.interpolate(source, size=(height, width), mode="bilinear", antialias=True)
-    return out[0].permute(1, 2, 0).contiguous().numpy()
+    # torch writes the planes (NCHW): hand out their HWC view, not a transposed copy; a CHW consumer
+    # (crop_mirror_normalize) then reads contiguous planes
+    return out[0].permute(1, 2, 0).numpy()
 
 
 def pil_resize(image: np.ndarray, width: int, height: int, box: Box | None = None) -> np.ndarray:

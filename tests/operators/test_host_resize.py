@@ -66,3 +66,9 @@ def test_worker_threads_run_torch_single_threaded_and_leave_the_process_setting(
     thread.start()
     thread.join()
     assert seen == [1] and torch.get_num_threads() == before
+
+
+def test_strided_and_reversed_views_resize_like_their_copies():
+    image = _image(301, 203, seed=3)
+    for view in (image[:, 17:250], image[:, ::-1], image[::-1, 5:100]):
+        assert np.array_equal(host_resize.resize(view, 64, 48), host_resize.resize(np.ascontiguousarray(view), 64, 48))
