@@ -262,14 +262,29 @@ class Executor:
         self._pending.put(None)
 
     def _submit(self, spec: BatchSpec) -> None:
-        """Queue a batch's samples on the CPU pool (a call of its own so that this thread keeps no
-        reference to the futures, and to the errors they may hold, while it waits for a slot)."""
+        """Queue a batch's samples on the CPU pool in chunks (a call of its own so that this thread
+        keeps no reference to the futures, and to the errors they may hold, while it waits for a slot).
+
+        A chunk of a few samples per task, not one task per sample: each task costs the pool's
+        queue and a future under the GIL, which the CPU threads otherwise contend for."""
         outputs = BatchOutputs(self._buffers, len(spec.sample_indices))
+        ctxs = [SampleContext(self._seed, spec.epoch, int(i)) for i in spec.sample_indices]
+        step = chunk_size(len(ctxs), self._num_threads)
         futures = [
-            self._pool.submit(self._process_sample, SampleContext(self._seed, spec.epoch, int(i)), position, outputs)
-            for position, i in enumerate(spec.sample_indices)
+            self._pool.submit(self._process_chunk, ctxs[first : first + step], first, outputs)
+            for first in range(0, len(ctxs), step)
         ]
         self._pending.put((spec, futures, outputs))
+
+    def _process_chunk(self, ctxs: list[SampleContext], first: int, outputs: BatchOutputs) -> list:
+        """:meth:`_process_sample` for consecutive samples from position ``first``; raises the first
+        sample error. A stopped executor leaves the rest of the chunk undone."""
+        results = []
+        for offset, ctx in enumerate(ctxs):
+            if self._stop.is_set():
+                break
+            results.append(self._process_sample(ctx, first + offset, outputs))
+        return results
 
     def _process_sample(
         self, ctx: SampleContext, position: int, outputs: BatchOutputs
@@ -342,7 +357,7 @@ class Executor:
         for f in futures:
             if f.exception() is not None:
                 return _Failure(f.exception())
-        return self._assemble(spec, [f.result() for f in futures], outputs)
+        return self._assemble(spec, [r for f in futures for r in f.result()], outputs)
 
     def _assemble(self, spec: BatchSpec, results: list, outputs: BatchOutputs) -> tuple:
         """The batch ready for the GPU stage: kept positions, skipped samples, host results, device
@@ -463,6 +478,12 @@ class Executor:
 
 
 _STOPPED = object()
+
+
+def chunk_size(batch_size: int, num_threads: int) -> int:
+    """Samples per CPU-pool task: about four tasks per thread and batch, so threads stay balanced,
+    and at most 16 samples, so a stop waits for little."""
+    return max(1, min(16, -(-batch_size // (4 * num_threads))))
 
 
 def _numbered_sample(index: int) -> str:
