@@ -82,11 +82,11 @@ def service_round(work: Workload, ranks: int, uint8: bool) -> Timing:
             dtype=types.UINT8 if uint8 else types.FLOAT,
         )
         results = ray.get([a.read_epoch.remote(r, ranks, work.round, uint8) for r, a in enumerate(actors)])
-    finally:
-        if service is not None:
-            service.shutdown()
+    finally:  # ranks first: an acknowledgement in flight to a stopped coordinator makes Ray log retries
         for actor in actors:
             ray.kill(actor)
+        if service is not None:
+            service.shutdown()
     return Timing(
         first_batch_s=max(r["first_at"] for r in results) - start,
         images=sum(r["images"] for r in results),
