@@ -27,8 +27,8 @@ from .report import format_report
 from .suite import run_rounds, summarize
 
 HELP = "time the ResNet-50 pipeline through raypipe, DALI, torch and Ray Data on the same files"
-DEFAULTS = {"images": 1000, "batch_size": 64, "rounds": 3}
-QUICK = {"images": 64, "batch_size": 16, "rounds": 2}
+DEFAULTS = {"images": 1000, "batch_size": 64, "rounds": 3, "warmup": 15}
+QUICK = {"images": 64, "batch_size": 16, "rounds": 2, "warmup": 1}
 
 
 @dataclasses.dataclass(frozen=True)
@@ -40,6 +40,7 @@ class Options:
     batch_size: int
     threads: int
     rounds: int
+    warmup: int
     contenders: list[Contender]
     json_path: str | None
     quick: bool
@@ -62,6 +63,13 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--batch-size", type=int, metavar="B", help="batch size (default 64; --quick: 16)")
     parser.add_argument("--threads", type=int, default=2, metavar="T", help="threads or workers per contender (2)")
     parser.add_argument("--rounds", type=int, metavar="R", help="alternating rounds (default 3; --quick: 2)")
+    parser.add_argument(
+        "--warmup",
+        type=int,
+        metavar="W",
+        help="batches untimed after the first in each round, so contenders are timed in their steady state "
+        "(default 15, an epoch of the default data; --quick: 1; the service rows always warm up for an epoch)",
+    )
     parser.add_argument("--only", metavar="NAME,...", help="run only these contenders (shell patterns: 'raypipe-*')")
     parser.add_argument("--skip", metavar="NAME,...", help="leave these contenders out")
     parser.add_argument("--quick", action="store_true", help="a smoke run, tiny sizes (its numbers mean little)")
@@ -95,10 +103,11 @@ def run(args: argparse.Namespace) -> int:
         "threads": options.threads,
         "rounds": options.rounds,
         "batches_per_round": len(dataset.paths) // options.batch_size,
+        "warmup_batches": options.warmup,
         "quick": options.quick,
         "selected": [c.name for c in options.contenders],
     }
-    records = run_rounds(selected, dataset, options.batch_size, options.threads, options.rounds)
+    records = run_rounds(selected, dataset, options.batch_size, options.threads, options.rounds, options.warmup)
     summary = summarize(records, skipped, dataset, settings)
     print(format_report(summary))
     if options.json_path:
@@ -116,8 +125,10 @@ def check(args: argparse.Namespace) -> Options:
     for key, value in sizes.items():
         if value is None:
             sizes[key] = (QUICK if args.quick else DEFAULTS)[key]
+    if sizes["warmup"] < 0:
+        raise UsageError(f"--warmup must be at least 0, got {sizes['warmup']}")
     for key, value in [*sizes.items(), ("threads", args.threads)]:
-        if value < 1:
+        if key != "warmup" and value < 1:
             raise UsageError(f"--{key.replace('_', '-')} must be at least 1, got {value}")
     chosen = _select(contenders(args.threads), args.only, args.skip)
     if args.data is not None:

@@ -1,6 +1,8 @@
-"""The contenders: one function per way of running the ResNet-50 training recipe, each reading
-the round's files once in batches and timed by :func:`time_batches` (time to the first batch,
-start-up included, then images/s over the rest).
+"""The contenders: one function per way of running the ResNet-50 training recipe, each an
+endless stream of batches over the round's files (epoch after epoch), timed by
+:func:`time_batches`: time to the first batch, start-up included; then ``warmup`` batches
+untimed, so that every contender is measured in its steady state, as a training job sees
+it; then images/s over one epoch's worth of batches.
 
 Every contender makes the same thing, a random-area crop resized to 224x224, mirrored at
 random, normalized, CHW float32 (raypipe's in-process uint8 rows stop before normalizing; the
@@ -11,6 +13,7 @@ full images and nothing else.
 from __future__ import annotations
 
 import dataclasses
+import itertools
 import logging
 import time
 from collections.abc import Callable, Iterable, Iterator
@@ -29,15 +32,16 @@ from .reference import SIZE, decode_pillow, decode_turbo, reference_sample, turb
 
 @dataclasses.dataclass(frozen=True)
 class Workload:
-    """What a contender reads in one round: ``root``'s files (``paths``, reader order) in
-    ``len(paths) // batch_size`` batches, on ``threads`` threads or workers. ``round`` (from 0)
-    seeds the round's shuffle and crops."""
+    """What a contender reads in one round: ``root``'s files (``paths``, reader order), timed over
+    ``len(paths) // batch_size`` batches after the first and ``warmup`` more, on ``threads``
+    threads or workers. ``round`` (from 0) seeds the round's shuffle and crops."""
 
     root: str
     paths: list[str]
     batch_size: int
     threads: int
     round: int
+    warmup: int = 0
 
     @property
     def batches(self) -> int:
@@ -68,14 +72,24 @@ class Contender:
     reference: bool = False
 
 
-def time_batches(batches: Iterable[int]) -> Timing:
-    """Time an iterable of batch sizes that does its start-up on the first ``next``."""
-    start = time.perf_counter()
+def time_batches(batches: Iterable[int], warmup: int, count: int) -> Timing:
+    """Time an endless iterable of batch sizes that does its start-up on the first ``next``: the
+    first batch, ``warmup`` batches untimed, then ``count`` timed ones; the iterable is closed
+    after (its pipeline or workers stop)."""
     it = iter(batches)
-    next(it)
-    first = time.perf_counter()
-    images = sum(it)
-    return Timing(first - start, images, images / (time.perf_counter() - first))
+    try:
+        start = time.perf_counter()
+        next(it)
+        first = time.perf_counter()
+        for _ in range(warmup):
+            next(it)
+        began = time.perf_counter()
+        images = sum(next(it) for _ in range(count))
+        return Timing(first - start, images, images / (time.perf_counter() - began))
+    finally:
+        close = getattr(it, "close", None)
+        if close is not None:
+            close()
 
 
 def check_batch(what: str, batch: Any, dtype: str, shape: tuple[int, ...]) -> None:
@@ -99,7 +113,7 @@ def _raypipe(work: Workload, decoder_device: str, dtype: types.DALIDataType) -> 
         device_id=device_id,
         seed=work.round,
     ) as pipe:
-        for k in range(work.batches):
+        for k in itertools.count():
             images, _ = pipe.run()
             batch = images.as_tensor()
             if k == 0:
@@ -122,8 +136,8 @@ class RecipeDataset:
 
 
 def _torch(work: Workload) -> Iterator[int]:
-    """A torch DataLoader with ``threads`` worker processes (forkserver: a driver running Ray
-    threads is not safe to fork), shuffled, full batches."""
+    """A torch DataLoader with ``threads`` persistent worker processes (forkserver: a driver
+    running Ray threads is not safe to fork), shuffled, full batches, epoch after epoch."""
     import torch
 
     loader = torch.utils.data.DataLoader(
@@ -133,8 +147,9 @@ def _torch(work: Workload) -> Iterator[int]:
         drop_last=True,
         num_workers=work.threads,
         multiprocessing_context="forkserver",
+        persistent_workers=True,
     )
-    for k, images in enumerate(loader):
+    for k, images in enumerate(itertools.chain.from_iterable(iter(loader) for _ in itertools.count())):
         if k == 0:
             check_batch("torch DataLoader", images, "float32", (work.batch_size, 3, SIZE, SIZE))
         yield len(images)
@@ -166,8 +181,11 @@ def _ray_data(work: Workload) -> Iterator[int]:
     dataset = ray.data.read_binary_files(work.paths, shuffle="files").map_batches(
         recipe_batch, batch_size=work.batch_size, batch_format="numpy", concurrency=work.threads
     )
-    batches = dataset.iter_batches(batch_size=work.batch_size, batch_format="numpy", drop_last=True)
-    for k, batch in enumerate(batches):
+    epochs = (
+        dataset.iter_batches(batch_size=work.batch_size, batch_format="numpy", drop_last=True)
+        for _ in itertools.count()
+    )
+    for k, batch in enumerate(itertools.chain.from_iterable(epochs)):
         if k == 0:
             check_batch("Ray Data", batch["image"], "float32", (work.batch_size, 3, SIZE, SIZE))
         yield len(batch["image"])
@@ -176,7 +194,7 @@ def _ray_data(work: Workload) -> Iterator[int]:
 def _dali(work: Workload) -> Iterator[int]:
     """DALI's CPU pipeline in this process."""
     pipe = dali_pipeline(work.root, work.batch_size, work.threads, seed=work.round)
-    for k in range(work.batches):
+    for k in itertools.count():
         images, _ = pipe.run()
         batch = images.as_tensor()
         if k == 0:
@@ -187,8 +205,9 @@ def _dali(work: Workload) -> Iterator[int]:
 def _decode(work: Workload, decode: Callable[[str], np.ndarray]) -> Iterator[int]:
     """The bound: ``threads`` threads decoding whole images, a batch at a time."""
     with ThreadPoolExecutor(work.threads) as pool:
-        for k in range(work.batches):
-            chunk = work.paths[k * work.batch_size : (k + 1) * work.batch_size]
+        for k in itertools.count():
+            first = (k % work.batches) * work.batch_size
+            chunk = work.paths[first : first + work.batch_size]
             yield len(list(pool.map(decode, chunk)))
 
 
@@ -197,7 +216,7 @@ def contenders(threads: int) -> list[Contender]:
     from .service import service_round
 
     def timed(batches: Callable[..., Iterable[int]], *args: Any) -> Callable[[Workload], Timing]:
-        return lambda work: time_batches(batches(work, *args))
+        return lambda work: time_batches(batches(work, *args), work.warmup, work.batches)
 
     mixed = "GPU 0" if gpu_available() else "host fallback"
     return [

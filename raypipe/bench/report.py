@@ -7,7 +7,7 @@ from typing import Any
 
 TITLE = "ResNet-50 training pipeline: random-area crop decode, resize 224x224, random mirror, normalize, CHW"
 NOTES = (
-    "img/s: median over rounds, counted after each round's first batch; MP/s: img/s x the mean source megapixels",
+    "img/s: median over rounds, after the first batch and the warm-up; MP/s: img/s x the mean source megapixels",
     "1st batch s: from start-up (building the pipeline, starting workers, serve) to the first batch, median",
     "peak MiB: most memory (PSS) of this process and the contender's worker processes above this process's own "
     "at the start of the round; store MiB: peak Ray object store in use; both medians over rounds",
@@ -29,7 +29,8 @@ def format_report(summary: dict[str, Any]) -> str:
         f"({d['mean_megapixels']:.3f} MP, {d['mean_kib']:.0f} KiB) in {d['root']}"
         + ("" if d["source"] == d["root"] else f" ({d['source']})"),
         f"settings: batch {s['batch_size']}, {s['threads']} threads (or workers) per contender, {s['rounds']} "
-        f"alternating round(s) of {s['batches_per_round']} batches, the first of each untimed",
+        f"alternating round(s); each contender: a first batch (start-up), {s['warmup_batches']} batches untimed, "
+        f"{s['batches_per_round']} batches timed (the service rows: an epoch, then an epoch timed)",
         "",
     ]
     ratio_header = "vs DALI" if reference["name"] == "dali-cpu" else f"vs {reference['name'] or 'ref'}"

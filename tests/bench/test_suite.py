@@ -50,6 +50,7 @@ def test_quick_run_without_dali_compares_to_the_best_other_loader(tmp_path, jpeg
     assert "nvidia.dali" in summary["skipped"][0]["reason"]
     assert summary["failed"] == []
     assert summary["dataset"]["images"] == 24 and summary["settings"]["batches_per_round"] == 3
+    assert summary["settings"]["warmup_batches"] == 1  # --quick
     assert summary["machine"]["cpus"] == os.cpu_count()
     table = capsys.readouterr().out
     assert "note: skipping dali-cpu" in table
@@ -122,12 +123,32 @@ def test_check_batch_rejects_the_wrong_dtype_or_shape():
         check_batch("x", np.zeros((2, 224, 224, 3), np.float32), "float32", (2, 3, 224, 224))
 
 
+def test_time_batches_skips_the_warm_up_times_the_count_and_closes_the_stream():
+    from raypipe.bench.contenders import time_batches
+
+    seen, closed = [], []
+
+    def stream():
+        try:
+            for k in range(1000):
+                seen.append(k)
+                yield 10 + k
+        finally:
+            closed.append(True)
+
+    timing = time_batches(stream(), warmup=3, count=5)
+    assert seen == list(range(9)), "the first batch, 3 warm-up batches, 5 timed ones, nothing more"
+    assert timing.images == sum(10 + k for k in range(4, 9)) and timing.images_per_s > 0
+    assert closed == [True]
+
+
 @pytest.mark.parametrize(
     ("argv", "message"),
     [
         (["--batch-size", "0"], "--batch-size must be at least 1, got 0"),
         (["--threads", "0"], "--threads must be at least 1"),
         (["--rounds", "-1"], "--rounds must be at least 1"),
+        (["--warmup", "-1"], "--warmup must be at least 0"),
         (["--images", "abc"], "argument --images: invalid int value"),
         (["--only", "nosuch"], "--only: no contender matches 'nosuch'"),
         (["--only", ","], "--only needs contender names"),
