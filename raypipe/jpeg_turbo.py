@@ -4,8 +4,8 @@ Pillow and simplejpeg decode whole images; DALI's CPU ``image_random_crop`` wins
 decoding only the crop (``jpeg_crop_scanline`` / ``jpeg_skip_scanlines``). TurboJPEG 3
 exposes the same as ``tj3SetCroppingRegion``, plus DCT-domain scaling
 (``tj3SetScalingFactor``), behind a small C API of opaque handles that ctypes calls
-safely: errors come back as return codes, never as a ``longjmp`` through Python, and
-ctypes releases the GIL for every call, so the CPU stage's threads decode in parallel.
+safely: errors come back as return codes, never as a ``longjmp`` through Python. The
+decode call releases the GIL, so the CPU stage's threads decode in parallel.
 
 The library comes from the ``turbojpeg`` wheel (it bundles libturbojpeg 3 and needs
 no system package), from ``RAYPIPE_LIBTURBOJPEG``, or from the system when that is
@@ -113,11 +113,14 @@ def _candidates() -> list[str]:
     return found
 
 
-def _bind(path: str) -> ctypes.CDLL | None:
+def _bind(path: str) -> ctypes.PyDLL | None:
     """The library at ``path`` with argument types set, or None when it lacks the TurboJPEG 3 API."""
     try:
-        lib = ctypes.CDLL(path)
+        # The quick calls keep the GIL (PyDLL): under contention, retaking it after each of the
+        # dozen calls per image costs more than the calls. Only the decode itself releases it.
+        lib = ctypes.PyDLL(path)
         lib.tj3SetCroppingRegion  # noqa: B018  (TurboJPEG 3 or nothing)
+        lib.decompress8 = ctypes.CDLL(path).tj3Decompress8
     except (OSError, AttributeError):
         return None
     handle, buf, size = ctypes.c_void_p, ctypes.c_void_p, ctypes.c_size_t
@@ -128,8 +131,8 @@ def _bind(path: str) -> ctypes.CDLL | None:
     lib.tj3Set.argtypes, lib.tj3Set.restype = [handle, ctypes.c_int, ctypes.c_int], ctypes.c_int
     lib.tj3SetScalingFactor.argtypes, lib.tj3SetScalingFactor.restype = [handle, _ScalingFactor], ctypes.c_int
     lib.tj3SetCroppingRegion.argtypes, lib.tj3SetCroppingRegion.restype = [handle, _Region], ctypes.c_int
-    lib.tj3Decompress8.argtypes = [handle, buf, size, buf, ctypes.c_int, ctypes.c_int]
-    lib.tj3Decompress8.restype = ctypes.c_int
+    lib.decompress8.argtypes = [handle, buf, size, buf, ctypes.c_int, ctypes.c_int]
+    lib.decompress8.restype = ctypes.c_int
     lib.tj3GetErrorStr.argtypes, lib.tj3GetErrorStr.restype = [handle], ctypes.c_char_p
     lib.tj3GetErrorCode.argtypes, lib.tj3GetErrorCode.restype = [handle], ctypes.c_int
     return lib
@@ -243,7 +246,7 @@ class TurboDecoder:
             image = np.empty(shape, np.uint8)
         else:
             image = out.reshape(-1)[: height * width * channels].reshape(shape)
-        if lib.tj3Decompress8(ptr, data.ctypes.data, data.nbytes, image.ctypes.data, 0, _TJPF[pixel_format]) != 0:
+        if lib.decompress8(ptr, data.ctypes.data, data.nbytes, image.ctypes.data, 0, _TJPF[pixel_format]) != 0:
             error = self._error(ptr, "corrupt or truncated JPEG data")
             # a fatal error, or data that ends early (libjpeg only warns and fills in grey); other
             # warnings (such as extraneous bytes between markers) leave a decoded image, as in Pillow

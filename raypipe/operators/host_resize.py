@@ -78,11 +78,12 @@ def resize(image: np.ndarray, width: int, height: int, box: Box | None = None) -
         image = image.copy()
     if min(image.strides) < 0:  # torch takes strided views, but not reversed ones
         image = np.ascontiguousarray(image)
-    source = torch.from_numpy(image).permute(2, 0, 1).unsqueeze(0)
+    # the views are numpy's: torch's own view calls each release and retake the GIL
+    source = torch.from_numpy(image.transpose(2, 0, 1)[None])
     out = torch.nn.functional.interpolate(source, size=(height, width), mode="bilinear", antialias=True)
     # torch writes the planes (NCHW): hand out their HWC view, not a transposed copy; a CHW consumer
     # (crop_mirror_normalize) then reads contiguous planes
-    return out[0].permute(1, 2, 0).numpy()
+    return out.numpy()[0].transpose(1, 2, 0)
 
 
 def pil_resize(image: np.ndarray, width: int, height: int, box: Box | None = None) -> np.ndarray:
