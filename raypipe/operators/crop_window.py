@@ -23,7 +23,7 @@ def random_crop_window(
     """
     area = width * height
     log_lo, log_hi = math.log(ratio_range[0]), math.log(ratio_range[1])
-    draws = rng.random((num_attempts, 4))
+    draws = rng.random((num_attempts, 4)).tolist()  # Python floats: numpy scalars make the loop slow
     for a, r, px, py in draws:
         target = area * (area_range[0] + (area_range[1] - area_range[0]) * a)
         ratio = math.exp(log_lo + (log_hi - log_lo) * r)
