@@ -218,6 +218,10 @@ def contenders(threads: int) -> list[Contender]:
     def timed(batches: Callable[..., Iterable[int]], *args: Any) -> Callable[[Workload], Timing]:
         return lambda work: time_batches(batches(work, *args), work.warmup, work.batches)
 
+    def service(name: str, label: str, ranks: int, uint8: bool) -> Contender:
+        run = lambda work: service_round(work, ranks=ranks, uint8=uint8)  # noqa: E731
+        return Contender(name, label, run, _torch_unavailable, uses_ray=True, ranks=ranks)
+
     mixed = "GPU 0" if gpu_available() else "host fallback"
     return [
         Contender("dali-cpu", f"DALI CPU pipeline, {threads} threads", timed(_dali), dali_unavailable, reference=True),
@@ -229,30 +233,9 @@ def contenders(threads: int) -> list[Contender]:
             f"raypipe mixed ({mixed}), uint8 (not normalized)",
             timed(_raypipe, "mixed", types.UINT8),
         ),
-        Contender(
-            "service-1rank",
-            "raypipe service, 1 rank, float32",
-            lambda work: service_round(work, ranks=1, uint8=False),
-            _torch_unavailable,
-            uses_ray=True,
-            ranks=1,
-        ),
-        Contender(
-            "service-1rank-u8",
-            "raypipe service, 1 rank, uint8 + rank normalize",
-            lambda work: service_round(work, ranks=1, uint8=True),
-            _torch_unavailable,
-            uses_ray=True,
-            ranks=1,
-        ),
-        Contender(
-            "service-2ranks",
-            "raypipe service, 2 ranks (sum), float32",
-            lambda work: service_round(work, ranks=2, uint8=False),
-            _torch_unavailable,
-            uses_ray=True,
-            ranks=2,
-        ),
+        service("service-1rank", "raypipe service, 1 rank, float32", ranks=1, uint8=False),
+        service("service-1rank-u8", "raypipe service, 1 rank, uint8 + rank normalize", ranks=1, uint8=True),
+        service("service-2ranks", "raypipe service, 2 ranks (sum), float32", ranks=2, uint8=False),
         Contender("torch", f"torch DataLoader, {threads} workers", timed(_torch), _torch_unavailable, reference=True),
         Contender("ray-data", f"Ray Data, {threads} CPUs", timed(_ray_data), uses_ray=True, reference=True),
         Contender("decode-pillow", f"decode only: Pillow, {threads} threads", timed(_decode, decode_pillow)),
