@@ -135,6 +135,7 @@ class Executor:
         self._pool: ThreadPoolExecutor | None = None
         self._decoder: GpuImageDecoder | None = None
         self._buffers = BufferPool(cpu_size + gpu_size + 4)
+        self._reader = graph.reader.op if graph.reader is not None else None
         self._in_place = {
             node: node.outputs[0]
             for node in graph.host_nodes
@@ -228,6 +229,8 @@ class Executor:
             self._decoder.close()
             self._decoder = None
         self._buffers.clear()
+        if self._reader is not None:
+            self._reader.close()
         self._device.release()
 
     def _put(self, q: queue.Queue, item: Any) -> bool:
@@ -267,6 +270,8 @@ class Executor:
 
         A chunk of a few samples per task, not one task per sample: each task costs the pool's
         queue and a future under the GIL, which the CPU threads otherwise contend for."""
+        if self._reader is not None:
+            self._reader.will_read(spec.sample_indices)
         outputs = BatchOutputs(self._buffers, len(spec.sample_indices))
         ctxs = [SampleContext(self._seed, spec.epoch, int(i)) for i in spec.sample_indices]
         step = chunk_size(len(ctxs), self._num_threads)

@@ -8,13 +8,12 @@ from __future__ import annotations
 
 from typing import Any
 
-from .graph import DataNode, current_graph
+from .graph import DataNode, current_graph, named_outputs
 from .operator import registry
 
 
 def _call(op_name: str, *inputs: DataNode, device: str | None = None, **kwargs: Any):
-    outputs = current_graph(f"fn.{op_name}").add(op_name, inputs, kwargs, device=device)
-    return outputs[0] if len(outputs) == 1 else tuple(outputs)
+    return named_outputs(current_graph(f"fn.{op_name}").add(op_name, inputs, kwargs, device=device))
 
 
 class _Namespace:

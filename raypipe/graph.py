@@ -48,7 +48,7 @@ class OpNode:
         self.inputs = inputs
         self.arg_inputs = arg_inputs
         self.name = name
-        self.outputs = [DataNode(self, i) for i in range(op.schema.num_outputs)]
+        self.outputs = [DataNode(self, i) for i in range(op.num_outputs)]
 
     @property
     def device(self) -> str:
@@ -61,6 +61,14 @@ class OpNode:
 
     def upstream(self) -> list[DataNode]:
         return [*self.inputs, *self.arg_inputs.values()]
+
+
+def named_outputs(outputs: list[DataNode]) -> DataNode | tuple[DataNode, ...] | dict[str, DataNode]:
+    """What ``fn``/``ops`` return for an operator's outputs: one node, a tuple, or a dict by name."""
+    names = outputs[0].producer.op.output_names if outputs else None
+    if names is not None:
+        return dict(zip(names, outputs))
+    return outputs[0] if len(outputs) == 1 else tuple(outputs)
 
 
 class Graph:

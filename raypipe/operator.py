@@ -78,6 +78,14 @@ class Operator:
     def configure(self) -> None:
         """Validate and store the operator's static arguments (raise ArgumentError)."""
 
+    @property
+    def num_outputs(self) -> int:
+        """Outputs of this instance (the schema's, unless they depend on the arguments)."""
+        return len(self.output_names) if self.output_names is not None else self.schema.num_outputs
+
+    #: Names of the outputs when ``fn``/``ops`` return them as a dict (TFRecord features); else None.
+    output_names: tuple[str, ...] | None = None
+
     def output_layout(self, input_layouts: Sequence[str]) -> str:
         """Layout of the first output given the inputs' layouts."""
         return input_layouts[0] if input_layouts else ""
@@ -103,9 +111,9 @@ class Operator:
             self.compute(xp, [inp[i] for inp in inputs], {k: v[i] for k, v in args.items()}, ctx)
             for i, ctx in enumerate(ctxs)
         ]
-        if self.schema.num_outputs == 1:
+        if self.num_outputs == 1:
             return outs
-        return tuple([o[k] for o in outs] for k in range(self.schema.num_outputs))
+        return tuple([o[k] for o in outs] for k in range(self.num_outputs))
 
     def rng(self, ctx: SampleContext) -> np.random.Generator:
         """This operator's random stream for the sample in ``ctx``."""

@@ -11,10 +11,9 @@ from typing import Any
 
 import numpy as np
 
-from .. import reader_order
-from ..batch_spec import BatchSpec
 from ..errors import ArgumentError, ReaderError
-from ..operator import Operator, Schema, register
+from ..operator import Schema, register
+from .reader_base import ShardedReader
 
 IMAGE_EXTENSIONS = (".jpg", ".jpeg", ".png", ".bmp", ".tif", ".tiff", ".webp", ".ppm", ".pgm", ".pbm", ".pnm")
 
@@ -89,7 +88,7 @@ def parse_file_list(file_list: str) -> tuple[list[str], list[int]]:
 
 
 @register
-class FileReader(Operator):
+class FileReader(ShardedReader):
     """Reads whole files as uint8 arrays, with an int32 label per file."""
 
     schema = Schema("readers.file", devices=("cpu",), min_inputs=0, max_inputs=0, num_outputs=2, is_reader=True)
@@ -100,12 +99,7 @@ class FileReader(Operator):
         file_list: str | None = None,
         files: Sequence[str] | None = None,
         labels: Sequence[int] | None = None,
-        shard_id: int = 0,
-        num_shards: int = 1,
-        random_shuffle: bool = False,
-        initial_fill: int = 1024,
-        pad_last_batch: bool = False,
-        stick_to_shard: bool = False,
+        **reader_args: Any,
     ) -> None:
         given = [n for n, v in (("file_root", file_root), ("file_list", file_list), ("files", files)) if v is not None]
         if len(given) != 1:
@@ -120,17 +114,9 @@ class FileReader(Operator):
                 raise ArgumentError("readers.file: files is empty")
             if labels is not None and len(labels) != len(files):
                 raise ArgumentError(f"readers.file: {len(files)} files but {len(labels)} labels")
-        if not isinstance(num_shards, int) or num_shards < 1:
-            raise ArgumentError(f"readers.file: num_shards must be a positive int, got {num_shards!r}")
-        if not isinstance(shard_id, int) or not 0 <= shard_id < num_shards:
-            raise ArgumentError(f"readers.file: shard_id must be in [0, {num_shards}), got {shard_id!r}")
-        if not isinstance(initial_fill, int) or initial_fill < 1:
-            raise ArgumentError(f"readers.file: initial_fill must be a positive int, got {initial_fill!r}")
+        self.configure_reader(**reader_args)
         self.file_root, self.file_list = file_root, file_list
         self._files, self._labels = files, labels
-        self.shard_id, self.num_shards = shard_id, num_shards
-        self.random_shuffle, self.initial_fill = bool(random_shuffle), initial_fill
-        self.pad_last_batch, self.stick_to_shard = bool(pad_last_batch), bool(stick_to_shard)
         self.paths: list[str] | None = None
 
     def prepare(self) -> None:
@@ -171,19 +157,6 @@ class FileReader(Operator):
         h.update(self.labels.tobytes())
         return h.hexdigest()[:16]
 
-    def order_fields(self) -> dict[str, Any]:
-        """What this reader's own order depends on (for position states)."""
-        return {
-            "dataset_len": len(self),
-            "dataset_digest": self.digest(),
-            "shard_id": self.shard_id,
-            "num_shards": self.num_shards,
-            "random_shuffle": self.random_shuffle,
-            "initial_fill": self.initial_fill,
-            "stick_to_shard": self.stick_to_shard,
-            "pad_last_batch": self.pad_last_batch,
-        }
-
     def read(self, index: int) -> tuple[np.ndarray, np.ndarray]:
         """Random access: the encoded bytes and the label of sample ``index``."""
         if not 0 <= index < len(self.paths):
@@ -194,35 +167,3 @@ class FileReader(Operator):
         except OSError as exc:
             raise ReaderError(f"readers.file: cannot read {path!r}: {exc.strerror or exc}") from None
         return data, self.labels[index : index + 1].copy()
-
-    def run_sample(self, inputs, args, ctx):
-        return self.read(ctx.sample_index)
-
-    def epoch_batches(self, batch_size: int, epoch: int, seed: int) -> list[BatchSpec]:
-        """This reader's batches for ``epoch`` under its own sharding and shuffling."""
-        return reader_order.epoch_batches(
-            size=len(self),
-            batch_size=batch_size,
-            epoch=epoch,
-            seed=seed,
-            shard_id=self.shard_id,
-            num_shards=self.num_shards,
-            stick_to_shard=self.stick_to_shard,
-            random_shuffle=self.random_shuffle,
-            initial_fill=self.initial_fill,
-            pad_last_batch=self.pad_last_batch,
-        )
-
-    def meta(self, batch_size: int) -> dict[str, Any]:
-        """DALI-style reader metadata plus the batch count per epoch."""
-        size = len(self)
-        per_epoch = reader_order.batches_per_epoch(size, batch_size, self.num_shards)
-        return {
-            "epoch_size": size,
-            "epoch_size_padded": per_epoch * batch_size * self.num_shards,
-            "shard_id": self.shard_id,
-            "number_of_shards": self.num_shards,
-            "pad_last_batch": self.pad_last_batch,
-            "stick_to_shard": self.stick_to_shard,
-            "batches_per_epoch": per_epoch,
-        }

@@ -1,0 +1,157 @@
+"""What every reader shares: DALI's common reader arguments, the reader's own (self-driven)
+order, its metadata, and the identity that position states record.
+
+A subclass lists its samples in :meth:`prepare` and gives ``__len__``, :meth:`digest`,
+:meth:`source_of` and :meth:`read` (random access by sample index: the service drives every
+reader with explicit indices)."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+import numpy as np
+
+from .. import reader_order
+from ..batch_spec import BatchSpec
+from ..errors import ArgumentError
+from ..operator import Operator
+
+# DALI reader arguments that change nothing here (buffering and memory hints): accepted with
+# DALI's meaning so that ported pipelines run unchanged.
+NO_OP_ARGS = (
+    "dont_use_mmap",
+    "lazy_init",
+    "prefetch_queue_depth",
+    "skip_cached_images",
+    "tensor_init_bytes",
+    "bytes_per_sample_hint",
+    "preserve",
+    "use_o_direct",
+)
+
+
+class ShardedReader(Operator):
+    """Base class of readers. Subclasses call :meth:`configure_reader` from ``configure``."""
+
+    def configure_reader(
+        self,
+        *,
+        shard_id: int = 0,
+        num_shards: int = 1,
+        random_shuffle: bool = False,
+        initial_fill: int = 1024,
+        pad_last_batch: bool = False,
+        stick_to_shard: bool = False,
+        read_ahead: bool = False,
+        **dali_args: Any,
+    ) -> None:
+        """Validate and store the arguments every DALI reader takes."""
+        op = self.schema.name
+        unknown = sorted(set(dali_args) - set(NO_OP_ARGS))
+        if unknown:
+            raise ArgumentError(f"{op}: unexpected argument(s) {', '.join(unknown)}")
+        if isinstance(num_shards, bool) or not isinstance(num_shards, int) or num_shards < 1:
+            raise ArgumentError(f"{op}: num_shards must be a positive int, got {num_shards!r}")
+        if isinstance(shard_id, bool) or not isinstance(shard_id, int) or not 0 <= shard_id < num_shards:
+            raise ArgumentError(f"{op}: shard_id must be in [0, {num_shards}), got {shard_id!r}")
+        if isinstance(initial_fill, bool) or not isinstance(initial_fill, int) or initial_fill < 1:
+            raise ArgumentError(f"{op}: initial_fill must be a positive int, got {initial_fill!r}")
+        self.shard_id, self.num_shards = shard_id, num_shards
+        self.random_shuffle, self.initial_fill = bool(random_shuffle), initial_fill
+        self.pad_last_batch, self.stick_to_shard = bool(pad_last_batch), bool(stick_to_shard)
+        self.read_ahead = bool(read_ahead)
+
+    def prepare(self) -> None:
+        """List the samples (idempotent); raise ReaderError naming the file at fault."""
+        raise NotImplementedError
+
+    def __len__(self) -> int:
+        raise NotImplementedError
+
+    def digest(self) -> str:
+        """A short hash identifying the dataset's content layout (not where it lives)."""
+        raise NotImplementedError
+
+    def source_of(self, index: int) -> str:
+        """Where sample ``index`` comes from, for error messages."""
+        return f"sample {index}"
+
+    def read(self, index: int) -> tuple[np.ndarray, ...]:
+        """Random access: the outputs of sample ``index``."""
+        raise NotImplementedError
+
+    def will_read(self, indices: Sequence[int]) -> None:
+        """A hint from the executor: these samples are read next (readers may read ahead)."""
+
+    def close(self) -> None:
+        """Release open files and I/O threads; the reader reopens them when read again."""
+
+    def run_sample(self, inputs, args, ctx):
+        return self.read(ctx.sample_index)
+
+    def check_shards(self, size: int) -> None:
+        """Raise when ``size`` samples cannot fill every shard."""
+        from ..errors import ReaderError
+
+        if size < self.num_shards:
+            raise ReaderError(f"{self.schema.name}: {size} samples cannot fill {self.num_shards} shards")
+
+    def order_fields(self) -> dict[str, Any]:
+        """What this reader's own order depends on (for position states)."""
+        return {
+            "dataset_len": len(self),
+            "dataset_digest": self.digest(),
+            "shard_id": self.shard_id,
+            "num_shards": self.num_shards,
+            "random_shuffle": self.random_shuffle,
+            "initial_fill": self.initial_fill,
+            "stick_to_shard": self.stick_to_shard,
+            "pad_last_batch": self.pad_last_batch,
+        }
+
+    def epoch_batches(self, batch_size: int, epoch: int, seed: int) -> list[BatchSpec]:
+        """This reader's batches for ``epoch`` under its own sharding and shuffling."""
+        return reader_order.epoch_batches(
+            size=len(self),
+            batch_size=batch_size,
+            epoch=epoch,
+            seed=seed,
+            shard_id=self.shard_id,
+            num_shards=self.num_shards,
+            stick_to_shard=self.stick_to_shard,
+            random_shuffle=self.random_shuffle,
+            initial_fill=self.initial_fill,
+            pad_last_batch=self.pad_last_batch,
+        )
+
+    def meta(self, batch_size: int) -> dict[str, Any]:
+        """DALI-style reader metadata plus the batch count per epoch."""
+        size = len(self)
+        per_epoch = reader_order.batches_per_epoch(size, batch_size, self.num_shards)
+        return {
+            "epoch_size": size,
+            "epoch_size_padded": per_epoch * batch_size * self.num_shards,
+            "shard_id": self.shard_id,
+            "number_of_shards": self.num_shards,
+            "pad_last_batch": self.pad_last_batch,
+            "stick_to_shard": self.stick_to_shard,
+            "batches_per_epoch": per_epoch,
+        }
+
+
+def as_path_list(op: str, name: str, value: str | Sequence[str] | None, required: bool = True) -> list[str]:
+    """A path or list of paths as a non-empty list of strings (DALI takes either)."""
+    import os
+
+    if value is None:
+        if required:
+            raise ArgumentError(f"{op}: {name} is required")
+        return []
+    items = [value] if isinstance(value, (str, os.PathLike)) else list(value)
+    if required and not items:
+        raise ArgumentError(f"{op}: {name} is empty")
+    for item in items:
+        if not isinstance(item, (str, os.PathLike)):
+            raise ArgumentError(f"{op}: {name} must hold paths, got {item!r}")
+    return [os.fspath(i) for i in items]

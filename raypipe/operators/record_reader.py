@@ -1,0 +1,79 @@
+"""Base of the readers whose samples are records in container files (TFRecord, RecordIO,
+WebDataset tar shards): the index gives every record's place, :class:`~raypipe.record_files.RecordFiles`
+reads it (one ``pread``, or sequential extents with read-ahead), the subclass parses it."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+
+from ..errors import ReaderError
+from ..record_files import RecordFiles, RecordTable
+from .reader_base import ShardedReader
+
+
+class RecordReader(ShardedReader):
+    """Subclasses give :meth:`open_table` (read or build the index, checked against the data
+    files) and :meth:`parse` (a record's bytes to the reader's outputs)."""
+
+    table: RecordTable | None = None
+    _files: RecordFiles | None = None
+
+    def open_table(self) -> RecordTable:
+        """Where every record lies; raise ReaderError naming the file at fault."""
+        raise NotImplementedError
+
+    def parse(self, index: int, raw: np.ndarray) -> tuple[np.ndarray, ...]:
+        """The outputs of record ``index`` from its bytes; raise ReaderError (the caller adds
+        which file and record)."""
+        raise NotImplementedError
+
+    def layout_fields(self) -> bytes:
+        """Arguments that change what a record yields, folded into :meth:`digest`."""
+        return b""
+
+    def prepare(self) -> None:
+        if self.table is not None:
+            return
+        table = self.open_table()
+        self.check_shards(len(table))
+        self.table = table
+        self._files = RecordFiles(table, read_ahead=self.read_ahead)
+
+    def __len__(self) -> int:
+        self.prepare()
+        return len(self.table)
+
+    def digest(self) -> str:
+        import hashlib
+
+        self.prepare()
+        return hashlib.sha256(self.table.digest().encode() + self.layout_fields()).hexdigest()[:16]
+
+    def source_of(self, index: int) -> str:
+        if self.table is not None and 0 <= index < len(self.table):
+            return self.table.where(index)
+        return f"sample {index}"
+
+    def read(self, index: int) -> tuple[np.ndarray, ...]:
+        self.prepare()
+        if not 0 <= index < len(self.table):
+            raise IndexError(f"{self.schema.name}: sample index {index} outside [0, {len(self.table)})")
+        raw = self._files.read(index)
+        try:
+            return self.parse(index, raw)
+        except ReaderError as exc:
+            raise ReaderError(f"{self.schema.name}: {self.table.where(index)}: {exc}") from None
+
+    def will_read(self, indices: Any) -> None:
+        if self._files is not None:
+            self._files.will_read(indices)
+
+    def close(self) -> None:
+        if self._files is not None:
+            self._files.close()
+
+    def io_stats(self) -> dict[str, int]:
+        """Reads so far: direct ``pread`` calls, extents read ahead, their bytes, and hits."""
+        return dict(self._files.stats) if self._files is not None else {}

@@ -1,0 +1,216 @@
+"""Records inside container files (TFRecord, RecordIO, tar shards): where each one lies, and
+reading them by random access or, when the coming samples are close together, in large
+sequential reads with read-ahead.
+
+A :class:`RecordTable` says where record ``i`` lies (file, offset, size). :class:`RecordFiles`
+reads it. The executor announces each batch before its samples are read
+(:meth:`RecordFiles.will_read`); when the batch's records fall into few *extents* (runs of
+consecutive records of about ``extent_bytes``), as under ``shuffle="buffer"`` or a reader's own
+order, the missing extents are read whole, in file order, on one I/O thread, and the samples are
+sliced out of them. Otherwise (a global shuffle over a large dataset) every record is one
+``pread``, unless the reader was given DALI's ``read_ahead=True``. Extents are kept up to
+``cache_bytes``, least recently used first out.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import threading
+import weakref
+from collections import OrderedDict
+from collections.abc import Sequence
+from concurrent.futures import Future, ThreadPoolExecutor
+from dataclasses import dataclass
+
+import numpy as np
+
+from .errors import ReaderError
+
+EXTENT_BYTES = 4 << 20
+CACHE_BYTES = 256 << 20
+
+
+@dataclass(frozen=True)
+class RecordTable:
+    """Where every record lies: ``paths[file_index[i]]`` at ``offsets[i]``, ``sizes[i]`` bytes."""
+
+    paths: tuple[str, ...]
+    file_index: np.ndarray
+    offsets: np.ndarray
+    sizes: np.ndarray
+
+    @classmethod
+    def concat(cls, paths: Sequence[str], per_file: Sequence[tuple[np.ndarray, np.ndarray]]) -> RecordTable:
+        """One table over several files, given each file's ``(offsets, sizes)`` in order."""
+        counts = [len(o) for o, _ in per_file]
+        return cls(
+            tuple(paths),
+            np.repeat(np.arange(len(paths), dtype=np.int32), counts),
+            np.concatenate([np.asarray(o, np.int64) for o, _ in per_file]) if per_file else np.zeros(0, np.int64),
+            np.concatenate([np.asarray(s, np.int64) for _, s in per_file]) if per_file else np.zeros(0, np.int64),
+        )
+
+    def __len__(self) -> int:
+        return len(self.offsets)
+
+    def where(self, index: int) -> str:
+        """``file record k (offset o)`` for error messages; ``k`` counts within the file."""
+        f = int(self.file_index[index])
+        first = int(np.searchsorted(self.file_index, f))
+        return f"{self.paths[f]} record {index - first} (offset {int(self.offsets[index])})"
+
+    def digest(self) -> str:
+        """A hash of the layout (file names, offsets, sizes), independent of the folder."""
+        h = hashlib.sha256()
+        for p in self.paths:
+            h.update(os.path.basename(p).encode() + b"\0")
+        for a in (self.file_index, self.offsets, self.sizes):
+            h.update(np.ascontiguousarray(a).tobytes())
+        return h.hexdigest()[:16]
+
+
+class RecordFiles:
+    """Reads records of a :class:`RecordTable`; thread-safe; files open lazily in each process."""
+
+    def __init__(
+        self,
+        table: RecordTable,
+        *,
+        read_ahead: bool = False,
+        extent_bytes: int = EXTENT_BYTES,
+        cache_bytes: int = CACHE_BYTES,
+    ):
+        self.table = table
+        self.read_ahead = read_ahead
+        self.cache_bytes = cache_bytes
+        self._extent_of, self._extent_start, self._extent_end, self._extent_file = _extents(table, extent_bytes)
+        self._lock = threading.Lock()
+        self._fds: dict[int, int] = {}
+        self._cache: OrderedDict[int, Future] = OrderedDict()
+        self._cached_bytes = 0
+        self._io: ThreadPoolExecutor | None = None
+        self.stats = {"direct_reads": 0, "extent_reads": 0, "extent_bytes": 0, "extent_hits": 0}
+        weakref.finalize(self, _release, self._fds, self._cache)
+
+    @property
+    def num_extents(self) -> int:
+        return len(self._extent_start)
+
+    def read(self, index: int) -> np.ndarray:
+        """The bytes of record ``index`` (a view into a cached extent, or a new array)."""
+        size = int(self.table.sizes[index])
+        offset = int(self.table.offsets[index])
+        extent = int(self._extent_of[index])
+        with self._lock:
+            future = self._cache.get(extent)
+            if future is not None:
+                self._cache.move_to_end(extent)
+                self.stats["extent_hits"] += 1
+        if future is not None:
+            data = future.result()
+            start = offset - int(self._extent_start[extent])
+            return data[start : start + size]
+        with self._lock:
+            self.stats["direct_reads"] += 1
+        return self._pread(int(self.table.file_index[index]), offset, size, index)
+
+    def will_read(self, indices: Sequence[int]) -> None:
+        """Read ahead the extents of ``indices`` when they share extents (two samples or more per
+        extent on average) or ``read_ahead`` was asked for; otherwise leave them to one ``pread`` each."""
+        if len(indices) == 0:
+            return
+        extents = np.unique(self._extent_of[np.asarray(indices, dtype=np.int64)])
+        with self._lock:
+            missing = [int(e) for e in extents if int(e) not in self._cache]
+            if not self.read_ahead and 2 * len(extents) > len(indices):
+                return
+            if self._io is None:
+                self._io = ThreadPoolExecutor(1, thread_name_prefix="raypipe-read-ahead")
+                weakref.finalize(self, self._io.shutdown, wait=False, cancel_futures=True)
+            for e in missing:
+                size = int(self._extent_end[e] - self._extent_start[e])
+                self._evict(size)
+                self._cache[e] = self._io.submit(self._read_extent, e)
+                self._cached_bytes += size
+
+    def close(self) -> None:
+        """Close the files, drop cached extents and stop the read-ahead thread."""
+        with self._lock:
+            io, self._io = self._io, None
+            self._cache.clear()
+            self._cached_bytes = 0
+        if io is not None:
+            io.shutdown(wait=True, cancel_futures=True)
+        _release(self._fds, self._cache)
+
+    def _evict(self, incoming: int) -> None:
+        while self._cache and self._cached_bytes + incoming > self.cache_bytes:
+            e, _ = self._cache.popitem(last=False)
+            self._cached_bytes -= int(self._extent_end[e] - self._extent_start[e])
+
+    def _read_extent(self, extent: int) -> np.ndarray:
+        start, end = int(self._extent_start[extent]), int(self._extent_end[extent])
+        first = int(np.searchsorted(self._extent_of, extent))
+        data = self._pread(int(self._extent_file[extent]), start, end - start, first)
+        with self._lock:
+            self.stats["extent_reads"] += 1
+            self.stats["extent_bytes"] += end - start
+        return data
+
+    def _fd(self, f: int) -> int:
+        fd = self._fds.get(f)
+        if fd is None:
+            with self._lock:
+                fd = self._fds.get(f)
+                if fd is None:
+                    path = self.table.paths[f]
+                    try:
+                        fd = os.open(path, os.O_RDONLY)
+                    except OSError as exc:
+                        raise ReaderError(f"cannot open {path!r}: {exc.strerror or exc}") from None
+                    self._fds[f] = fd
+        return fd
+
+    def _pread(self, f: int, offset: int, size: int, index: int) -> np.ndarray:
+        data = np.empty(size, np.uint8)
+        fd = self._fd(f)
+        got = 0
+        while got < size:
+            n = os.preadv(fd, [data[got:]], offset + got)
+            if n == 0:
+                raise ReaderError(
+                    f"{self.table.where(index)}: the file ends at byte {offset + got}, "
+                    f"{size - got} bytes short of the record (truncated file, or an index that does not match it)"
+                )
+            got += n
+        return data
+
+
+def _extents(table: RecordTable, extent_bytes: int) -> tuple[np.ndarray, ...]:
+    """Group consecutive records of a file into extents of about ``extent_bytes``: the extent of
+    every record, and each extent's start, end and file."""
+    n = len(table)
+    if n == 0:
+        empty = np.zeros(0, np.int64)
+        return np.zeros(0, np.int32), empty, empty, np.zeros(0, np.int32)
+    bucket = table.offsets // max(1, extent_bytes)
+    new = np.ones(n, bool)
+    new[1:] = (table.file_index[1:] != table.file_index[:-1]) | (bucket[1:] != bucket[:-1])
+    new[1:] |= table.offsets[1:] < table.offsets[:-1]
+    extent_of = np.cumsum(new, dtype=np.int64) - 1
+    firsts = np.flatnonzero(new)
+    ends = table.offsets + table.sizes
+    start = np.minimum.reduceat(table.offsets, firsts)
+    end = np.maximum.reduceat(ends, firsts)
+    return extent_of.astype(np.int32), start, end, table.file_index[firsts]
+
+
+def _release(fds: dict[int, int], cache: OrderedDict) -> None:
+    cache.clear()
+    for fd in list(fds.values()):
+        try:
+            os.close(fd)
+        except OSError:
+            pass
+    fds.clear()
