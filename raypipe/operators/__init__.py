@@ -7,6 +7,7 @@ from . import (  # noqa: F401
     crop_mirror_normalize,
     decoders,
     flip,
+    mxnet_reader,
     python_function,
     random,
     random_resized_crop,
