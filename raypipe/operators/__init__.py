@@ -16,4 +16,5 @@ from . import (  # noqa: F401
     rotate,
     transfer,
     transpose,
+    webdataset_reader,
 )
