@@ -15,6 +15,8 @@ from raypipe.errors import UsageError
 
 SUBCOMMANDS = {
     "bench": "raypipe.bench.command",
+    "convert": "raypipe.convert.command",
+    "index": "raypipe.formats.index_command",
 }
 
 
