@@ -2,7 +2,8 @@
 
 A subcommand module has ``HELP`` (one line), ``add_arguments(parser)`` and ``run(args) -> int``
 (the exit status); adding one is a line in ``SUBCOMMANDS``. A ``UsageError`` raised by ``run``
-is reported as argparse reports its own errors: usage, message, exit status 2.
+is reported as argparse reports its own errors: usage, message, exit status 2; a ``ReaderError``
+(bad data) as one line naming the file, exit status 1.
 """
 
 from __future__ import annotations
@@ -11,7 +12,7 @@ import argparse
 import importlib
 import sys
 
-from raypipe.errors import UsageError
+from raypipe.errors import ReaderError, UsageError
 
 SUBCOMMANDS = {
     "bench": "raypipe.bench.command",
@@ -37,6 +38,9 @@ def main(argv: list[str] | None = None) -> int:
         return args.run(args)
     except UsageError as exc:
         parsers[args.command].error(str(exc))
+    except ReaderError as exc:
+        print(f"raypipe {args.command}: {exc}", file=sys.stderr)
+        return 1
 
 
 if __name__ == "__main__":

@@ -1,5 +1,6 @@
 """Write DALI-compatible index files for TFRecord, WebDataset tar and MXNet RecordIO files,
-checking every record on the way.
+checking the framing of every record on the way (TFRecord data CRCs are checked when records
+are read).
 
     raypipe index tfrecord train-00000.tfrecord train-00001.tfrecord   # -> FILE.idx
     raypipe index webdataset shard-000.tar                             # -> shard-000.tar.idx

@@ -14,6 +14,7 @@ from . import (  # noqa: F401
     readers,
     resize,
     rotate,
+    tfrecord_reader,
     transfer,
     transpose,
     webdataset_reader,

@@ -136,7 +136,7 @@ def test_cli_rejects_bad_options_before_any_work(tmp_path, jpeg_root, capsys):
     assert "single FILE" in capsys.readouterr().err
 
 
-def test_index_of_a_corrupt_file_names_it(tmp_path, jpeg_root):
+def test_index_of_a_corrupt_file_names_it(tmp_path, jpeg_root, capsys):
     dst = str(tmp_path / "rec")
     convert(list_source(jpeg_root), dst, get("recordio"), part_size=30, workers=1)
     data = os.path.join(dst, "shard-00000-of-00001.rec")
@@ -146,5 +146,6 @@ def test_index_of_a_corrupt_file_names_it(tmp_path, jpeg_root):
     with open(broken, "r+b") as f:
         f.seek(fifth)
         f.write(b"\xff" * 4)  # record 5's magic number
-    with pytest.raises(ReaderError, match=r"broken.rec record 5"):
-        main(["index", "mxnet", broken, "--quiet"])
+    assert main(["index", "mxnet", broken, "--quiet"]) == 1
+    assert "broken.rec record 5" in capsys.readouterr().err
+    assert not os.path.exists(tmp_path / "broken.idx")
