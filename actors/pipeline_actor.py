@@ -207,6 +207,7 @@ class PipelineActor:
             "seeks": self._seeks,
             "skipped": self._skipped,
             "busy_s": round(self._busy_s, 3),
+            "reads": self.pipe.read_stats(),
             **self.where(),
         }
 

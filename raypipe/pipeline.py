@@ -209,6 +209,12 @@ class Pipeline:
         """A hash of the reader's sample list: identifies the dataset in position states."""
         return self._reader(name).op.digest()
 
+    def read_stats(self, name: str | None = None) -> dict[str, int]:
+        """How the reader has read so far: for container readers, ``direct_reads`` (one ``pread``
+        per sample), ``extent_reads`` and ``extent_bytes`` (sequential reads ahead) and
+        ``extent_hits``; empty for readers that keep no counts."""
+        return self._reader(name).op.io_stats()
+
     def enable_profiling(self) -> None:
         """Collect wall time per stage and per operator from now on (see :mod:`raypipe.profile`)."""
         self.build()

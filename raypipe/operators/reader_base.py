@@ -87,6 +87,11 @@ class ShardedReader(Operator):
     def close(self) -> None:
         """Release open files and I/O threads; the reader reopens them when read again."""
 
+    def io_stats(self) -> dict[str, int]:
+        """How the reader has read so far (container readers: direct reads, extents read ahead,
+        their bytes, cache hits); empty when it keeps no such counts."""
+        return {}
+
     def run_sample(self, inputs, args, ctx):
         return self.read(ctx.sample_index)
 

@@ -56,3 +56,13 @@ def resized(files, normalize: bool):
     if normalize:
         images = fn.crop_mirror_normalize(images, mean=MEAN, std=STD, output_layout="CHW")
     return images, labels
+
+
+@rp.pipeline_def(batch_size=5, num_threads=1)
+def converted(dst):
+    """What ``raypipe convert`` wrote into ``dst``, through the format's own reader, decoded to 32 x 32."""
+    from raypipe.formats.registry import read_converted
+
+    jpegs, labels = read_converted(dst, name="Reader")
+    images = fn.decoders.image_random_crop(jpegs, device="mixed")
+    return fn.resize(images, resize_x=32, resize_y=32), labels
