@@ -166,10 +166,11 @@ def write_shard(part: Part, dst: str, format_name: str) -> dict:
 def _write_database(parts: list[Part], dst: str, fmt: Format, workers: int):
     if not parts:
         return
+    fresh = not any(name.endswith(".done") for name in os.listdir(os.path.join(dst, STATE)))
     with ThreadPoolExecutor(max(1, workers)) as pool:
         for part in parts:
             images = pool.map(_read_image, [s.path for s in part.samples])
-            writer = fmt.writer_class()(dst)
+            writer = fmt.writer_class()(dst, append=not (fresh and part is parts[0]))
             for sample, data in zip(part.samples, images):
                 writer.add(sample.key, data, sample.label)
             result = writer.close()

@@ -3,7 +3,7 @@
 Enough for the fixed messages the readers meet (Caffe ``Datum``, Caffe2 ``TensorProtos``,
 TensorFlow ``Example``): fields are walked once and byte fields come back as slices of the
 record, without a schema compiler and without copying the image. Measured against the
-``protobuf`` package in ``benchmarks/RESULTS.md``."""
+``protobuf`` package by ``benchmarks/protobuf_parse.py`` (results in ``benchmarks/RESULTS.md``)."""
 
 from __future__ import annotations
 
@@ -42,15 +42,27 @@ def fields(buf: bytes | memoryview, start: int = 0, end: int | None = None) -> I
     end = len(buf) if end is None else end
     pos = start
     while pos < end:
-        key, pos = read_varint(buf, pos, end)
+        key = buf[pos]
+        if key < 0x80:  # one-byte varints (field numbers below 16, small values) skip the call
+            pos += 1
+        else:
+            key, pos = read_varint(buf, pos, end)
         number, wire = key >> 3, key & 7
         if number == 0:
             raise WireError(f"field number 0 at byte {pos}")
         if wire == VARINT:
-            value, pos = read_varint(buf, pos, end)
+            if pos < end and buf[pos] < 0x80:
+                value = buf[pos]
+                pos += 1
+            else:
+                value, pos = read_varint(buf, pos, end)
             yield number, wire, value, 0
         elif wire == LEN:
-            length, pos = read_varint(buf, pos, end)
+            if pos < end and buf[pos] < 0x80:
+                length = buf[pos]
+                pos += 1
+            else:
+                length, pos = read_varint(buf, pos, end)
             if pos + length > end:
                 raise WireError(f"field {number} needs {length} bytes at byte {pos}, {end - pos} left")
             yield number, wire, pos, pos + length
