@@ -93,10 +93,6 @@ class LmdbReader(ShardedReader):
         except (ReaderError, WireError, lmdb.Error) as exc:
             raise ReaderError(f"{self.schema.name}: {self.source_of(index)} (sample {index}): {exc}") from None
 
-    def run_sample(self, inputs, args, ctx):
-        out = self.read(ctx.sample_index)
-        return out[0] if len(out) == 1 else out
-
     def close(self) -> None:
         for store in self.stores or ():
             store.close()

@@ -14,8 +14,8 @@ import numpy as np
 
 from .. import reader_order
 from ..batch_spec import BatchSpec
-from ..errors import ArgumentError
-from ..operator import Operator
+from ..errors import ArgumentError, ReaderError
+from ..operator import Operator, Skip
 
 # DALI reader arguments that change nothing here (buffering and memory hints): accepted with
 # DALI's meaning so that ported pipelines run unchanged.
@@ -44,9 +44,12 @@ class ShardedReader(Operator):
         pad_last_batch: bool = False,
         stick_to_shard: bool = False,
         read_ahead: bool = False,
+        on_error: str = "raise",
         **dali_args: Any,
     ) -> None:
-        """Validate and store the arguments every DALI reader takes."""
+        """Validate and store the arguments every DALI reader takes, and ``on_error``: "raise"
+        (a bad record stops the pipeline with an error naming it) or "skip" (it is dropped and
+        counted, as decoders do)."""
         op = self.schema.name
         unknown = sorted(set(dali_args) - set(NO_OP_ARGS))
         if unknown:
@@ -61,6 +64,9 @@ class ShardedReader(Operator):
         self.random_shuffle, self.initial_fill = bool(random_shuffle), initial_fill
         self.pad_last_batch, self.stick_to_shard = bool(pad_last_batch), bool(stick_to_shard)
         self.read_ahead = bool(read_ahead)
+        if on_error not in ("raise", "skip"):
+            raise ArgumentError(f"{op}: on_error must be 'raise' or 'skip', got {on_error!r}")
+        self.on_error = on_error
 
     def prepare(self) -> None:
         """List the samples (idempotent); raise ReaderError naming the file at fault."""
@@ -93,12 +99,16 @@ class ShardedReader(Operator):
         return {}
 
     def run_sample(self, inputs, args, ctx):
-        return self.read(ctx.sample_index)
+        try:
+            out = self.read(ctx.sample_index)
+        except ReaderError as exc:
+            if self.on_error == "skip":
+                return Skip(str(exc))
+            raise
+        return out[0] if self.num_outputs == 1 else out
 
     def check_shards(self, size: int) -> None:
         """Raise when ``size`` samples cannot fill every shard."""
-        from ..errors import ReaderError
-
         if size < self.num_shards:
             raise ReaderError(f"{self.schema.name}: {size} samples cannot fill {self.num_shards} shards")
 

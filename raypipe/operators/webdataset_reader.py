@@ -174,10 +174,6 @@ class WebDatasetReader(RecordReader):
             outputs.append(piece.view(dtype))
         return tuple(outputs)
 
-    def run_sample(self, inputs, args, ctx):
-        outputs = self.read(ctx.sample_index)
-        return outputs[0] if len(outputs) == 1 else outputs
-
 
 def _ext_sets(ext: str | Sequence[str] | None, case_sensitive: bool) -> list[frozenset[str]]:
     """One set of accepted extensions per output (``"jpg;jpeg"`` accepts either)."""
