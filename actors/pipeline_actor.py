@@ -138,7 +138,7 @@ class PipelineActor:
 
     def _seek(self, epoch: int, start: int, k: int) -> None:
         self._seeks += 1
-        self.pipe.drive(self._specs(epoch, start, k))
+        self.pipe.drive(self._specs(epoch, start, k), sequential=self.config.shuffle != "global")
         self._cursor = (epoch, start, k)
 
     def release(self, token: tuple[int, int]) -> None:

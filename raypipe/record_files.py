@@ -3,13 +3,11 @@ reading them by random access or, when the coming samples are close together, in
 sequential reads with read-ahead.
 
 A :class:`RecordTable` says where record ``i`` lies (file, offset, size). :class:`RecordFiles`
-reads it. The executor announces each batch before its samples are read
-(:meth:`RecordFiles.will_read`); when the batch's records fall into few *extents* (runs of
-consecutive records of about ``extent_bytes``), as under ``shuffle="buffer"`` or a reader's own
-order, the missing extents are read whole, in file order, on one I/O thread, and the samples are
-sliced out of them. Otherwise (a global shuffle over a large dataset) every record is one
-``pread``, unless the reader was given DALI's ``read_ahead=True``. Extents are kept up to
-``cache_bytes``, least recently used first out.
+reads it: one ``pread`` per record, or, for batches announced with :meth:`RecordFiles.will_read`
+(the reader does so when the pipeline reads in order: a reader's own order, a service's buffer
+shuffle, or DALI's ``read_ahead=True``), whole *extents* (runs of consecutive records of about
+``extent_bytes``) read in file order on one read-ahead thread, the samples sliced out of them.
+Extents are kept up to ``cache_bytes``, least recently used first out.
 """
 
 from __future__ import annotations
@@ -73,16 +71,8 @@ class RecordTable:
 class RecordFiles:
     """Reads records of a :class:`RecordTable`; thread-safe; files open lazily in each process."""
 
-    def __init__(
-        self,
-        table: RecordTable,
-        *,
-        read_ahead: bool = False,
-        extent_bytes: int = EXTENT_BYTES,
-        cache_bytes: int = CACHE_BYTES,
-    ):
+    def __init__(self, table: RecordTable, *, extent_bytes: int = EXTENT_BYTES, cache_bytes: int = CACHE_BYTES):
         self.table = table
-        self.read_ahead = read_ahead
         self.cache_bytes = cache_bytes
         self._extent_of, self._extent_start, self._extent_end, self._extent_file = _extents(table, extent_bytes)
         self._lock = threading.Lock()
@@ -116,15 +106,12 @@ class RecordFiles:
         return self._pread(int(self.table.file_index[index]), offset, size, index)
 
     def will_read(self, indices: Sequence[int]) -> None:
-        """Read ahead the extents of ``indices`` when they share extents (two samples or more per
-        extent on average) or ``read_ahead`` was asked for; otherwise leave them to one ``pread`` each."""
+        """Read the extents holding ``indices`` ahead, in file order, and keep them."""
         if len(indices) == 0:
             return
         extents = np.unique(self._extent_of[np.asarray(indices, dtype=np.int64)])
         with self._lock:
             missing = [int(e) for e in extents if int(e) not in self._cache]
-            if not self.read_ahead and 2 * len(extents) > len(indices):
-                return
             if self._io is None:
                 self._io = ThreadPoolExecutor(1, thread_name_prefix="raypipe-read-ahead")
                 weakref.finalize(self, self._io.shutdown, wait=False, cancel_futures=True)

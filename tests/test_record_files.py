@@ -40,11 +40,10 @@ def test_table_names_file_record_and_offset(two_files):
     assert table.where(41).endswith("b.bin record 1 (offset " + str(int(table.offsets[41])) + ")")
 
 
-def test_direct_reads_for_scattered_batches(two_files):
+def test_unannounced_reads_are_one_pread_each(two_files):
     records, table = two_files
     files = RecordFiles(table, extent_bytes=4096)
-    indices = [0, 7, 15, 22, 30, 39, 45, 60]  # every sample in an extent of its own
-    files.will_read(indices)
+    indices = [0, 7, 15, 22, 30, 39, 45, 60]
     assert [files.read(i).tobytes() for i in indices] == [records[i] for i in indices]
     assert files.stats["extent_reads"] == 0 and files.stats["direct_reads"] == len(indices)
     files.close()
@@ -65,9 +64,9 @@ def test_sequential_batches_read_whole_extents_ahead(two_files):
     files.close()
 
 
-def test_read_ahead_forces_extents_and_cache_stays_bounded(two_files):
+def test_the_extent_cache_stays_bounded(two_files):
     records, table = two_files
-    files = RecordFiles(table, read_ahead=True, extent_bytes=4096, cache_bytes=10_000)
+    files = RecordFiles(table, extent_bytes=4096, cache_bytes=10_000)
     for i in [0, 20, 40, 60, 5, 25]:
         files.will_read([i])
         assert files.read(i).tobytes() == records[i]

@@ -32,7 +32,12 @@ NO_OP_ARGS = (
 
 
 class ShardedReader(Operator):
-    """Base class of readers. Subclasses call :meth:`configure_reader` from ``configure``."""
+    """Base class of readers. Subclasses call :meth:`configure_reader` from ``configure``.
+
+    ``sequential`` is set by the pipeline: True when batches read the data mostly in order (the
+    reader's own order, a service's buffer shuffle or none), False for a global shuffle."""
+
+    sequential: bool = False
 
     def configure_reader(
         self,

@@ -1,6 +1,7 @@
 """Base of the readers whose samples are records in container files (TFRecord, RecordIO,
 WebDataset tar shards): the index gives every record's place, :class:`~raypipe.record_files.RecordFiles`
-reads it (one ``pread``, or sequential extents with read-ahead), the subclass parses it."""
+reads it (one ``pread`` per record under a global shuffle, whole extents read ahead when the
+pipeline reads in order or ``read_ahead=True``), the subclass parses it."""
 
 from __future__ import annotations
 
@@ -39,7 +40,7 @@ class RecordReader(ShardedReader):
         table = self.open_table()
         self.check_shards(len(table))
         self.table = table
-        self._files = RecordFiles(table, read_ahead=self.read_ahead)
+        self._files = RecordFiles(table)
 
     def __len__(self) -> int:
         self.prepare()
@@ -67,7 +68,7 @@ class RecordReader(ShardedReader):
             raise ReaderError(f"{self.schema.name}: {self.table.where(index)}: {exc}") from None
 
     def will_read(self, indices: Any) -> None:
-        if self._files is not None:
+        if self._files is not None and (self.sequential or self.read_ahead):
             self._files.will_read(indices)
 
     def close(self) -> None:

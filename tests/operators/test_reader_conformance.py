@@ -222,3 +222,25 @@ def test_a_class_style_pipeline_reads_through_an_alias(data, jpeg_files):
         assert pipe.epoch_size("Reader") == 24 and len(images) == 6
         assert np.asarray(labels).ravel().tolist() == [0.0] * 6
         assert np.asarray(images.at(0)).shape[2] == 3
+
+
+@pytest.mark.parametrize("reader", ["tfrecord", "webdataset", "mxnet"])
+def test_in_order_reads_take_extents_and_a_global_shuffle_single_records(data, reader):
+    from raypipe.epoch_plan import plan
+
+    @rp.pipeline_def(batch_size=8, num_threads=2, device_id=None, seed=0)
+    def pipe():
+        out = getattr(fn.readers, reader)(**reader_args(reader, data[reader]), name="Reader")
+        return list(out.values()) if isinstance(out, dict) else list(out)
+
+    own = pipe()
+    own.run()  # the reader's own order: its shard in order
+    assert own.read_stats()["extent_reads"] > 0 and own.read_stats()["direct_reads"] == 0
+    own.close()
+    shuffled = pipe()
+    epoch = plan(24, seed=0, epoch=0, world_size=1, batch_size=8, shuffle="global")
+    shuffled.drive((epoch.batch(0, k) for k in range(epoch.num_batches)), sequential=False)
+    for _ in range(epoch.num_batches):
+        shuffled.run()
+    assert shuffled.read_stats() == {"direct_reads": 24, "extent_reads": 0, "extent_bytes": 0, "extent_hits": 0}
+    shuffled.close()
