@@ -6,7 +6,8 @@ how far ``shuffle="buffer"`` is from a uniform shuffle.
 
 Reads only (no decode): a reader-only pipeline, 2 threads, batch 64, driven by the service's
 epoch plan for one rank with ``shuffle="none"`` (sequential), ``"buffer"`` and ``"global"``
-(random access). "cold" evicts the files from the page cache first (``posix_fadvise``
+(random access), as the service reads them (whole extents read ahead for the first two, one
+``pread`` per record for the last). "cold" evicts the files from the page cache first (``posix_fadvise``
 DONTNEED), "warm" reads them from it. Prints one table per part; ratios compare with the
 folder of files in the same run."""
 
@@ -72,7 +73,7 @@ def time_epoch(source: str, where: str, order: str, cold: bool, n: int) -> tuple
     if cold:
         evict(data_files(source, where))
     began = time.perf_counter()
-    pipe.drive(epoch.batch(0, k) for k in range(epoch.num_batches))
+    pipe.drive((epoch.batch(0, k) for k in range(epoch.num_batches)), sequential=order != "global")
     samples = nbytes = 0
     while True:
         try:
@@ -109,7 +110,7 @@ def order_quality(n: int, fills: tuple[int, ...], block_size: int = 256) -> list
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--images", type=int, default=2000)
-    parser.add_argument("--rounds", type=int, default=3)
+    parser.add_argument("--rounds", type=int, default=5)
     parser.add_argument("--order-n", type=int, default=1_281_167, help="dataset size for the order statistics")
     args = parser.parse_args(argv)
 

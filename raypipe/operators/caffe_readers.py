@@ -50,7 +50,7 @@ class LmdbReader(ShardedReader):
     def prepare(self) -> None:
         if self.stores is not None:
             return
-        stores = [LmdbStore(p, readahead=self.read_ahead) for p in self.paths]
+        stores = [LmdbStore(p) for p in self.paths]
         try:
             self._offsets = np.cumsum([0] + [len(s) for s in stores])
         except ReaderError as exc:
