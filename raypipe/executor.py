@@ -26,6 +26,7 @@ so interpreter exit neither waits on nor races with running stages.
 
 from __future__ import annotations
 
+import collections
 import queue
 import threading
 import time
@@ -47,6 +48,7 @@ from .profile import SAMPLE, Profile
 from .tensor_list import TensorList
 
 _POLL = 0.05
+READ_AHEAD_SAMPLES = 2048  # how far ahead of the CPU stage the reader hears of the coming samples
 _LIVE: weakref.WeakSet[Executor] = weakref.WeakSet()
 _STAGE_THREAD = threading.local()
 
@@ -253,7 +255,7 @@ class Executor:
     def _dispatch(self, specs: Iterator[BatchSpec]) -> None:
         _mark_stage_thread()
         try:
-            for spec in specs:
+            for spec in self._announced(specs):
                 while not self._slots.acquire(timeout=_POLL):
                     if self._stop.is_set():
                         return
@@ -264,14 +266,28 @@ class Executor:
             self._pending.put(_Failure(exc))
         self._pending.put(None)
 
+    def _announced(self, specs: Iterator[BatchSpec]) -> Iterator[BatchSpec]:
+        """``specs``, each announced to the reader (:meth:`will_read`) about ``READ_AHEAD_SAMPLES``
+        samples before it is processed, so that a container reader's sequential reads run ahead
+        of the CPU stage instead of stalling it."""
+        if self._reader is None:
+            yield from specs
+            return
+        ahead: collections.deque[BatchSpec] = collections.deque()
+        for spec in specs:
+            self._reader.will_read(spec.sample_indices)
+            ahead.append(spec)
+            if sum(len(s.sample_indices) for s in ahead) > READ_AHEAD_SAMPLES:
+                yield ahead.popleft()
+        while ahead:
+            yield ahead.popleft()
+
     def _submit(self, spec: BatchSpec) -> None:
         """Queue a batch's samples on the CPU pool in chunks (a call of its own so that this thread
         keeps no reference to the futures, and to the errors they may hold, while it waits for a slot).
 
         A chunk of a few samples per task, not one task per sample: each task costs the pool's
         queue and a future under the GIL, which the CPU threads otherwise contend for."""
-        if self._reader is not None:
-            self._reader.will_read(spec.sample_indices)
         outputs = BatchOutputs(self._buffers, len(spec.sample_indices))
         ctxs = [SampleContext(self._seed, spec.epoch, int(i)) for i in spec.sample_indices]
         step = chunk_size(len(ctxs), self._num_threads)
