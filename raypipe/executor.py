@@ -39,12 +39,13 @@ from typing import Any
 from .backend import DeviceContext
 from .batch_buffers import BatchOutputs, BufferPool
 from .batch_spec import BatchSpec
+from .cpu_stage import CpuStage, SkippedSample
 from .errors import DecodeError, SampleError
 from .gpu_decode import GpuImageDecoder
 from .graph import DataNode, StagedGraph
 from .keyed_random import SampleContext
-from .operator import Skip
-from .profile import SAMPLE, Profile
+from .offload import Offload, RemoteWorker, Unit
+from .profile import Profile
 from .tensor_list import TensorList
 
 _POLL = 0.05
@@ -69,16 +70,6 @@ def _stop_live_executors() -> None:
 
 
 threading._register_atexit(_stop_live_executors)
-
-
-@dataclass(frozen=True)
-class SkippedSample:
-    """A sample dropped by an operator with ``on_error="skip"``."""
-
-    epoch: int
-    sample_index: int
-    source: str
-    reason: str
 
 
 @dataclass
@@ -132,21 +123,51 @@ class Executor:
         self._cpu_size = cpu_size
         self._gpu_size = gpu_size
         self._device = device
-        self._source_of = source_of or _numbered_sample
+        self._stage = CpuStage(graph, seed, source_of)
+        self._source_of = self._stage.source_of
         self._threads: list[threading.Thread] = []
         self._pool: ThreadPoolExecutor | None = None
         self._decoder: GpuImageDecoder | None = None
         self._buffers = BufferPool(cpu_size + gpu_size + 4)
         self._reader = graph.reader.op if graph.reader is not None else None
-        self._in_place = {
-            node: node.outputs[0]
-            for node in graph.host_nodes
-            if len(node.outputs) == 1
-            and node.outputs[0] in graph.outputs
-            and node.outputs[0] not in graph.to_device
-            and hasattr(node.op, "run_sample_into")
-        }
-        self.profile: Profile | None = None  # set to collect time per stage and operator
+        self._profile: Profile | None = None
+        self._offload: Offload | None = None
+
+    @property
+    def profile(self) -> Profile | None:
+        """Where wall time per stage and operator is collected (None: not collected)."""
+        return self._profile
+
+    @profile.setter
+    def profile(self, profile: Profile | None) -> None:
+        self._profile = self._stage.profile = profile
+
+    @property
+    def stage(self) -> CpuStage:
+        """The CPU stage this executor runs (and remote workers may share)."""
+        return self._stage
+
+    def set_remote_workers(self, workers: dict[str, RemoteWorker], unit_timeout_s: float = 60.0) -> None:
+        """Share the CPU stage with ``workers`` (see :mod:`raypipe.offload`); an empty dict keeps
+        it local. Takes effect from the next batch queued."""
+        if self._offload is None:
+            if not workers:
+                return
+            self._offload = Offload(self._stage, unit_timeout_s=unit_timeout_s)
+            self._offload.on_requeue(self._pull_local)
+        self._offload.set_workers(workers)
+
+    def offload_stats(self) -> dict[str, Any]:
+        """Units of samples run here and by each remote worker (see :meth:`Offload.stats`)."""
+        return self._offload.stats() if self._offload is not None else {}
+
+    def _pull_local(self) -> None:
+        pool = self._pool
+        if pool is not None and self._threads:
+            try:
+                pool.submit(self._offload.run_local, self._stop)
+            except RuntimeError:  # shut down meanwhile
+                pass
 
     @property
     def device(self) -> DeviceContext:
@@ -211,6 +232,8 @@ class Executor:
             return
         _LIVE.discard(self)
         self._stop.set()
+        if self._offload is not None:
+            self._offload.cancel_all()
         self._pool.shutdown(wait=False, cancel_futures=True)
         if getattr(_STAGE_THREAD, "active", False):
             return
@@ -231,6 +254,9 @@ class Executor:
             self._decoder.close()
             self._decoder = None
         self._buffers.clear()
+        if self._offload is not None:
+            self._offload.close()
+            self._offload = None
         if self._reader is not None:
             self._reader.close()
         self._device.release()
@@ -291,62 +317,20 @@ class Executor:
         outputs = BatchOutputs(self._buffers, len(spec.sample_indices))
         ctxs = [SampleContext(self._seed, spec.epoch, int(i)) for i in spec.sample_indices]
         step = chunk_size(len(ctxs), self._num_threads)
+        if self._offload is not None and self._offload.active:
+            units = [
+                Unit(spec.epoch, ctxs[first : first + step], first, outputs) for first in range(0, len(ctxs), step)
+            ]
+            for unit in units:
+                self._offload.put(unit)
+                self._pool.submit(self._offload.run_local, self._stop)
+            self._pending.put((spec, [u.future for u in units], outputs))
+            return
         futures = [
-            self._pool.submit(self._process_chunk, ctxs[first : first + step], first, outputs)
+            self._pool.submit(self._stage.run_chunk, ctxs[first : first + step], first, outputs, self._stop)
             for first in range(0, len(ctxs), step)
         ]
         self._pending.put((spec, futures, outputs))
-
-    def _process_chunk(self, ctxs: list[SampleContext], first: int, outputs: BatchOutputs) -> list:
-        """:meth:`_process_sample` for consecutive samples from position ``first``; raises the first
-        sample error. A stopped executor leaves the rest of the chunk undone."""
-        results = []
-        for offset, ctx in enumerate(ctxs):
-            if self._stop.is_set():
-                break
-            results.append(self._process_sample(ctx, first + offset, outputs))
-        return results
-
-    def _process_sample(
-        self, ctx: SampleContext, position: int, outputs: BatchOutputs
-    ) -> dict[DataNode, Any] | SkippedSample:
-        """Run one sample through the host subgraph. The last operator of a host output writes into
-        the sample's row of the batch array (``outputs``) where it can."""
-        env: dict[DataNode, Any] = {}
-        profile = self.profile
-        began = time.perf_counter() if profile is not None else 0.0
-        for node in self._graph.host_nodes:
-            inputs = [env[d] for d in node.inputs]
-            args = {k: env[d] for k, d in node.arg_inputs.items()}
-            called = time.perf_counter() if profile is not None else 0.0
-            try:
-                if node in self._in_place:
-                    out = node.op.run_sample_into(inputs, args, ctx, outputs.allocator(self._in_place[node], position))
-                else:
-                    out = node.op.run_sample(inputs, args, ctx)
-                if profile is not None:
-                    profile.add("cpu", node.label, time.perf_counter() - called)
-            except Exception as exc:
-                raise self._sample_error(node.label, ctx, exc) from exc
-            if isinstance(out, Skip):
-                return SkippedSample(ctx.epoch, ctx.sample_index, self._source_of(ctx.sample_index), out.reason)
-            if len(node.outputs) == 1:
-                env[node.outputs[0]] = out
-            else:
-                for d, value in zip(node.outputs, out):
-                    env[d] = value
-        if profile is not None:
-            profile.add("cpu", SAMPLE, time.perf_counter() - began)
-        return {d: env[d] for d in self._graph.host_results}
-
-    def _sample_error(self, label: str, ctx: SampleContext, exc: Exception) -> SampleError:
-        source = self._source_of(ctx.sample_index)
-        cls = DecodeError if isinstance(exc, DecodeError) else SampleError
-        return cls(
-            f"operator {label} failed on sample {ctx.sample_index} ({source}), epoch {ctx.epoch}: {exc}",
-            sample_index=ctx.sample_index,
-            source=source,
-        )
 
     def _mixed_stage(self) -> None:
         _mark_stage_thread()
@@ -417,7 +401,7 @@ class Executor:
         for i, (d, error) in sorted(failed.items()):
             ctx = SampleContext(self._seed, spec.epoch, int(spec.sample_indices[kept[i][0]]))
             if d.producer.op.on_error != "skip":
-                raise self._sample_error(d.producer.label, ctx, error) from error
+                raise self._stage.sample_error(d.producer.label, ctx, error) from error
             skipped.append(SkippedSample(ctx.epoch, ctx.sample_index, self._source_of(ctx.sample_index), str(error)))
         kept[:] = [k for i, k in enumerate(kept) if i not in failed]
         return {d: [v for i, v in enumerate(values) if i not in failed] for d, values in decoded.items()}
@@ -505,11 +489,6 @@ def chunk_size(batch_size: int, num_threads: int) -> int:
     """Samples per CPU-pool task: about four tasks per thread and batch, so threads stay balanced,
     and at most 16 samples, so a stop waits for little."""
     return max(1, min(16, -(-batch_size // (4 * num_threads))))
-
-
-def _numbered_sample(index: int) -> str:
-    """The source of a sample when there is no reader to name it."""
-    return f"sample {index}"
 
 
 def _empty(num_outputs: int) -> list | tuple[list, ...]:

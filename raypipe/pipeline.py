@@ -13,10 +13,11 @@ from typing import Any
 
 from .backend import DeviceContext
 from .batch_spec import BatchSpec
+from .cpu_stage import CpuStage
 from .errors import ArgumentError, PipelineDefinitionError
 from .executor import BatchResult, Executor, SkippedSample
 from .gpu_decode import nvimgcodec_available
-from .graph import Graph, OpNode, defining, stage
+from .graph import Graph, OpNode, StagedGraph, defining, stage
 from .operator import Operator
 from .position import make_state, read_state
 from .profile import Profile
@@ -92,16 +93,10 @@ class Pipeline:
         the first ``run()`` (or ``drive()``)."""
         if self._staged is not None:
             return
-        graph = Graph()
-        with defining(graph):
-            outputs = self.define_graph()
-        if not isinstance(outputs, (list, tuple)):
-            outputs = (outputs,)
         device = DeviceContext(self.device_id)
-        staged = stage(graph, outputs, on_gpu=device.on_gpu, decode_on_gpu=device.on_gpu and nvimgcodec_available())
+        self._split = {"on_gpu": device.on_gpu, "decode_on_gpu": device.on_gpu and nvimgcodec_available()}
+        staged = self._define(**self._split)
         reader = staged.reader.op if staged.reader is not None else None
-        if reader is not None:
-            reader.prepare()
         self._staged = staged
         self._executor = Executor(
             staged,
@@ -113,6 +108,43 @@ class Pipeline:
             source_of=reader.source_of if reader is not None else None,
         )
         weakref.finalize(self, self._executor.close)
+
+    def _define(self, on_gpu: bool, decode_on_gpu: bool) -> StagedGraph:
+        """Define the graph, stage it with this split and open its reader."""
+        graph = Graph()
+        with defining(graph):
+            outputs = self.define_graph()
+        if not isinstance(outputs, (list, tuple)):
+            outputs = (outputs,)
+        staged = stage(graph, outputs, on_gpu=on_gpu, decode_on_gpu=decode_on_gpu)
+        if staged.reader is not None:
+            staged.reader.op.prepare()
+        return staged
+
+    def cpu_split(self) -> dict[str, bool]:
+        """Where this pipeline's CPU stage ends (``on_gpu``: a GPU runs the gpu operators;
+        ``decode_on_gpu``: mixed decoders decode there): a CPU helper builds the same stage."""
+        self.build()
+        return dict(self._split)
+
+    def cpu_stage(self, split: dict[str, bool]) -> CpuStage:
+        """This pipeline's CPU stage as another pipeline with ``split`` (:meth:`cpu_split`) has it:
+        what a CPU helper runs for that pipeline's samples. Needs no device."""
+        staged = self._define(**split)
+        reader = staged.reader.op if staged.reader is not None else None
+        return CpuStage(staged, self.seed, reader.source_of if reader is not None else None)
+
+    def set_cpu_helpers(self, workers: dict[str, Any], unit_timeout_s: float = 60.0) -> None:
+        """Share the CPU stage with remote workers (``{name: (epoch, indices) -> Future}``, see
+        :mod:`raypipe.offload`); ``{}`` keeps it local. A unit a worker has not returned after
+        ``unit_timeout_s`` goes to another."""
+        self.build()
+        self._executor.set_remote_workers(workers, unit_timeout_s)
+
+    def offload_stats(self) -> dict[str, Any]:
+        """Units of samples run locally and by each CPU helper, reassignments, bytes received."""
+        self.build()
+        return self._executor.offload_stats()
 
     def run(self) -> tuple[TensorList, ...]:
         """The next batch: one :class:`TensorList` per output."""
