@@ -28,11 +28,13 @@ from raypipe.replacement import fill_skipped
 from raypipe.service_config import ServiceConfig
 from raypipe.tensor_list import TensorList
 
+from .cpu_helper import remote_worker
 from .cuda_ipc import Exporter, device_uuid, use_ipc
 
 # Methods in this group answer while a batch is being made (they only read counters).
 CONTROL = "control"
 CONCURRENCY_GROUPS = {CONTROL: 1}
+HELPER_REFRESH_S = 1.0  # how often an actor asks which CPU helpers run
 
 
 class PipelineActor:
@@ -46,6 +48,7 @@ class PipelineActor:
         config: ServiceConfig,
         rank: int,
         location: dict[str, Any],
+        coordinator: tuple[str, str] | None = None,
     ):
         # The rank's GPU, before anything in this process touches CUDA: the actor shares it
         # instead of holding a GPU of its own through Ray.
@@ -74,6 +77,42 @@ class PipelineActor:
         self._seeks = 0
         self._skipped = 0
         self._busy_s = 0.0
+        self._coordinator = coordinator  # (name, namespace): where the current CPU helpers are listed
+        self._helpers_ref = None
+        self._helpers_asked = float("-inf")
+        self._helpers: tuple[str, ...] = ()
+
+    def _refresh_helpers(self) -> None:
+        """Share the CPU stage with the service's current CPU helpers: asks the coordinator at
+        most every ``HELPER_REFRESH_S`` and never waits for its answer."""
+        if self._coordinator is None:
+            return
+        if self._helpers_ref is not None:
+            ready, _ = ray.wait([self._helpers_ref], timeout=0)
+            if not ready:
+                return
+            try:
+                names = tuple(ray.get(self._helpers_ref))
+            except ray.exceptions.RayError:
+                names = self._helpers  # the coordinator is restarting: keep what we have
+            self._helpers_ref = None
+            if names != self._helpers:
+                self._helpers = names
+                split = self.pipe.cpu_split()
+                workers = {}
+                for name in names:
+                    try:
+                        workers[name] = remote_worker(ray.get_actor(name, namespace=self._coordinator[1]), split)
+                    except ValueError:
+                        continue
+                self.pipe.set_cpu_helpers(workers)
+        if time.monotonic() - self._helpers_asked > HELPER_REFRESH_S:
+            self._helpers_asked = time.monotonic()
+            try:
+                coordinator = ray.get_actor(self._coordinator[0], namespace=self._coordinator[1])
+                self._helpers_ref = coordinator.helpers.remote()
+            except ValueError:
+                pass
 
     @ray.method(concurrency_group=CONTROL)
     def where(self) -> dict[str, Any]:
@@ -96,6 +135,7 @@ class PipelineActor:
         padding flags and sample indices. Skipped samples are replaced (see
         :mod:`raypipe.replacement`) and reported under ``"skipped"``."""
         began = time.perf_counter()
+        self._refresh_helpers()
         outputs, info = self._produce(epoch, start, k)
         rows, samples, is_pad = None, np.asarray(info.sample_indices, dtype=np.int64), np.asarray(info.is_pad)
         if info.skipped:
@@ -208,6 +248,7 @@ class PipelineActor:
             "skipped": self._skipped,
             "busy_s": round(self._busy_s, 3),
             "reads": self.pipe.read_stats(),
+            "offload": self.pipe.offload_stats(),
             **self.where(),
         }
 

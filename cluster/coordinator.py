@@ -11,6 +11,8 @@ waiting), and nothing it does waits on a pipeline actor.
 from __future__ import annotations
 
 import os
+import threading
+import time
 from typing import Any
 
 import ray
@@ -19,26 +21,104 @@ from raypipe.service_config import ServiceConfig
 
 from . import journal
 from .coordinator_state import CoordinatorState
+from .helper_policy import choose_node, decide, stall_fraction
+from .helpers import HelperPlan, cluster_nodes, helper_index, start_helper
+from .naming import helper_name
 from .placement import ActorLaunch
 
 
 class Coordinator:
     """Tells each rank how to start its pipeline actor, records where it attached and which
-    batches it acknowledged. (The actors belong to the ranks, so a rank's actor goes with it.)"""
+    batches it acknowledged (the actors belong to the ranks, so a rank's actor goes with it),
+    and runs the service's CPU helpers: a fixed number, or as many as the ranks' stall asks for."""
 
-    def __init__(self, config: ServiceConfig, launch: ActorLaunch):
+    def __init__(self, config: ServiceConfig, launch: ActorLaunch, helpers: HelperPlan | None = None):
         self._config = config
         self._launch = launch
+        self._plan = helpers or HelperPlan()
+        self._lock = threading.RLock()
+        self._handles: dict[str, Any] = {}
+        self._timing: dict[int, list[float]] = {}
+        self._stall: dict[int, float] = {}
+        self._calm = 0
         saved = journal.load(config.name) if ray.get_runtime_context().was_current_actor_reconstructed else None
         self._state = CoordinatorState.restore(saved) if saved else CoordinatorState()
         if saved:
             self._apply(("restart",))
         else:
             journal.save(config.name, self._state.snapshot())
+        self._start_helpers()
+        if self._plan.auto:
+            threading.Thread(target=self._autoscale, name="raypipe-autoscale", daemon=True).start()
 
     def _apply(self, event: tuple) -> None:
-        if self._state.apply(event):
-            journal.save(self._config.name, self._state.snapshot())
+        with self._lock:
+            if self._state.apply(event):
+                journal.save(self._config.name, self._state.snapshot())
+
+    def _start_helpers(self) -> None:
+        """Helpers of a previous life of this coordinator (they went with it) again, then up to a
+        fixed count."""
+        placed: dict[str, int] = {}  # started now, perhaps not yet counted in the nodes' free CPUs
+        for name in sorted(self._state.helpers, key=helper_index):
+            self._apply(("helper_removed", name, "it went with the previous coordinator", time.time()))
+            self._add_helper("restarted with the coordinator", placed, helper_index(name))
+        if not self._plan.auto:
+            while len(self._state.helpers) < self._plan.count:
+                if not self._add_helper(f"cpu_helpers={self._plan.count}", placed):
+                    break
+
+    def _add_helper(self, reason: str, placed: dict[str, int], index: int | None = None) -> bool:
+        with self._lock:
+            if index is None:
+                index = max((helper_index(n) + 1 for n in self._state.helpers), default=0)
+            started = start_helper(self._plan, self._launch, self._config, index, placed)
+            if started is None:
+                why = f"no node has {self._plan.cpus:g} free CPUs for a helper"
+                self._apply(("decision", "keep", why, time.time()))
+                return False
+            handle, node = started
+            placed[node] = placed.get(node, 0) + 1
+            name = helper_name(self._config.name, index)
+            self._handles[name] = handle
+            self._apply(("helper_added", name, node, reason, time.time()))
+            return True
+
+    def _remove_helper(self, reason: str) -> None:
+        with self._lock:
+            name = max(self._state.helpers, key=helper_index)
+            handle = self._handles.pop(name, None)
+            if handle is not None:
+                ray.kill(handle, no_restart=True)
+            self._apply(("helper_removed", name, reason, time.time()))
+
+    def _autoscale(self) -> None:
+        """Every ``interval_s``: each rank's stall since the last round, then one decision."""
+        while True:
+            time.sleep(self._plan.interval_s)
+            with self._lock:
+                stalls = {r: stall_fraction(w, t) for r, (w, t) in self._timing.items() if w + t > 0}
+                self._timing.clear()
+                if stalls:  # a round without timings says nothing: it neither calms nor alarms
+                    self._stall = stalls
+                    self._calm = self._calm + 1 if max(stalls.values()) < 0.02 else 0
+                helpers = len(self._state.helpers)
+            if not stalls:
+                continue
+            can_add = choose_node(cluster_nodes(), {}, self._plan.cpus, self._plan.reserve_per_gpu) is not None
+            decision = decide(stalls, helpers, can_add, self._calm, max_helpers=self._plan.max_helpers)
+            if decision.action == "add":
+                self._add_helper(decision.reason, {})
+            elif decision.action == "remove":
+                self._remove_helper(decision.reason)
+                self._calm = 0
+            else:
+                self._apply(("decision", "keep", decision.reason, time.time()))
+
+    def helpers(self) -> list[str]:
+        """The names of the CPU helpers running now (pipeline actors poll this)."""
+        with self._lock:
+            return sorted(self._state.helpers, key=helper_index)
 
     def config(self) -> ServiceConfig:
         return self._config
@@ -49,12 +129,25 @@ class Coordinator:
         self._apply(("attach", rank, location))
         return self._launch
 
-    def ack(self, rank: int, epoch: int, next_batch: int, skipped: list[tuple[int, int, str]] = ()) -> None:
+    def ack(
+        self,
+        rank: int,
+        epoch: int,
+        next_batch: int,
+        skipped: list[tuple[int, int, str]] = (),
+        timing: tuple[float, float] | None = None,
+    ) -> None:
         """Rank ``rank`` has consumed every batch of ``epoch`` before ``next_batch``; ``skipped``
-        lists (epoch, sample index, file) of samples its batches replaced."""
+        lists (epoch, sample index, file) of samples its batches replaced; ``timing`` is how long
+        the rank waited for that batch and trained on the one before (seconds)."""
         for epoch_, index, source in skipped:
             self._apply(("skip", epoch_, index, source))
         self._apply(("ack", rank, epoch, next_batch))
+        if timing is not None:
+            with self._lock:
+                acc = self._timing.setdefault(rank, [0.0, 0.0])
+                acc[0] += timing[0]
+                acc[1] += timing[1]
 
     def snapshot(self) -> dict[str, Any]:
         """Everything needed to restore the service's position: small by design."""
@@ -71,4 +164,10 @@ class Coordinator:
             "attached": dict(self._state.attached),
             "skipped": self._state.skipped_report(),
             "coordinator": {"pid": os.getpid(), "restarts": self._state.restarts},
+            "helpers": {
+                "mode": "auto" if self._plan.auto else self._plan.count,
+                "running": dict(self._state.helpers),
+                "stall": {r: round(v, 4) for r, v in self._stall.items()},
+                "decisions": list(self._state.decisions),
+            },
         }

@@ -12,7 +12,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-JOURNALED = ("attach", "skip", "restart")
+JOURNALED = ("attach", "skip", "restart", "helper_added", "helper_removed")
+DECISIONS_KEPT = 50
 
 
 @dataclass
@@ -23,12 +24,16 @@ class CoordinatorState:
     skipped: dict[tuple[int, int], str] = field(default_factory=dict)
     restarts: int = 0
     progress: dict[int, tuple[int, int]] = field(default_factory=dict)
+    helpers: dict[str, str] = field(default_factory=dict)  # CPU helper name -> node
+    decisions: list[dict[str, Any]] = field(default_factory=list)  # helper scaling, newest last
 
     def apply(self, event: tuple) -> bool:
         """Apply ``event``; True when it must be journaled.
 
         ``("attach", rank, location)``, ``("skip", epoch, sample_index, source)``,
-        ``("restart",)``, ``("ack", rank, epoch, next_batch)``."""
+        ``("restart",)``, ``("ack", rank, epoch, next_batch)``, ``("helper_added", name, node,
+        reason, time)``, ``("helper_removed", name, reason, time)``, ``("decision", action, reason,
+        time)`` (a scaling decision that changed nothing; not journaled)."""
         kind, *args = event
         if kind == "attach":
             rank, location = args
@@ -45,9 +50,26 @@ class CoordinatorState:
         elif kind == "ack":
             rank, epoch, next_batch = args
             self.progress[rank] = (epoch, next_batch)
+        elif kind == "helper_added":
+            name, node, reason, when = args
+            self.helpers[name] = node
+            self._decide("add", f"{name} on node {node[:12]}: {reason}", when)
+        elif kind == "helper_removed":
+            name, reason, when = args
+            self.helpers.pop(name, None)
+            self._decide("remove", f"{name}: {reason}", when)
+        elif kind == "decision":
+            action, reason, when = args
+            if self.decisions and (self.decisions[-1]["action"], self.decisions[-1]["reason"]) == (action, reason):
+                return False
+            self._decide(action, reason, when)
         else:
             raise ValueError(f"unknown coordinator event {event!r}")
         return kind in JOURNALED
+
+    def _decide(self, action: str, reason: str, when: float) -> None:
+        self.decisions.append({"action": action, "reason": reason, "time": when})
+        del self.decisions[:-DECISIONS_KEPT]
 
     def snapshot(self) -> dict[str, Any]:
         """The journaled part, JSON-serialisable."""
@@ -55,6 +77,8 @@ class CoordinatorState:
             "attached": {str(r): loc for r, loc in self.attached.items()},
             "skipped": [[e, i, src] for (e, i), src in sorted(self.skipped.items())],
             "restarts": self.restarts,
+            "helpers": dict(self.helpers),
+            "decisions": list(self.decisions),
         }
 
     @classmethod
@@ -64,6 +88,8 @@ class CoordinatorState:
             attached={int(r): loc for r, loc in snapshot["attached"].items()},
             skipped={(e, i): src for e, i, src in snapshot["skipped"]},
             restarts=snapshot["restarts"],
+            helpers=dict(snapshot.get("helpers", {})),
+            decisions=list(snapshot.get("decisions", [])),
         )
 
     def skipped_report(self) -> dict[str, Any]:

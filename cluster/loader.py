@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import collections
 import os
+import time
 import warnings
 from collections.abc import Iterator
 from typing import Any
@@ -110,6 +111,7 @@ class Loader:
         self._resumed = False
         pending: collections.deque = collections.deque()
         requested = self._next
+        trained = 0.0
         if self._importer is not None:
             self._actor.release_all.remote()
         while self._next < total:
@@ -118,7 +120,9 @@ class Loader:
                 pending.append((requested, ref))
                 requested += 1
             k, ref = pending.popleft()
+            asked = time.perf_counter()
             batch = self._fetch(ref, epoch, k)
+            timing = (time.perf_counter() - asked, trained)  # waited for this batch, trained on the last
             if (batch["epoch"], batch["start"], batch["index"]) != (epoch, start, k):
                 raise RaypipeError(
                     f"loader: rank {self.rank} asked for batch {k} of epoch {epoch} and received batch "
@@ -128,13 +132,15 @@ class Loader:
             self.last_is_pad = batch["is_pad"]
             self.last_sample_indices = batch["sample_indices"]
             skipped = [(e, i, src) for e, i, src, _ in batch["skipped"]]
-            self._coordinator.ack.remote(self.rank, epoch, self._next, skipped)
+            self._coordinator.ack.remote(self.rank, epoch, self._next, skipped, timing)
             outputs = tuple(self._convert(a) for a in batch["outputs"])
             if any(isinstance(a, IpcArray) for a in batch["outputs"]):
                 self._actor.release.remote((epoch, k))
             if self.normalize is not None:
                 outputs = self.normalize.apply(outputs)
+            handed = time.perf_counter()
             yield outputs
+            trained = time.perf_counter() - handed  # the caller trained on the batch until it asked again
         self._epoch, self._start, self._next = epoch + 1, 0, 0
 
     def state_dict(self) -> dict[str, Any]:

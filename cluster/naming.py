@@ -11,3 +11,7 @@ def coordinator_name(service: str) -> str:
 
 def pipeline_actor_name(service: str, rank: int) -> str:
     return f"{service}.pipeline.{rank}"
+
+
+def helper_name(service: str, index: int) -> str:
+    return f"{service}.helper.{index}"

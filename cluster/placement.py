@@ -28,7 +28,7 @@ from actors.pipeline_actor import CONCURRENCY_GROUPS, PipelineActor
 from raypipe.errors import ArgumentError, RaypipeError
 from raypipe.service_config import ServiceConfig
 
-from .naming import NAMESPACE, pipeline_actor_name
+from .naming import NAMESPACE, coordinator_name, pipeline_actor_name
 
 _LOCAL_RANK_VARS = ("LOCAL_RANK", "HOROVOD_LOCAL_RANK", "OMPI_COMM_WORLD_LOCAL_RANK")
 
@@ -182,7 +182,14 @@ def start_pipeline_actor(
             max_task_retries=launch.max_task_retries,
             scheduling_strategy=NodeAffinitySchedulingStrategy(location.node_id, soft=False),
         )
-        .remote(launch.pipeline, launch.pipeline_kwargs, config, rank, location.as_dict())
+        .remote(
+            launch.pipeline,
+            launch.pipeline_kwargs,
+            config,
+            rank,
+            location.as_dict(),
+            (coordinator_name(config.name), NAMESPACE),
+        )
     )
     timeout_s = launch.startup_timeout_s
     try:

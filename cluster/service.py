@@ -20,6 +20,8 @@ from raypipe.service_config import ServiceConfig
 
 from . import journal
 from .coordinator import Coordinator
+from .helper_policy import choose_node
+from .helpers import HelperPlan, cluster_nodes, find_helper
 from .naming import NAMESPACE, coordinator_name, pipeline_actor_name
 from .placement import ActorLaunch
 
@@ -52,6 +54,14 @@ class Service:
                 continue
         return found
 
+    def _helpers(self) -> dict[str, Any]:
+        """The CPU helpers running now, by name."""
+        try:
+            names = ray.get(self._coordinator.helpers.remote(), timeout=10)
+        except ray.exceptions.RayError:
+            return {}
+        return {n: h for n in names if (h := find_helper(self.name, n)) is not None}
+
     def stats(self, timeout_s: float = 10.0) -> dict[str, Any]:
         """Per-rank acknowledged progress, where each rank attached, skipped samples
         (``{"count", "files"}``) and, per rank, its pipeline actor: node, the GPU it shares
@@ -72,7 +82,18 @@ class Service:
                 actors.append({"available": True, **ray.get(ref)} if ref in ready else _unavailable(rank, "no answer"))
             except ray.exceptions.RayError as exc:
                 actors.append(_unavailable(rank, type(exc).__name__))
-        return {**ray.get(coordinator, timeout=timeout_s), "actors": actors}
+        out = {**ray.get(coordinator, timeout=timeout_s), "actors": actors}
+        helpers = self._helpers()
+        refs = {name: h.stats.remote() for name, h in helpers.items()}
+        ready, _ = ray.wait(list(refs.values()), num_returns=len(refs), timeout=timeout_s)
+        details = []
+        for name, ref in refs.items():
+            try:
+                details.append({"name": name, "available": True, **ray.get(ref)} if ref in ready else {"name": name})
+            except ray.exceptions.RayError as exc:
+                details.append({"name": name, "available": False, "why": type(exc).__name__})
+        out["helpers"]["details"] = details
+        return out
 
     def pause(self) -> None:
         """Stop every pipeline actor's read-ahead until a rank asks for its next batch, to free
@@ -87,7 +108,7 @@ class Service:
         """Stop the coordinator and every rank's pipeline actor and forget the service's journal.
         Safe to call twice; a loader still open afterwards fails with a clear error."""
         if self._coordinator is not None:
-            _release(self.name, [*self._actors().values(), self._coordinator])
+            _release(self.name, [*self._actors().values(), *self._helpers().values(), self._coordinator])
         self._coordinator = None
 
 
@@ -112,6 +133,11 @@ def serve(
     last_batch: str = "pad",
     *,
     num_cpus_per_actor: float = 0.0,
+    cpu_helpers: int | str = 0,
+    cpus_per_helper: float = 1.0,
+    cpu_reserve_per_gpu: float = 1.0,
+    max_cpu_helpers: int | None = None,
+    autoscale_interval_s: float = 5.0,
     block_size: int = 256,
     initial_fill: int = 1024,
     replace: bool = False,
@@ -132,6 +158,13 @@ def serve(
     keep other Ray work off them). ``startup_timeout_s`` bounds the wait for an actor (a
     clear error names what is missing). ``detached`` keeps the coordinator alive after
     this driver exits.
+
+    ``cpu_helpers`` runs the CPU stage of every rank's pipeline also on CPU helper actors
+    anywhere in the cluster (CPU-only nodes first; on GPU nodes leaving ``cpu_reserve_per_gpu``
+    CPUs per GPU to the trainers), each reserving ``cpus_per_helper`` CPUs: a number, or
+    ``"auto"`` to add helpers while ranks wait for data and remove them when they do not (at
+    most ``max_cpu_helpers``, deciding every ``autoscale_interval_s``). Batches stay exactly
+    those of the epoch plan; ``stats()["helpers"]`` shows the helpers and every decision.
     """
     removed = sorted(set(pipeline_kwargs) & set(_REMOVED))
     if removed:
@@ -149,6 +182,9 @@ def serve(
         raise ArgumentError(f"serve: num_cpus_per_actor must be a number >= 0, got {num_cpus_per_actor!r}")
     if not startup_timeout_s > 0:
         raise ArgumentError(f"serve: startup_timeout_s must be > 0, got {startup_timeout_s!r}")
+    helper_plan = HelperPlan.parse(
+        cpu_helpers, cpus_per_helper, cpu_reserve_per_gpu, max_cpu_helpers, autoscale_interval_s
+    )
     for key in ("seed", "device_id"):
         if key in pipeline_kwargs:
             raise ArgumentError(f"serve: {key} is set by the service, not the pipeline")
@@ -174,6 +210,7 @@ def serve(
     if not ray.is_initialized():
         ray.init(address=os.environ.get("RAY_ADDRESS"), log_to_driver=False)
     _claim_name(name, replace)
+    _check_helper_room(helper_plan)
     launch = ActorLaunch(
         pipeline=pipeline,
         pipeline_kwargs=pipeline_kwargs,
@@ -194,7 +231,7 @@ def serve(
                 max_task_retries=-1,
                 lifetime="detached" if detached else None,
             )
-            .remote(config, launch)
+            .remote(config, launch, helper_plan)
         )
         ray.get(coordinator.config.remote(), timeout=startup_timeout_s)
     except BaseException:
@@ -210,7 +247,8 @@ def _claim_name(name: str, replace: bool) -> None:
         return
     if not replace:
         raise ArgumentError(f"serve: a service named {name!r} is already running; pass replace=True to replace it")
-    _release(name, [*Service(name, ray.get(existing.config.remote()), existing)._actors().values(), existing])
+    old = Service(name, ray.get(existing.config.remote()), existing)
+    _release(name, [*old._actors().values(), *old._helpers().values(), existing])
     deadline = time.monotonic() + 30
     while time.monotonic() < deadline:
         try:
@@ -219,3 +257,21 @@ def _claim_name(name: str, replace: bool) -> None:
             return
         time.sleep(0.1)
     raise RaypipeError(f"serve: the old service {name!r} did not stop within 30 s")
+
+
+def _check_helper_room(plan: HelperPlan) -> None:
+    """Fail before anything starts when the cluster cannot place a fixed number of helpers."""
+    if plan.auto or plan.count == 0:
+        return
+    nodes = cluster_nodes()
+    placed: dict[str, int] = {}
+    for _ in range(plan.count):
+        node = choose_node(nodes, placed, plan.cpus, plan.reserve_per_gpu)
+        if node is None:
+            free = ", ".join(f"{n.node_id[:12]}: {n.cpus_free:g} CPUs free, {n.gpus:g} GPUs" for n in nodes)
+            raise ArgumentError(
+                f"serve: cpu_helpers={plan.count} x {plan.cpus:g} CPUs do not fit (room for "
+                f"{sum(placed.values())}) leaving {plan.reserve_per_gpu:g} CPUs per GPU to the trainers; "
+                f"nodes: {free}. Use fewer helpers, a smaller cpu_reserve_per_gpu, or cpu_helpers='auto'"
+            )
+        placed[node] = placed.get(node, 0) + 1

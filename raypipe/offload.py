@@ -143,6 +143,7 @@ class Offload:
             "reassigned": self._stats["reassigned"],
             "workers": {n: dict(w) for n, w in self._stats["workers"].items()},
             "attached": sorted(self._workers),
+            "slots_alive": sum(t.is_alive() for _, _, threads in self._workers.values() for t in threads),
         }
 
     def _next(self, stop: threading.Event) -> Unit | None:

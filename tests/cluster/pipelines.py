@@ -66,3 +66,19 @@ def converted(dst):
     jpegs, labels = read_converted(dst, name="Reader")
     images = fn.decoders.image_random_crop(jpegs, device="mixed")
     return fn.resize(images, resize_x=32, resize_y=32), labels
+
+
+def _slow(image):
+    """50 ms of extra CPU-stage work per sample (sleeping: the test machine has 2 cores)."""
+    import time
+
+    time.sleep(0.05)
+    return image
+
+
+@rp.pipeline_def(batch_size=5, num_threads=1)
+def slowed(files):
+    """``indexed`` with a slow CPU-stage operator, so a rank reading fast waits for data."""
+    jpegs, labels = fn.readers.file(files=files, labels=list(range(len(files))), name="Reader")
+    images = fn.python_function(fn.decoders.image(jpegs), function=_slow)
+    return fn.resize(images, resize_x=32, resize_y=32), labels

@@ -34,3 +34,15 @@ class RankProcess:
         for _, labels in self.loader:
             seen += [s for s, pad in zip(labels.ravel().tolist(), self.loader.last_is_pad) if not pad]
         return seen
+
+    def epoch_digests(self, service: str, rank: int, world_size: int, epoch: int) -> list[tuple[list[int], str]]:
+        """Every batch of ``epoch`` for this rank: its sample labels and a hash of its images."""
+        import hashlib
+
+        if getattr(self, "digest_loader", None) is None or self.digest_loader.name != service:
+            self.digest_loader = rp.loader(service, rank=rank, world_size=world_size, output="numpy")
+        self.digest_loader.set_epoch(epoch)
+        return [
+            (labels.ravel().tolist(), hashlib.sha1(images.tobytes()).hexdigest())
+            for images, labels in self.digest_loader
+        ]

@@ -1,0 +1,141 @@
+"""CPU helpers on the simulated cluster (``conftest.py``'s head and 2 GPU nodes, plus a CPU-only
+node added here): batches identical to those made without helpers, a SIGKILLed helper losing
+nothing, and ``cpu_helpers="auto"`` adding a helper while the rank stalls and removing it once the
+rank is slower than its data. Pipeline actors run 1 thread each."""
+
+from __future__ import annotations
+
+import os
+import signal
+import time
+
+import pytest
+import ray
+
+import raypipe as rp
+from tests.cluster.pipelines import indexed, slowed
+from tests.cluster.ranks import RankProcess
+
+
+@pytest.fixture(scope="module")
+def cpu_node(cluster):
+    """A CPU-only node with 2 CPUs: where helpers go first."""
+    before = {n["NodeID"] for n in ray.nodes() if n["Alive"]}
+    node = cluster.add_node(num_cpus=2)
+    cluster.wait_for_nodes()
+    (node_id,) = {n["NodeID"] for n in ray.nodes() if n["Alive"]} - before
+    yield node_id
+    cluster.remove_node(node)
+
+
+def _digests(name, files, world, **helpers):
+    """Every rank's batches of epochs 0 and 1 (labels, image hash), ranks in GPU-holding actors."""
+    svc = rp.serve(indexed, name=name, files=files, world_size=world, seed=5, replace=True, **helpers)
+    ranks = [ray.remote(num_gpus=1)(RankProcess).remote() for _ in range(world)]
+    try:
+        out = {e: ray.get([r.epoch_digests.remote(name, i, world, e) for i, r in enumerate(ranks)]) for e in (0, 1)}
+        return out, svc.stats()
+    finally:
+        for r in ranks:
+            ray.kill(r)
+        svc.shutdown()
+
+
+def test_batches_are_identical_with_a_helper_on_a_cpu_only_node(cpu_node, jpeg_files):
+    without, _ = _digests("svc-nohelp", jpeg_files, 2)
+    with_helper, stats = _digests("svc-help", jpeg_files, 2, cpu_helpers=1)
+    assert with_helper == without
+    helpers = stats["helpers"]
+    assert list(helpers["running"].values()) == [cpu_node], "the helper sits on the CPU-only node"
+    assert helpers["details"][0]["samples"] > 0, "the helper ran samples"
+    shipped = [a["offload"]["workers"] for a in stats["actors"] if a.get("available")]
+    assert any(w and next(iter(w.values()))["samples"] > 0 for w in shipped), "ranks received samples from it"
+    assert [d["action"] for d in helpers["decisions"]] == ["add"]
+
+
+def test_too_many_fixed_helpers_fail_before_anything_starts(cpu_node, jpeg_files):
+    with pytest.raises(rp.ArgumentError, match="cpu_helpers=40 x 1 CPUs do not fit"):
+        rp.serve(indexed, name="svc-toomany", files=jpeg_files, world_size=1, cpu_helpers=40)
+    with pytest.raises(rp.ArgumentError, match="cpu_helpers"):
+        rp.serve(indexed, name="svc-bad", files=jpeg_files, world_size=1, cpu_helpers="many")
+
+
+def _read(loader, epoch, until=None):
+    loader.set_epoch(epoch)
+    out = []
+    for images, labels in loader:
+        out.append((labels.ravel().tolist(), images.tobytes()))
+        if until is not None and len(out) == until[0]:
+            until[1]()
+    return out
+
+
+def test_a_sigkilled_helper_loses_nothing(cpu_node, jpeg_files):
+    svc = rp.serve(indexed, name="svc-ref", files=jpeg_files, world_size=1, seed=9, replace=True)
+    ld = rp.loader("svc-ref", rank=0, world_size=1, output="numpy")
+    reference = [_read(ld, e) for e in (0, 1)]
+    del ld
+    svc.shutdown()
+
+    svc = rp.serve(indexed, name="svc-kill", files=jpeg_files, world_size=1, seed=9, cpu_helpers=1, replace=True)
+    try:
+        ld = rp.loader("svc-kill", rank=0, world_size=1, output="numpy")
+        first = _read(ld, 0)  # the actor finds its helper during this epoch
+        pid = svc.stats()["helpers"]["details"][0]["pid"]
+
+        def kill():
+            os.kill(pid, signal.SIGKILL)
+
+        second = _read(ld, 1, until=(1, kill))
+        assert [first, second] == reference, "every batch as without helpers, across the kill"
+        deadline = time.monotonic() + 30
+        while time.monotonic() < deadline:  # Ray restarts the helper
+            details = svc.stats()["helpers"]["details"][0]
+            if details.get("available") and details["pid"] != pid:
+                break
+            time.sleep(0.5)
+        assert details["pid"] != pid, "the helper came back"
+        epoch, deadline = 2, time.monotonic() + 30
+        while svc.stats()["helpers"]["details"][0].get("units", 0) == 0 and time.monotonic() < deadline:
+            assert _read(ld, epoch) == _read(ld, epoch), "the same batches, whoever makes them"
+            epoch += 1
+        assert svc.stats()["helpers"]["details"][0]["units"] > 0, "and the actor uses it again"
+    finally:
+        svc.shutdown()
+
+
+def test_auto_adds_a_helper_while_the_rank_stalls_and_removes_it_when_not_needed(cpu_node, jpeg_files):
+    svc = rp.serve(
+        slowed,
+        name="svc-auto",
+        files=jpeg_files,
+        world_size=1,
+        cpu_helpers="auto",
+        max_cpu_helpers=1,
+        autoscale_interval_s=1.0,
+        replace=True,
+    )
+    try:
+        ld = rp.loader("svc-auto", rank=0, world_size=1, output="numpy")
+        epoch, deadline = 0, time.monotonic() + 60
+        while not svc.stats()["helpers"]["running"] and time.monotonic() < deadline:
+            _read(ld, epoch)  # as fast as the data comes: the rank stalls
+            epoch += 1
+        helpers = svc.stats()["helpers"]
+        assert list(helpers["running"].values()) == [cpu_node]
+        added = [d for d in helpers["decisions"] if d["action"] == "add"]
+        assert added and "waits for data" in added[0]["reason"]
+        deadline = time.monotonic() + 60
+        while svc.stats()["helpers"]["running"] and time.monotonic() < deadline:
+            ld.set_epoch(epoch)
+            for _ in ld:
+                time.sleep(1.0)  # a slow trainer: the data is always ready
+            epoch += 1
+        helpers = svc.stats()["helpers"]
+        assert helpers["running"] == {}, (helpers["stall"], helpers["decisions"][-4:])
+        removed = [d for d in helpers["decisions"] if d["action"] == "remove"]
+        assert removed and "waited less than" in removed[-1]["reason"] and removed[-1]["time"] > added[0]["time"]
+        ld.set_epoch(epoch)
+        assert sum(len(labels) for _, labels in ld) == 5 * len(ld), "the rank reads on without the helper"
+    finally:
+        svc.shutdown()
