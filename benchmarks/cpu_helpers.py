@@ -103,7 +103,7 @@ def costs(root: str) -> dict[str, float]:
         "GPU node, nvImageCodec decode (read only)": {"on_gpu": True, "decode_on_gpu": True},
     }
     out = {name: stage_cost(root, split) for name, split in splits.items()}
-    print("\nCPU-stage cost per sample, 1 thread (0.17 MP JPEGs; ImageNet averages 0.11 MP more per image)")
+    print("\nCPU-stage cost per sample, 1 thread (0.17 MP JPEGs, about the ImageNet average)")
     print("| where the CPU stage ends | CPU ms/sample |")
     print("|---|---|")
     for name, ms in out.items():
@@ -134,18 +134,20 @@ class Trainer:
     """A rank on the GPU node training at ``rate`` img/s (sleeping), as long as asked."""
 
     def train(self, name: str, rate: float, seconds: float) -> float:
+        """Images per second received over the last third of ``seconds`` (the steady state)."""
         loader = rp.loader(name, rank=0, world_size=1, output="numpy")
-        began, images, epoch = time.perf_counter(), 0, 0
+        began, epoch, seen = time.perf_counter(), 0, []
         while time.perf_counter() - began < seconds:
             loader.set_epoch(epoch)
             for _, labels in loader:
                 step = time.perf_counter()
-                images += len(labels)
+                seen.append((step, len(labels)))
                 time.sleep(max(0.0, len(labels) / rate - (time.perf_counter() - step)))
                 if time.perf_counter() - began > seconds:
                     break
             epoch += 1
-        return images / (time.perf_counter() - began)
+        tail = [(t, n) for t, n in seen if t > began + 2 * seconds / 3]
+        return sum(n for _, n in tail[1:]) / (tail[-1][0] - tail[0][0])
 
 
 def auto(files: list[str], seconds: float) -> None:
@@ -157,7 +159,16 @@ def auto(files: list[str], seconds: float) -> None:
         cluster.add_node(num_cpus=3)  # CPU-only nodes
     cluster.wait_for_nodes()
     ray.init(address=cluster.address, log_to_driver=False)
-    print("\n'auto' on a simulated cluster: CPU stage 20 ms/sample (sleeping), pipeline actor 1 thread")
+    stage = slowed(files=files).cpu_stage({"on_gpu": False, "decode_on_gpu": False})
+    ctxs = [SampleContext(0, 0, i) for i in range(len(files))]
+    stage.run_chunk(ctxs[:8], 0, None)  # warm-up: imports, first decodes
+    began = time.perf_counter()
+    stage.run_chunk(ctxs, 0, None)
+    cost = (time.perf_counter() - began) / len(files)
+    print(
+        f"\n'auto' on a simulated cluster: CPU stage {1000 * cost:.1f} ms/sample (20 ms of it sleeping), pipeline "
+        "actor 1 thread, rate over the last third of the run"
+    )
     print("| trainer img/s | model: helpers (1 thread each) | auto reached | rank got img/s | decisions |")
     print("|---|---|---|---|---|")
     try:
@@ -170,7 +181,7 @@ def auto(files: list[str], seconds: float) -> None:
             trainer = ray.remote(num_gpus=1)(Trainer).remote()
             got = ray.get(trainer.train.remote(name, rate, seconds))
             helpers = svc.stats()["helpers"]
-            model = max(0, math.ceil(rate * 0.02 - 1))
+            model = max(0, math.ceil(rate * cost) - 1)  # workers the rate needs, less the actor's own thread
             actions = ", ".join(d["action"] for d in helpers["decisions"] if d["action"] != "keep")
             print(f"| {rate} | {model} | {len(helpers['running'])} | {got:.0f} | {actions} |")
             ray.kill(trainer)

@@ -26,6 +26,22 @@ from .helpers import HelperPlan, cluster_nodes, helper_index, start_helper
 from .naming import helper_name
 from .placement import ActorLaunch
 
+COOLDOWN_ROUNDS = 2  # rounds a scaling change is given to take effect before the next decision
+
+
+def _busy_seconds(handles: dict[str, Any]) -> dict[str, float]:
+    """Each helper's busy seconds so far (a helper that does not answer in time counts as idle)."""
+    refs = {name: h.stats.remote() for name, h in handles.items()}
+    ready, _ = ray.wait(list(refs.values()), num_returns=len(refs), timeout=2.0)
+    out = {}
+    for name, ref in refs.items():
+        if ref in ready:
+            try:
+                out[name] = float(ray.get(ref)["busy_s"])
+            except ray.exceptions.RayError:
+                continue
+    return out
+
 
 class Coordinator:
     """Tells each rank how to start its pipeline actor, records where it attached and which
@@ -93,7 +109,10 @@ class Coordinator:
             self._apply(("helper_removed", name, reason, time.time()))
 
     def _autoscale(self) -> None:
-        """Every ``interval_s``: each rank's stall since the last round, then one decision."""
+        """Every ``interval_s``: each rank's stall and the helpers' idle time since the last
+        round, then one decision (:func:`cluster.helper_policy.decide`)."""
+        busy_before: dict[str, float] = {}
+        cooling = 0
         while True:
             time.sleep(self._plan.interval_s)
             with self._lock:
@@ -102,16 +121,30 @@ class Coordinator:
                 if stalls:  # a round without timings says nothing: it neither calms nor alarms
                     self._stall = stalls
                     self._calm = self._calm + 1 if max(stalls.values()) < 0.02 else 0
-                helpers = len(self._state.helpers)
+                handles = dict(self._handles)
+            busy_now = _busy_seconds(handles)
+            busy = sum(max(0.0, b - busy_before.get(n, 0.0)) for n, b in busy_now.items())
+            busy_before = busy_now
             if not stalls:
                 continue
+            spare = len(handles) - busy / (self._plan.interval_s * self._plan.threads)
             can_add = choose_node(cluster_nodes(), {}, self._plan.cpus, self._plan.reserve_per_gpu) is not None
-            decision = decide(stalls, helpers, can_add, self._calm, max_helpers=self._plan.max_helpers)
+            decision = decide(
+                stalls,
+                len(handles),
+                can_add,
+                self._calm,
+                spare_helpers=spare,
+                cooling=cooling,
+                max_helpers=self._plan.max_helpers,
+            )
+            cooling = max(0, cooling - 1)
             if decision.action == "add":
-                self._add_helper(decision.reason, {})
+                if self._add_helper(decision.reason, {}):
+                    cooling = COOLDOWN_ROUNDS
             elif decision.action == "remove":
                 self._remove_helper(decision.reason)
-                self._calm = 0
+                self._calm, cooling = 0, COOLDOWN_ROUNDS
             else:
                 self._apply(("decision", "keep", decision.reason, time.time()))
 

@@ -45,6 +45,10 @@ def test_decisions_add_under_stall_and_remove_after_calm_rounds():
     assert full.action == "keep" and "no node has a free CPU" in full.reason
     assert decide({0: 0.05}, 1, True, 5).action == "keep", "between the thresholds: hold"
     assert decide({0: 0.01}, 1, True, 2).action == "keep", "calm, but not for long enough"
-    remove = decide({0: 0.01, 1: 0.0}, 1, True, 3)
-    assert remove.action == "remove" and "3 rounds" in remove.reason
-    assert decide({0: 0.0}, 0, True, 10).action == "keep", "nothing to remove"
+    busy = decide({0: 0.01, 1: 0.0}, 1, True, 3, spare_helpers=0.4)
+    assert busy.action == "keep" and "would bring the stall back" in busy.reason
+    remove = decide({0: 0.01, 1: 0.0}, 1, True, 3, spare_helpers=1.3)
+    assert remove.action == "remove" and "3 rounds" in remove.reason and "1.3 helpers" in remove.reason
+    cooling = decide({0: 0.5}, 1, True, 0, cooling=2)
+    assert cooling.action == "keep" and "2 more round" in cooling.reason
+    assert decide({0: 0.0}, 0, True, 10, spare_helpers=5).action == "keep", "nothing to remove"
