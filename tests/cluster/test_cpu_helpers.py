@@ -139,3 +139,29 @@ def test_auto_adds_a_helper_while_the_rank_stalls_and_removes_it_when_not_needed
         assert sum(len(labels) for _, labels in ld) == 5 * len(ld), "the rank reads on without the helper"
     finally:
         svc.shutdown()
+
+
+def test_a_restarted_coordinator_starts_its_helpers_again(cpu_node, jpeg_files):
+    svc = rp.serve(indexed, name="svc-coord", files=jpeg_files, world_size=1, seed=9, cpu_helpers=1, replace=True)
+    try:
+        ld = rp.loader("svc-coord", rank=0, world_size=1, output="numpy")
+        before = _read(ld, 0)
+        os.kill(svc.stats()["coordinator"]["pid"], signal.SIGKILL)  # its helper goes with it
+        assert _read(ld, 0) == before, "the rank reads on, with the same batches"
+        deadline = time.monotonic() + 60
+        while time.monotonic() < deadline:
+            try:
+                stats = svc.stats(timeout_s=5)
+            except ray.exceptions.RayError:
+                time.sleep(0.5)
+                continue
+            details = stats["helpers"].get("details", [])
+            if stats["coordinator"]["restarts"] == 1 and details and details[0].get("available"):
+                break
+            time.sleep(0.5)
+        assert stats["coordinator"]["restarts"] == 1
+        assert list(stats["helpers"]["running"]) == ["svc-coord.helper.0"]
+        assert "restarted with the coordinator" in stats["helpers"]["decisions"][-1]["reason"]
+        assert _read(ld, 0) == before
+    finally:
+        svc.shutdown()
