@@ -8,7 +8,9 @@ With no arguments: a local Ray instance with 2 logical GPUs, a generated JPEG da
 Every rank's loader starts the rank's pipeline actor on the rank's node and GPU (the
 service reserves no GPU of its own); every rank reads its own shard of each epoch through
 ``rp.loader`` and all ranks get the same number of batches. Asking for more workers than
-the cluster can hold fails at once, naming the resource.
+the cluster can hold fails at once, naming the resource. ``--cpu-helpers N`` (or ``auto``)
+adds CPU helper actors that run the pipelines' CPU stage on other CPUs of the cluster
+(CPU-only nodes first); ``svc.stats()["helpers"]``, printed at the end, shows them.
 """
 
 from __future__ import annotations
@@ -79,7 +81,13 @@ def main() -> None:
     parser.add_argument("--workers", type=int, default=2)
     parser.add_argument("--epochs", type=int, default=2)
     parser.add_argument("--gpu", action="store_true", help="train on GPUs (nccl); default CPU (gloo)")
+    parser.add_argument(
+        "--cpu-helpers",
+        default="0",
+        help="CPU helper actors running the pipelines' CPU stage anywhere in the cluster: a number or 'auto'",
+    )
     args = parser.parse_args()
+    cpu_helpers = args.cpu_helpers if args.cpu_helpers == "auto" else int(args.cpu_helpers)
     root = args.data or os.path.join(tempfile.gettempdir(), "raypipe-ddp-demo")
     if not args.data:
         make_jpeg_folder(root, num_classes=4, per_class=40)
@@ -104,6 +112,7 @@ def main() -> None:
         batch_size=16,
         num_threads=1,
         decoder_device="mixed",
+        cpu_helpers=cpu_helpers,
     )
     try:
         trainer = TorchTrainer(
