@@ -111,7 +111,7 @@ def start_helper(
     return handle, node
 
 
-def find_helper(service: str, name: str) -> Any | None:
+def find_helper(name: str) -> Any | None:
     """The helper actor called ``name``, or None when it is gone."""
     try:
         return ray.get_actor(name, namespace=NAMESPACE)

@@ -60,7 +60,7 @@ class Service:
             names = ray.get(self._coordinator.helpers.remote(), timeout=10)
         except ray.exceptions.RayError:
             return {}
-        return {n: h for n in names if (h := find_helper(self.name, n)) is not None}
+        return {n: h for n in names if (h := find_helper(n)) is not None}
 
     def stats(self, timeout_s: float = 10.0) -> dict[str, Any]:
         """Per-rank acknowledged progress, where each rank attached, skipped samples

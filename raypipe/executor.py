@@ -142,11 +142,6 @@ class Executor:
     def profile(self, profile: Profile | None) -> None:
         self._profile = self._stage.profile = profile
 
-    @property
-    def stage(self) -> CpuStage:
-        """The CPU stage this executor runs (and remote workers may share)."""
-        return self._stage
-
     def set_remote_workers(self, workers: dict[str, RemoteWorker], unit_timeout_s: float = 60.0) -> None:
         """Share the CPU stage with ``workers`` (see :mod:`raypipe.offload`); an empty dict keeps
         it local. Takes effect from the next batch queued."""

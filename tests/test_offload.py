@@ -6,6 +6,7 @@ actor runs exactly this; tests/cluster covers it across processes)."""
 from __future__ import annotations
 
 import threading
+import time
 from concurrent.futures import Future, ThreadPoolExecutor
 
 import numpy as np
@@ -115,3 +116,17 @@ def test_close_releases_the_proxy_threads(jpeg_files):
     pipe.set_cpu_helpers({"w": ThreadWorker(jpeg_files, pipe)})  # usable again after close
     assert len(pipe.run()[1]) == 8
     pipe.close()
+
+
+def test_a_dropped_pipeline_releases_the_proxy_threads(jpeg_files):
+    import gc
+
+    pipe = augmented(files=jpeg_files)
+    pipe.set_cpu_helpers({"w": ThreadWorker(jpeg_files, pipe)})
+    pipe.run()
+    del pipe
+    gc.collect()
+    deadline = time.monotonic() + 5
+    while any(t.name.startswith("raypipe-offload") for t in threading.enumerate()):
+        assert time.monotonic() < deadline, "proxy threads outlive their pipeline"
+        time.sleep(0.05)
