@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import argparse
 import math
+import os
 import statistics
 import sys
 import time
@@ -32,6 +33,20 @@ from raypipe import fn, types
 from raypipe.bench.dataset import prepare
 from raypipe.keyed_random import SampleContext
 from raypipe.presets import resnet50_train
+
+
+def machine_busy() -> tuple[float, float]:
+    """(busy, total) CPU seconds of the whole machine so far, from /proc/stat."""
+    fields = [int(x) for x in open("/proc/stat").readline().split()[1:]]
+    idle = fields[3] + fields[4]
+    hz = os.sysconf("SC_CLK_TCK")
+    return (sum(fields) - idle) / hz, sum(fields) / hz
+
+
+def process_cpu(pid: int) -> float:
+    """CPU seconds (user + system) of process ``pid`` so far."""
+    fields = open(f"/proc/{pid}/stat").read().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
 def rank_epoch(loader, epoch: int) -> float:
@@ -57,12 +72,22 @@ def measure(root: str, rounds: int) -> None:
             )  # fmt: skip
             loader = rp.loader(name, rank=0, world_size=1, output="numpy")
             rank_epoch(loader, 0)  # warm-up; the actor finds its helper
+            stats = svc.stats()
+            pids = [stats["actors"][0]["pid"]] + [d["pid"] for d in stats["helpers"].get("details", [])]
+            cpu_before, (busy_before, total_before) = sum(process_cpu(p) for p in pids), machine_busy()
             rates = [rank_epoch(loader, e) for e in range(1, rounds + 1)]
+            cpu_used, (busy_after, total_after) = sum(process_cpu(p) for p in pids) - cpu_before, machine_busy()
             stats = svc.stats()
             offload = stats["actors"][0].get("offload", {})
             worker = next(iter(offload.get("workers", {}).values()), None)
             detail = stats["helpers"].get("details", [{}])
-            row = {"dtype": dtype.name, "helpers": helpers, "img_s": statistics.median(rates)}
+            row = {
+                "dtype": dtype.name,
+                "helpers": helpers,
+                "img_s": statistics.median(rates),
+                "cpu_ms": 1000 * cpu_used / (rounds * 1000),
+                "machine_busy": (busy_after - busy_before) / (total_after - total_before),
+            }
             if worker and worker["units"]:
                 busy = detail[0].get("busy_s", 0.0) / max(1, detail[0].get("units", 1))
                 row["bytes_per_sample"] = worker["bytes"] / worker["samples"]
@@ -74,15 +99,21 @@ def measure(root: str, rounds: int) -> None:
             svc.shutdown()
     ray.shutdown()
     print(f"\nOne rank, pipeline actor with 1 thread, local Ray with 2 CPUs (median of {rounds} epochs of 1,000)")
-    print("| output | helpers | img/s | vs no helper | bytes/sample shipped | unit round trip ms | added ms/unit |")
-    print("|---|---|---|---|---|---|---|")
+    print(
+        "| output | helpers | img/s | vs no helper | actor + helper CPU ms/img | machine busy | bytes/sample shipped "
+        "| unit round trip ms | added ms/unit |"
+    )
+    print("|---|---|---|---|---|---|---|---|---|")
     for row in rows:
         base = next(r["img_s"] for r in rows if r["dtype"] == row["dtype"] and r["helpers"] == 0)
         extra = (
             f"{row['bytes_per_sample'] / 1e3:,.0f} KB | {row['unit_ms']:.1f} | {row['added_ms']:.1f}"
             if "unit_ms" in row else "- | - | -"
         )  # fmt: skip
-        print(f"| {row['dtype']} | {row['helpers']} | {row['img_s']:.0f} | {row['img_s'] / base:.2f}x | {extra} |")
+        print(
+            f"| {row['dtype']} | {row['helpers']} | {row['img_s']:.0f} | {row['img_s'] / base:.2f}x | "
+            f"{row['cpu_ms']:.2f} | {row['machine_busy']:.0%} | {extra} |"
+        )
 
 
 def stage_cost(root: str, split: dict[str, bool], samples: int = 300) -> float:
