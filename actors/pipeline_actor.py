@@ -219,9 +219,11 @@ class PipelineActor:
         return self._exporter
 
     def pause(self) -> None:
-        """Stop preparing batches ahead (frees the CPUs); the next request restarts the pipeline."""
+        """Stop preparing batches ahead (frees the CPUs); the next request restarts the pipeline
+        and attaches the CPU helpers again."""
         self.pipe.close()
         self._cursor = None
+        self._helpers, self._helpers_asked = (), float("-inf")
 
     def state_dict(self) -> dict[str, Any] | None:
         """The position of the batch this actor's pipeline produces next for its rank (the

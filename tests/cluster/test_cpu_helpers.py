@@ -165,3 +165,20 @@ def test_a_restarted_coordinator_starts_its_helpers_again(cpu_node, jpeg_files):
         assert _read(ld, 0) == before
     finally:
         svc.shutdown()
+
+
+def test_after_a_pause_the_actors_use_their_helpers_again(cpu_node, jpeg_files):
+    svc = rp.serve(indexed, name="svc-pause", files=jpeg_files, world_size=1, seed=9, cpu_helpers=1, replace=True)
+    try:
+        ld = rp.loader("svc-pause", rank=0, world_size=1, output="numpy")
+        before = _read(ld, 0)
+        svc.pause()
+        assert svc.stats()["actors"][0]["offload"] == {}, "a paused actor holds no helper threads"
+        epoch, deadline = 1, time.monotonic() + 30
+        while not svc.stats()["actors"][0]["offload"].get("attached") and time.monotonic() < deadline:
+            _read(ld, epoch)
+            epoch += 1
+        assert svc.stats()["actors"][0]["offload"]["attached"] == ["svc-pause.helper.0"]
+        assert _read(ld, 0) == before
+    finally:
+        svc.shutdown()
