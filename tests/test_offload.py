@@ -130,3 +130,29 @@ def test_a_dropped_pipeline_releases_the_proxy_threads(jpeg_files):
     while any(t.name.startswith("raypipe-offload") for t in threading.enumerate()):
         assert time.monotonic() < deadline, "proxy threads outlive their pipeline"
         time.sleep(0.05)
+
+
+@rp.pipeline_def(batch_size=8, num_threads=1, device_id=None, seed=11)
+def skipping(files):
+    jpegs, labels = fn.readers.file(files=files, name="Reader")
+    return fn.resize(fn.decoders.image(jpegs, on_error="skip"), resize_x=32, resize_y=32), labels
+
+
+def test_samples_skipped_at_a_worker_are_reported_as_locally(jpeg_files, tmp_path):
+    bad = tmp_path / "bad.jpg"
+    bad.write_bytes(b"\xff\xd8 not a jpeg")
+    files = list(jpeg_files[:3]) + [bad] + list(jpeg_files[3:7])
+    local = skipping(files=files)
+    local.run()
+    expected = [(s.sample_index, s.source) for s in local.skipped_samples]
+    local.close()
+    pipe = skipping(files=files)
+    worker_stage = skipping(files=files).cpu_stage(pipe.cpu_split())
+    pool = ThreadPoolExecutor(1)
+    pipe.set_cpu_helpers({"w": lambda epoch, indices: pool.submit(worker_stage.run_packed, epoch, list(indices))})
+    _, labels = pipe.run()
+    assert [(s.sample_index, s.source) for s in pipe.skipped_samples] == expected == [(3, str(bad))]
+    assert pipe.last_batch_info.sample_indices == [0, 1, 2, 4, 5, 6, 7] and len(labels) == 7
+    assert pipe.offload_stats()["workers"]["w"]["samples"] > 0
+    pipe.close()
+    pool.shutdown()
