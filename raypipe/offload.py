@@ -115,7 +115,8 @@ class Offload:
         except BaseException as exc:
             _settle(unit.future, exc=exc)
             return
-        self._stats["units_local"] += 1
+        with self._cond:
+            self._stats["units_local"] += 1
         _settle(unit.future, result=result)
 
     def on_requeue(self, callback: Callable[[], None]) -> None:
@@ -160,8 +161,8 @@ class Offload:
             return
         with self._cond:
             self._queue.appendleft(unit)
+            self._stats["reassigned"] += 1
             self._cond.notify()
-        self._stats["reassigned"] += 1
         if self._on_requeue is not None:
             self._on_requeue()
 
@@ -177,7 +178,8 @@ class Offload:
             try:
                 packed = _wait(worker(unit.epoch, [c.sample_index for c in unit.ctxs]), self.unit_timeout_s, stop, unit)
             except WorkerLost:
-                stats["lost"] += 1
+                with self._cond:
+                    stats["lost"] += 1
                 self._requeue(unit)
                 stop.wait(_BACKOFF_S)
                 continue
@@ -190,10 +192,11 @@ class Offload:
             if packed is None:  # stopped, or the unit was cancelled meanwhile
                 self._requeue(unit)
                 continue
-            stats["units"] += 1
-            stats["samples"] += len(packed)
-            stats["bytes"] += _nbytes(packed)
-            stats["seconds"] += time.perf_counter() - began
+            with self._cond:
+                stats["units"] += 1
+                stats["samples"] += len(packed)
+                stats["bytes"] += _nbytes(packed)
+                stats["seconds"] += time.perf_counter() - began
             _settle(unit.future, result=self._stage.unpack(packed))
 
 
