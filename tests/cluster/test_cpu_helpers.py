@@ -51,6 +51,15 @@ def test_batches_are_identical_with_a_helper_on_a_cpu_only_node(cpu_node, jpeg_f
     shipped = [a["offload"]["workers"] for a in stats["actors"] if a.get("available")]
     assert any(w and next(iter(w.values()))["samples"] > 0 for w in shipped), "ranks received samples from it"
     assert [d["action"] for d in helpers["decisions"]] == ["add"]
+    deadline = time.monotonic() + 10  # shutdown (in _digests) took the helper with the service
+    while time.monotonic() < deadline:
+        try:
+            ray.get_actor("svc-help.helper.0", namespace="raypipe")
+        except ValueError:
+            break
+        time.sleep(0.2)
+    else:
+        raise AssertionError("the helper outlived svc.shutdown()")
 
 
 def test_too_many_fixed_helpers_fail_before_anything_starts(cpu_node, jpeg_files):
