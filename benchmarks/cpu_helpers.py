@@ -10,7 +10,8 @@ to one rank whose pipeline actor has 1 thread, without helpers and with one help
 (the second core), float32 CHW and uint8 HWC outputs, epochs of the same 1,000 JPEGs (the
 ``raypipe bench`` dataset). ``costs``: CPU time per sample of the CPU stage for the three places
 a pipeline's CPU stage can end (everything on the CPU; a GPU node decoding on the host; a GPU
-node decoding with nvImageCodec). ``auto``: a simulated cluster (a GPU node whose pipeline actor
+node decoding with nvImageCodec); it needs no Ray, so it also runs on a GPU machine without it.
+``auto``: a simulated cluster (a GPU node whose pipeline actor
 has 1 thread, two CPU-only nodes) serving a pipeline with a 20 ms CPU-stage operator to a rank
 that trains at a fixed rate; the model says how many helpers that rate needs, ``"auto"`` finds
 its own number.
@@ -26,7 +27,6 @@ import sys
 import time
 
 import numpy as np
-import ray
 
 import raypipe as rp
 from raypipe import fn, types
@@ -61,6 +61,8 @@ def rank_epoch(loader, epoch: int) -> float:
 
 
 def measure(root: str, rounds: int) -> None:
+    import ray
+
     ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False)
     rows = []
     for dtype in (types.FLOAT, types.UINT8):
@@ -182,6 +184,7 @@ class Trainer:
 
 
 def auto(files: list[str], seconds: float) -> None:
+    import ray
     from ray.cluster_utils import Cluster
 
     cluster = Cluster(initialize_head=True, head_node_args={"num_cpus": 1, "include_dashboard": False})

@@ -23,3 +23,6 @@ python -m pytest -q tests/kernels tests/actors tests/test_backend.py tests/test_
     | tail -30 | tee "$OUT/pytest_kernels.txt"
 cp tests/cluster/test_rank_normalize.py "$OUT/" && python -m pytest -q "$OUT/test_rank_normalize.py" -p no:cacheprovider 2>&1 | tail -5
 python examples/bench_gpu.py --images 5120 --batch-size 256 --threads 4 2>&1 | tee "$OUT/bench_gpu.txt"
+# The CPU-stage cost per image where the CPU stage ends on a real GPU node (host decode, and nvImageCodec):
+# the inputs of the CPU-helper sizing model in README.md (needs no Ray).
+python benchmarks/cpu_helpers.py --part costs 2>&1 | tee "$OUT/cpu_stage_costs.txt"
