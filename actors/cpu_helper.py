@@ -40,17 +40,7 @@ class CpuHelper:
     def __init__(self, pipeline_fn: Callable, pipeline_kwargs: dict[str, Any], config: ServiceConfig, index: int):
         os.environ["CUDA_VISIBLE_DEVICES"] = ""  # a helper never touches a GPU
         self.index = index
-        self.pipe = pipeline_fn(
-            **{**pipeline_kwargs, "batch_size": config.batch_size, "seed": config.seed, "device_id": None}
-        )
-        (length,) = self.pipe.epoch_size().values()
-        digest = self.pipe.dataset_digest()
-        if (length, digest) != (config.dataset_len, config.dataset_digest):
-            raise RaypipeError(
-                f"CPU helper {index} on node {ray.get_runtime_context().get_node_id()}: its reader sees {length} "
-                f"samples (digest {digest}) but the service was started on {config.dataset_len} (digest "
-                f"{config.dataset_digest}): every node must see the same dataset"
-            )
+        self.pipe = build_service_pipeline(pipeline_fn, pipeline_kwargs, config, None, f"CPU helper {index}")
         self._stages: dict[tuple, CpuStage] = {}
         self._lock = threading.Lock()
         self._units = self._samples = 0
@@ -84,6 +74,26 @@ class CpuHelper:
             if stage is None:
                 stage = self._stages[key] = self.pipe.cpu_stage(split)
         return stage
+
+
+def build_service_pipeline(
+    pipeline_fn: Callable, pipeline_kwargs: dict[str, Any], config: ServiceConfig, device_id: int | None, who: str
+) -> Any:
+    """The service's pipeline as an actor of it builds it (the service's batch size and seed), after
+    checking that its reader sees the service's dataset: every node must see the same files."""
+    pipe = pipeline_fn(
+        **{**pipeline_kwargs, "batch_size": config.batch_size, "seed": config.seed, "device_id": device_id}
+    )
+    pipe.build()
+    (length,) = pipe.epoch_size().values()
+    digest = pipe.dataset_digest()
+    if (length, digest) != (config.dataset_len, config.dataset_digest):
+        raise RaypipeError(
+            f"{who} on node {ray.get_runtime_context().get_node_id()}: its reader sees {length} samples (digest "
+            f"{digest}) but the service was started on {config.dataset_len} (digest {config.dataset_digest}): every "
+            f"node must see the same dataset"
+        )
+    return pipe
 
 
 def remote_worker(handle: Any, split: dict[str, bool]) -> RemoteWorker:

@@ -28,7 +28,7 @@ from raypipe.replacement import fill_skipped
 from raypipe.service_config import ServiceConfig
 from raypipe.tensor_list import TensorList
 
-from .cpu_helper import remote_worker
+from .cpu_helper import build_service_pipeline, remote_worker
 from .cuda_ipc import Exporter, device_uuid, use_ipc
 
 # Methods in this group answer while a batch is being made (they only read counters).
@@ -57,18 +57,7 @@ class PipelineActor:
         self.rank = rank
         self.location = location
         device_id = 0 if location["gpu"] is not None else None
-        self.pipe = pipeline_fn(
-            **{**pipeline_kwargs, "batch_size": config.batch_size, "seed": config.seed, "device_id": device_id}
-        )
-        self.pipe.build()
-        (length,) = self.pipe.epoch_size().values()
-        digest = self.pipe.dataset_digest()
-        if (length, digest) != (config.dataset_len, config.dataset_digest):
-            raise RaypipeError(
-                f"pipeline actor on node {ray.get_runtime_context().get_node_id()}: its reader sees {length} samples "
-                f"(digest {digest}) but the service was started on {config.dataset_len} (digest "
-                f"{config.dataset_digest}): every node must see the same dataset"
-            )
+        self.pipe = build_service_pipeline(pipeline_fn, pipeline_kwargs, config, device_id, "pipeline actor")
         self._gpu_uuid = device_uuid(0) if device_id is not None else None
         self._exporter: Exporter | None = None
         self._ipc_fallbacks = 0
