@@ -30,6 +30,8 @@ from raypipe.tensor_list import TensorList
 
 from .cpu_helper import build_service_pipeline, remote_worker
 from .cuda_ipc import Exporter, device_uuid, use_ipc
+from .meters import ProcessMeter, QueueMeter
+from .metrics_export import EXPORT_INTERVAL_S, export_actor
 
 # Methods in this group answer while a batch is being made (they only read counters).
 CONTROL = "control"
@@ -58,6 +60,11 @@ class PipelineActor:
         self.location = location
         device_id = 0 if location["gpu"] is not None else None
         self.pipe = build_service_pipeline(pipeline_fn, pipeline_kwargs, config, device_id, "pipeline actor")
+        self.pipe.enable_profiling()  # one clock read per operator call: cheap next to the operators
+        self._process = ProcessMeter()
+        self._queues = QueueMeter()
+        self._shipped_bytes = 0  # host batches handed to the object store
+        self._exported = float("-inf")
         self._gpu_uuid = device_uuid(0) if device_id is not None else None
         self._exporter: Exporter | None = None
         self._ipc_fallbacks = 0
@@ -125,6 +132,7 @@ class PipelineActor:
         :mod:`raypipe.replacement`) and reported under ``"skipped"``."""
         began = time.perf_counter()
         self._refresh_helpers()
+        self._queues.sample(self.pipe.queue_stats())
         outputs, info = self._produce(epoch, start, k)
         rows, samples, is_pad = None, np.asarray(info.sample_indices, dtype=np.int64), np.asarray(info.is_pad)
         if info.skipped:
@@ -134,9 +142,14 @@ class PipelineActor:
             )
         self._served += 1
         self._skipped += len(info.skipped)
+        shipped = [self._ship(o, rows, gpu_uuid, (epoch, k), ipc_ring * len(outputs)) for o in outputs]
+        self._shipped_bytes += sum(a.nbytes for a in shipped if isinstance(a, np.ndarray))
         self._busy_s += time.perf_counter() - began
+        if time.monotonic() - self._exported > EXPORT_INTERVAL_S:
+            self._exported = time.monotonic()
+            export_actor(self.config.name, self.rank, self.stats())
         return {
-            "outputs": [self._ship(o, rows, gpu_uuid, (epoch, k), ipc_ring * len(outputs)) for o in outputs],
+            "outputs": shipped,
             "is_pad": is_pad,
             "sample_indices": samples,
             "epoch": epoch,
@@ -230,9 +243,19 @@ class PipelineActor:
     @ray.method(concurrency_group=CONTROL)
     def stats(self) -> dict[str, Any]:
         """Batches served, time spent producing them, how often a request forced a re-seek
-        (not counting the run-on from one epoch into the next) and samples skipped."""
+        (not counting the run-on from one epoch into the next), samples skipped; the pipeline's
+        time per stage and operator (``stages``, :mod:`raypipe.profile`), its queues' fill
+        (``queues``), this process's CPU and memory (``process``) and the bytes shipped through the
+        object store."""
         return {
             "batches": self._served,
+            "threads": self.pipe.num_threads,
+            "reader": self.pipe.reader_label(),
+            "batch_size": self.config.batch_size,
+            "stages": self.pipe.profile(),
+            "queues": self._queues.report(),
+            "process": self._process.report(),
+            "object_store_bytes": self._shipped_bytes,
             "ipc_fallbacks": self._ipc_fallbacks,
             "memory": self.pipe.memory_stats(),
             "seeks": self._seeks,

@@ -17,6 +17,8 @@ from typing import Any
 
 import ray
 
+from actors.metrics_export import EXPORT_INTERVAL_S, export_rank
+from raypipe import log
 from raypipe.service_config import ServiceConfig
 
 from . import journal
@@ -25,7 +27,9 @@ from .helper_policy import choose_node, decide, stall_fraction
 from .helpers import HelperPlan, cluster_nodes, helper_index, start_helper
 from .naming import helper_name
 from .placement import ActorLaunch
+from .rank_meter import RankMeter
 
+LOG = log.get(__name__)
 COOLDOWN_ROUNDS = 2  # rounds a scaling change is given to take effect before the next decision
 
 
@@ -57,10 +61,13 @@ class Coordinator:
         self._timing: dict[int, list[float]] = {}
         self._stall: dict[int, float] = {}
         self._calm = 0
+        self._meters: dict[int, RankMeter] = {}  # measurements, not state: not journaled
+        self._exported: dict[int, float] = {}
         saved = journal.load(config.name) if ray.get_runtime_context().was_current_actor_reconstructed else None
         self._state = CoordinatorState.restore(saved) if saved else CoordinatorState()
         if saved:
             self._apply(("restart",))
+            LOG.warning("service %r: coordinator restarted, state read back from its journal", config.name)
         else:
             journal.save(config.name, self._state.snapshot())
         self._start_helpers()
@@ -98,6 +105,7 @@ class Coordinator:
             name = helper_name(self._config.name, index)
             self._handles[name] = handle
             self._apply(("helper_added", name, node, reason, time.time()))
+            LOG.info("service %r: CPU helper %s started on node %s (%s)", self._config.name, name, node[:8], reason)
             return True
 
     def _remove_helper(self, reason: str) -> None:
@@ -107,6 +115,7 @@ class Coordinator:
             if handle is not None:
                 ray.kill(handle, no_restart=True)
             self._apply(("helper_removed", name, reason, time.time()))
+            LOG.info("service %r: CPU helper %s stopped (%s)", self._config.name, name, reason)
 
     def _autoscale(self) -> None:
         """Every ``interval_s``: each rank's stall and the helpers' idle time since the last
@@ -168,19 +177,35 @@ class Coordinator:
         epoch: int,
         next_batch: int,
         skipped: list[tuple[int, int, str]] = (),
-        timing: tuple[float, float] | None = None,
+        timing: tuple[float, float, int, int] | None = None,
     ) -> None:
         """Rank ``rank`` has consumed every batch of ``epoch`` before ``next_batch``; ``skipped``
         lists (epoch, sample index, file) of samples its batches replaced; ``timing`` is how long
-        the rank waited for that batch and trained on the one before (seconds)."""
+        the rank waited for that batch and trained on the one before (seconds), the requests it
+        still had queued and its prefetch depth."""
         for epoch_, index, source in skipped:
             self._apply(("skip", epoch_, index, source))
         self._apply(("ack", rank, epoch, next_batch))
         if timing is not None:
+            waited, trained, in_flight, prefetch = timing
             with self._lock:
                 acc = self._timing.setdefault(rank, [0.0, 0.0])
-                acc[0] += timing[0]
-                acc[1] += timing[1]
+                acc[0] += waited
+                acc[1] += trained
+                meter = self._meters.setdefault(rank, RankMeter())
+                meter.add(waited, trained, in_flight, prefetch)
+                export = time.monotonic() - self._exported.get(rank, float("-inf")) > EXPORT_INTERVAL_S
+                if export:
+                    self._exported[rank] = time.monotonic()
+                    report = meter.report()
+            if export:
+                export_rank(self._config.name, rank, report)
+
+    def synthetic(self, rank: int, batches: int, trained_s: float) -> None:
+        """Rank ``rank`` trained ``batches`` steps on a synthetic loader in ``trained_s`` seconds
+        (see :mod:`cluster.synthetic`): the speed its training reaches without input costs."""
+        with self._lock:
+            self._meters.setdefault(rank, RankMeter()).add_synthetic(batches, trained_s)
 
     def snapshot(self) -> dict[str, Any]:
         """Everything needed to restore the service's position: small by design."""
@@ -191,9 +216,13 @@ class Coordinator:
         }
 
     def stats(self) -> dict[str, Any]:
-        """Progress per rank, skipped samples, and the coordinator's own restarts and pid."""
+        """Progress per rank, each rank's input timings (``ranks``, :mod:`cluster.rank_meter`),
+        skipped samples, the CPU helpers, and the coordinator's own restarts and pid."""
+        with self._lock:
+            ranks = {r: m.report() for r, m in sorted(self._meters.items())}
         return {
             "progress": {r: list(p) for r, p in self._state.progress.items()},
+            "ranks": ranks,
             "attached": dict(self._state.attached),
             "skipped": self._state.skipped_report(),
             "coordinator": {"pid": os.getpid(), "restarts": self._state.restarts},

@@ -122,7 +122,8 @@ class Loader:
             k, ref = pending.popleft()
             asked = time.perf_counter()
             batch = self._fetch(ref, epoch, k)
-            timing = (time.perf_counter() - asked, trained)  # waited for this batch, trained on the last
+            # waited for this batch, trained on the last; requests still queued, out of prefetch
+            timing = (time.perf_counter() - asked, trained, len(pending), self.prefetch)
             if (batch["epoch"], batch["start"], batch["index"]) != (epoch, start, k):
                 raise RaypipeError(
                     f"loader: rank {self.rank} asked for batch {k} of epoch {epoch} and received batch "
@@ -142,6 +143,22 @@ class Loader:
             yield outputs
             trained = time.perf_counter() - handed  # the caller trained on the batch until it asked again
         self._epoch, self._start, self._next = epoch + 1, 0, 0
+
+    def example_batch(self) -> tuple[Any, ...]:
+        """The next batch as iterating would yield it, without moving the position or
+        acknowledging it: its shapes, dtypes and device (see :func:`cluster.synthetic.synthetic_loader`)."""
+        epoch, start = self._epoch, self._start
+        k = self._next if self._next < len(self) else 0
+        if self._next >= len(self):
+            epoch, start = epoch + 1, 0
+        batch = self._fetch(self._actor.get_batch.remote(epoch, start, k, None), epoch, k)
+        outputs = tuple(self._convert(a) for a in batch["outputs"])
+        return self.normalize.apply(outputs) if self.normalize is not None else outputs
+
+    def report_synthetic(self, batches: int, trained_s: float) -> None:
+        """Tell the service this rank trained ``batches`` steps on synthetic data in ``trained_s``
+        seconds (:mod:`cluster.synthetic`), for ``svc.report()``."""
+        self._coordinator.synthetic.remote(self.rank, batches, trained_s)
 
     def state_dict(self) -> dict[str, Any]:
         """Where this rank is, as a global position (epoch, stream offset): a small plain dict

@@ -15,16 +15,19 @@ from typing import Any
 
 import ray
 
+from raypipe import log
 from raypipe.errors import ArgumentError, PipelineDefinitionError, RaypipeError
 from raypipe.service_config import ServiceConfig
 
 from . import journal
 from .coordinator import Coordinator
+from .diagnosis import diagnose
 from .helper_policy import choose_node
 from .helpers import HelperPlan, cluster_nodes, find_helper
 from .naming import NAMESPACE, coordinator_name, pipeline_actor_name
 from .placement import ActorLaunch
 
+LOG = log.get(__name__)
 # A pipeline actor that dies is restarted and the call in flight re-run: batches are a
 # pure function of (seed, epoch, rank, index), so a re-run returns the same bytes.
 ACTOR_MAX_RESTARTS = 3
@@ -95,6 +98,12 @@ class Service:
         out["helpers"]["details"] = details
         return out
 
+    def report(self) -> dict[str, Any]:
+        """Is training waiting for input, which stage limits it and what to try: the bottleneck
+        doctor (:func:`cluster.diagnosis.diagnose`) over :meth:`stats`. Run ``rp.synthetic_loader``
+        on a rank first to add the real-against-synthetic training speed."""
+        return diagnose(self.stats())
+
     def pause(self) -> None:
         """Stop every pipeline actor's read-ahead until a rank asks for its next batch, to free
         the CPUs (during evaluation, say); no batch is lost, the next one is recomputed."""
@@ -110,6 +119,18 @@ class Service:
         if self._coordinator is not None:
             _release(self.name, [*self._actors().values(), *self._helpers().values(), self._coordinator])
         self._coordinator = None
+
+
+def connect(name: str) -> Service:
+    """A handle on the running service ``name``, started by another process on this Ray cluster
+    (``RAY_ADDRESS``, or the local one): for ``stats()``, ``report()`` and ``shutdown()``."""
+    if not ray.is_initialized():
+        ray.init(address=os.environ.get("RAY_ADDRESS", "auto"), log_to_driver=False, logging_level="ERROR")
+    try:
+        coordinator = ray.get_actor(coordinator_name(name), namespace=NAMESPACE)
+    except ValueError:
+        raise RaypipeError(f"no raypipe service named {name!r} on this Ray cluster (start it with rp.serve)") from None
+    return Service(name, ray.get(coordinator.config.remote()), coordinator)
 
 
 def _unavailable(rank: int, why: str) -> dict[str, Any]:
@@ -237,6 +258,10 @@ def serve(
     except BaseException:
         _release(name, [coordinator])
         raise
+    LOG.info(
+        "service %r: %d samples, %d ranks, batch %d, shuffle=%s, last_batch=%s, cpu_helpers=%s",
+        name, dataset_len, world_size, config.batch_size, shuffle, last_batch, cpu_helpers,
+    )  # fmt: skip
     return Service(name, config, coordinator)
 
 

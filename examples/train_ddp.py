@@ -10,14 +10,21 @@ service reserves no GPU of its own); every rank reads its own shard of each epoc
 ``rp.loader`` and all ranks get the same number of batches. Asking for more workers than
 the cluster can hold fails at once, naming the resource. ``--cpu-helpers N`` (or ``auto``)
 adds CPU helper actors that run the pipelines' CPU stage on other CPUs of the cluster
-(CPU-only nodes first); ``svc.stats()["helpers"]``, printed at the end, shows them.
+(CPU-only nodes first); the summary printed at the end shows them.
+
+The driver shows a progress bar over every rank's batches (from the service's acknowledged
+progress) and each rank's per-epoch results; Ray's own logs stay in Ray's log files
+(``--verbose`` shows them, and raypipe's INFO messages).
 """
 
 from __future__ import annotations
 
 import argparse
+import logging
 import os
+import queue
 import tempfile
+import threading
 import time
 
 import ray
@@ -25,9 +32,12 @@ import torch
 import torch.nn.functional as F
 from ray.train import FailureConfig, RunConfig, ScalingConfig, TrainingFailedError, get_context, report
 from ray.train.torch import TorchTrainer, prepare_model
+from ray.util.queue import Queue
+from tqdm import tqdm
 
 import raypipe as rp
 from cluster.placement import require_resources
+from raypipe import log
 from raypipe.datasets import make_jpeg_folder
 from raypipe.presets import resnet50_train
 
@@ -71,7 +81,7 @@ def train_loop(config: dict) -> None:
             "loss": round(total / max(seen, 1), 4),
             "img_per_s": round(seen / (time.perf_counter() - start)),
         }
-        print("raypipe-ddp", metrics, flush=True)
+        config["results"].put(metrics)
         report(metrics)
 
 
@@ -81,6 +91,7 @@ def main() -> None:
     parser.add_argument("--workers", type=int, default=2)
     parser.add_argument("--epochs", type=int, default=2)
     parser.add_argument("--gpu", action="store_true", help="train on GPUs (nccl); default CPU (gloo)")
+    parser.add_argument("--verbose", action="store_true", help="show Ray's logs and raypipe's INFO messages")
     parser.add_argument(
         "--cpu-helpers",
         default="0",
@@ -91,11 +102,14 @@ def main() -> None:
     root = args.data or os.path.join(tempfile.gettempdir(), "raypipe-ddp-demo")
     if not args.data:
         make_jpeg_folder(root, num_classes=4, per_class=40)
+    if args.verbose:
+        log.set_level("INFO")
+    quiet = {"log_to_driver": args.verbose, "logging_level": logging.INFO if args.verbose else logging.ERROR}
     if not ray.is_initialized():
         if os.environ.get("RAY_ADDRESS"):
-            ray.init()
+            ray.init(**quiet)
         else:
-            ray.init(num_cpus=max(4, os.cpu_count() or 1), num_gpus=args.workers, include_dashboard=False)
+            ray.init(num_cpus=max(4, os.cpu_count() or 1), num_gpus=args.workers, include_dashboard=False, **quiet)
     classes = len([d for d in os.listdir(root) if os.path.isdir(os.path.join(root, d))])
     per_worker = {"CPU": 1.0} | ({"GPU": 1.0} if args.gpu else {})
     require_resources("Ray Train workers", args.workers, per_worker)
@@ -114,16 +128,17 @@ def main() -> None:
         decoder_device="mixed",
         cpu_helpers=cpu_helpers,
     )
+    results = Queue()
     try:
         trainer = TorchTrainer(
             train_loop,
-            train_loop_config={"service": "ddp-demo", "epochs": args.epochs, "classes": classes},
+            train_loop_config={"service": "ddp-demo", "epochs": args.epochs, "classes": classes, "results": results},
             scaling_config=ScalingConfig(num_workers=args.workers, use_gpu=args.gpu, resources_per_worker=per_worker),
             # Ray Train waits 60 s for its workers' resources per attempt: give up after two.
             run_config=RunConfig(failure_config=FailureConfig(controller_failure_limit=1)),
         )
         try:
-            result = trainer.fit()
+            result = fit_with_progress(trainer, svc, args.epochs, results)
         except TrainingFailedError as exc:
             free = {k: ray.available_resources().get(k, 0) for k in per_worker}
             raise SystemExit(
@@ -131,9 +146,52 @@ def main() -> None:
                 f"free now: {free}; the pipeline actors reserve none)"
             ) from None
         print("training finished:", "error" if result.error else "ok")
-        print("service stats:", svc.stats())
+        print_summary(svc.stats())
     finally:
         svc.shutdown()
+
+
+def fit_with_progress(trainer: TorchTrainer, svc, epochs: int, results: Queue):
+    """Run ``trainer.fit()`` in a thread; meanwhile show every rank's acknowledged batches as a
+    progress bar and each rank's per-epoch results as they arrive."""
+    outcome: dict = {}
+    thread = threading.Thread(target=lambda: outcome.update(run=_attempt(trainer.fit)), daemon=True)
+    thread.start()
+    per_epoch = svc.config.plan(0, 0).num_batches
+    with tqdm(total=epochs * per_epoch * svc.config.world_size, unit="batch", desc="training") as bar:
+        while thread.is_alive() or not results.empty():
+            thread.join(timeout=0.5)
+            progress = svc.snapshot()["progress"].values()
+            bar.update(min(bar.total, sum(e * per_epoch + k for e, k in progress)) - bar.n)
+            while True:
+                try:
+                    tqdm.write("  " + ", ".join(f"{k} {v}" for k, v in results.get_nowait().items()))
+                except queue.Empty:
+                    break
+    value, error = outcome["run"]
+    if error is not None:
+        raise error
+    return value
+
+
+def _attempt(call):
+    try:
+        return call(), None
+    except BaseException as exc:  # re-raised in the main thread
+        return None, exc
+
+
+def print_summary(stats: dict) -> None:
+    """Per rank: batches, stall and where it trained (its pipeline actor ran there too); the CPU helpers."""
+    for rank, timing in sorted(stats["ranks"].items()):
+        where = stats["attached"].get(rank, {})
+        stall = "-" if timing["stall_total"] is None else f"{100 * timing['stall_total']:.0f}%"
+        print(
+            f"rank {rank}: {timing['batches']} batches, waited for input {stall} of the time; "
+            f"trained on node {where.get('node_id', '?')[:8]}, GPU {where.get('gpu')}"
+        )
+    helpers = stats["helpers"]
+    print(f"CPU helpers: {helpers['mode']} requested, {len(helpers['running'])} running at the end")
 
 
 if __name__ == "__main__":

@@ -10,6 +10,7 @@ own batches through ``rp.loader`` with ``hvd.rank()`` / ``hvd.size()``:
 from __future__ import annotations
 
 import argparse
+import logging
 import os
 import tempfile
 
@@ -38,7 +39,7 @@ def main() -> None:
     args = parser.parse_args()
     hvd.init()
     rank, world = hvd.rank(), hvd.size()
-    ray.init(address=os.environ.get("RAY_ADDRESS", "auto"), log_to_driver=False)
+    ray.init(address=os.environ.get("RAY_ADDRESS", "auto"), log_to_driver=False, logging_level=logging.ERROR)
     root = args.data or os.path.join(tempfile.gettempdir(), "raypipe-horovod-demo")
     svc = None
     if rank == 0:

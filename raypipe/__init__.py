@@ -1,7 +1,7 @@
 """raypipe: a DALI-style data pipeline that scales across GPUs and nodes with Ray.
 
-``import raypipe as rp`` never starts Ray: ``rp.serve`` and ``rp.loader`` load the
-cluster package on first use.
+``import raypipe as rp`` never starts Ray: ``rp.serve``, ``rp.loader`` and ``rp.synthetic_loader``
+load the cluster package on first use.
 """
 
 from __future__ import annotations
@@ -38,6 +38,7 @@ __all__ = [
     "ops",
     "pipeline_def",
     "serve",
+    "synthetic_loader",
     "types",
 ]
 __version__ = "0.1.0"
@@ -55,6 +56,14 @@ def loader(*args: Any, **kwargs: Any):
     from cluster.loader import loader as _loader
 
     return _loader(*args, **kwargs)
+
+
+def synthetic_loader(*args: Any, **kwargs: Any):
+    """Batches shaped like a loader's, made once in memory: training speed without input costs
+    (see ``cluster.synthetic.synthetic_loader``)."""
+    from cluster.synthetic import synthetic_loader as _synthetic_loader
+
+    return _synthetic_loader(*args, **kwargs)
 
 
 def __getattr__(name: str) -> Any:

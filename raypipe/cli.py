@@ -1,9 +1,11 @@
 """The ``raypipe`` console script: a thin argparse dispatcher, one subcommand per module.
 
 A subcommand module has ``HELP`` (one line), ``add_arguments(parser)`` and ``run(args) -> int``
-(the exit status); adding one is a line in ``SUBCOMMANDS``. A ``UsageError`` raised by ``run``
-is reported as argparse reports its own errors: usage, message, exit status 2; a ``ReaderError``
-(bad data) as one line naming the file, exit status 1.
+(the exit status); adding one is a line in ``SUBCOMMANDS``. ``stats`` and ``doctor`` live in the
+``cluster`` package (they talk to a running service) and import Ray's cluster code only when run.
+A ``UsageError`` raised by ``run`` is reported as argparse reports its own errors: usage, message,
+exit status 2; any other raypipe error (bad data naming the file, a service that does not exist)
+as one line, exit status 1.
 """
 
 from __future__ import annotations
@@ -12,12 +14,14 @@ import argparse
 import importlib
 import sys
 
-from raypipe.errors import ReaderError, UsageError
+from raypipe.errors import RaypipeError, UsageError
 
 SUBCOMMANDS = {
     "bench": "raypipe.bench.command",
     "convert": "raypipe.convert.command",
+    "doctor": "cluster.doctor_command",
     "index": "raypipe.formats.index_command",
+    "stats": "cluster.stats_command",
 }
 
 
@@ -38,7 +42,7 @@ def main(argv: list[str] | None = None) -> int:
         return args.run(args)
     except UsageError as exc:
         parsers[args.command].error(str(exc))
-    except ReaderError as exc:
+    except RaypipeError as exc:
         print(f"raypipe {args.command}: {exc}", file=sys.stderr)
         return 1
 

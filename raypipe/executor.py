@@ -156,6 +156,20 @@ class Executor:
         """Units of samples run here and by each remote worker (see :meth:`Offload.stats`)."""
         return self._offload.stats() if self._offload is not None else {}
 
+    def queue_stats(self) -> dict[str, dict[str, int]]:
+        """How full each bounded queue is now, ``{"used", "size"}`` in batches: ``cpu`` (batches in
+        the CPU stage, up to ``cpu_size``), ``gpu`` (assembled, waiting for the GPU stage) and
+        ``ready`` (finished, waiting for the caller). Full queues before a stage say it is the
+        slow one; empty ones after it say the same."""
+        running = bool(self._threads)
+        used = {
+            "cpu": self._cpu_size - self._slots._value if running else 0,  # Semaphore keeps its count in _value
+            "gpu": self._device_q.qsize() if running else 0,
+            "ready": self._out_q.qsize() if running else 0,
+        }
+        sizes = {"cpu": self._cpu_size, "gpu": self._gpu_size, "ready": 1}
+        return {name: {"used": used[name], "size": sizes[name]} for name in sizes}
+
     def _pull_local(self) -> None:
         pool = self._pool
         if pool is not None and self._threads:

@@ -275,6 +275,16 @@ class Pipeline:
         self.build()
         return self._executor.device.memory_stats()
 
+    def queue_stats(self) -> dict[str, dict[str, int]]:
+        """How full the executor's queues are now (see :meth:`raypipe.executor.Executor.queue_stats`)."""
+        self.build()
+        return self._executor.queue_stats()
+
+    def reader_label(self, name: str | None = None) -> str | None:
+        """How profiles and errors name the reader (``'Reader'`` or ``'readers.file'#0``); None without one."""
+        self.build()
+        return self._reader(name).label if self._staged.reader is not None else None
+
     def close(self) -> None:
         """Stop the executor's threads and release its cached device memory; idempotent, and
         ``run()`` starts them again."""

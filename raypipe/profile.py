@@ -10,6 +10,7 @@ beyond the operators' own time is the executor's per-sample Python overhead.
 from __future__ import annotations
 
 import threading
+import time
 from typing import Any
 
 SAMPLE = "sample"
@@ -21,6 +22,7 @@ class Profile:
     def __init__(self) -> None:
         self._lock = threading.Lock()
         self._sums: dict[tuple[str, str], list[float]] = {}
+        self._started = time.perf_counter()
 
     def add(self, stage: str, name: str, seconds: float) -> None:
         """Count one call of ``name`` in ``stage`` that took ``seconds``."""
@@ -30,12 +32,22 @@ class Profile:
             entry[1] += seconds
 
     def report(self) -> dict[str, Any]:
-        """``{"rows": [{"stage", "name", "calls", "total_s", "mean_ms"}, ...], "overhead_us_per_sample"}``,
-        rows in the order they first appeared; the overhead is None before any sample."""
+        """``{"rows": [{"stage", "name", "calls", "total_s", "mean_ms", "per_s"}, ...],
+        "overhead_us_per_sample", "wall_s"}``, rows in the order they first appeared; ``per_s`` is
+        calls per second of wall time since profiling began (samples/s for CPU-stage rows, batches/s
+        for the others); the overhead is None before any sample."""
         with self._lock:
             sums = {key: tuple(value) for key, value in self._sums.items()}
+            wall = time.perf_counter() - self._started
         rows = [
-            {"stage": stage, "name": name, "calls": int(calls), "total_s": total, "mean_ms": 1000 * total / calls}
+            {
+                "stage": stage,
+                "name": name,
+                "calls": int(calls),
+                "total_s": total,
+                "mean_ms": 1000 * total / calls,
+                "per_s": calls / wall if wall > 0 else 0.0,
+            }
             for (stage, name), (calls, total) in sums.items()
         ]
         sample = sums.get(("cpu", SAMPLE))
@@ -43,4 +55,4 @@ class Profile:
         if sample:
             operators = sum(total for (stage, name), (_, total) in sums.items() if stage == "cpu" and name != SAMPLE)
             overhead = 1e6 * (sample[1] - operators) / sample[0]
-        return {"rows": rows, "overhead_us_per_sample": overhead}
+        return {"rows": rows, "overhead_us_per_sample": overhead, "wall_s": wall}

@@ -9,7 +9,15 @@ from ray.cluster_utils import Cluster
 
 @pytest.fixture(scope="session")
 def cluster():
-    c = Cluster(initialize_head=True, head_node_args={"num_cpus": 1, "include_dashboard": False})
+    c = Cluster(
+        initialize_head=True,
+        head_node_args={
+            "num_cpus": 1,
+            "include_dashboard": False,
+            # raypipe's gauges reach each node's Prometheus endpoint within a second (default: 10 s)
+            "_system_config": {"metrics_report_interval_ms": 1000},
+        },
+    )
     for _ in range(2):
         c.add_node(num_cpus=2, num_gpus=2)
     c.wait_for_nodes()
