@@ -31,7 +31,6 @@ def get(name: str) -> logging.Logger:
     return logging.getLogger(name if name.split(".")[0] == "raypipe" else f"raypipe.{name}")
 
 
-LOGGER.setLevel(logging.WARNING)
-LOGGER.addHandler(logging.NullHandler())
+LOGGER.setLevel(logging.WARNING)  # with no handler configured, Python prints warnings to stderr
 if os.environ.get("RAYPIPE_LOG_LEVEL"):
     set_level(os.environ["RAYPIPE_LOG_LEVEL"])
