@@ -1,0 +1,75 @@
+"""The runtime dependencies are exactly what the packages import when they load; everything
+imported only inside a function (torch, cupy, DALI...) or by the GPU kernels is in an extra."""
+
+from __future__ import annotations
+
+import ast
+import pathlib
+import re
+import sys
+
+import tomllib
+
+ROOT = pathlib.Path(__file__).resolve().parent.parent
+PACKAGES = ("raypipe", "actors", "cluster")
+ONLY_ON_A_GPU = "raypipe/kernels/"  # numba kernels, imported by operators on a GPU only
+# import name -> distribution name, for every third-party module the packages import
+DISTRIBUTION = {
+    "PIL": "pillow",
+    "numpy": "numpy",
+    "lmdb": "lmdb",
+    "ray": "ray",
+    "tqdm": "tqdm",
+    "crc32c": "crc32c",
+    "psutil": "psutil",
+    "torch": "torch",
+    "cupy": "cupy-cuda12x",
+    "numba": "numba",
+    "nvidia": "nvidia-nvimgcodec-cu12",
+}
+# found with importlib.util.find_spec and loaded with ctypes (raypipe/jpeg_turbo.py)
+LOADED_BY_PATH = {"turbojpeg"}
+
+
+def _name(requirement: str) -> str:
+    return re.split(r"[\[<>=;! ]", requirement, maxsplit=1)[0].lower()
+
+
+def _not_on_load(node: ast.AST) -> bool:
+    """A function body, or an ``if TYPE_CHECKING:`` block."""
+    if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
+        return True
+    return isinstance(node, ast.If) and isinstance(node.test, ast.Name) and node.test.id == "TYPE_CHECKING"
+
+
+def _imports() -> tuple[set[str], set[str]]:
+    """Third-party top-level modules imported when a module loads, and those imported in functions."""
+    on_load, in_functions = set(), set()
+    for package in PACKAGES:
+        for path in (ROOT / package).rglob("*.py"):
+            relative = path.relative_to(ROOT).as_posix()
+            tree = ast.parse(path.read_text())
+            in_function = {id(n) for f in ast.walk(tree) if _not_on_load(f) for n in ast.walk(f)}
+            for node in ast.walk(tree):
+                if isinstance(node, ast.Import):
+                    names = [a.name for a in node.names]
+                elif isinstance(node, ast.ImportFrom) and node.level == 0 and node.module:
+                    names = [node.module]
+                else:
+                    continue
+                for top in {n.split(".")[0] for n in names} - set(sys.stdlib_module_names) - set(PACKAGES):
+                    lazy = id(node) in in_function or relative.startswith(ONLY_ON_A_GPU)
+                    (in_functions if lazy else on_load).add(top)
+    return on_load, in_functions
+
+
+def test_runtime_dependencies_are_what_loads_and_the_rest_is_in_extras():
+    project = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]
+    core = {_name(r) for r in project["dependencies"]}
+    extras = {_name(r) for group in project["optional-dependencies"].values() for r in group}
+    on_load, in_functions = _imports()
+    unknown = (on_load | in_functions) - set(DISTRIBUTION)
+    assert not unknown, f"map these imports to their distribution in DISTRIBUTION: {sorted(unknown)}"
+    assert {DISTRIBUTION[m] for m in on_load} | LOADED_BY_PATH == core
+    missing = {DISTRIBUTION[m] for m in in_functions} - core - extras
+    assert not missing, f"imported in functions but in no extra: {sorted(missing)}"
