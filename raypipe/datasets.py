@@ -6,6 +6,7 @@ import os
 
 import numpy as np
 from PIL import Image
+from tqdm import tqdm
 
 
 def synthetic_image(rng: np.random.Generator, width: int, height: int) -> Image.Image:
@@ -31,11 +32,15 @@ def make_jpeg_folder(
     quality: int = 90,
     seed: int = 0,
     vary: float = 0.2,
+    progress: bool = True,
 ) -> list[str]:
     """Write ``num_classes`` folders of ``per_class`` JPEGs around ``size`` (w, h), each side
-    varied by up to ``vary``; return the paths in reader order. Existing files are kept."""
+    varied by up to ``vary``; return the paths in reader order. Existing files are kept. A
+    progress bar shows on a terminal while files are written (``progress=False``: never)."""
     rng = np.random.default_rng(seed)
     paths = []
+    bar = tqdm(total=num_classes * per_class, desc="generating JPEGs", unit="img", leave=False,
+               disable=None if progress else True)  # fmt: skip
     for c in range(num_classes):
         folder = os.path.join(root, f"class_{c:03d}")
         os.makedirs(folder, exist_ok=True)
@@ -46,5 +51,7 @@ def make_jpeg_folder(
             image_rng = np.random.default_rng([seed, c, i])
             if not os.path.exists(path):
                 synthetic_image(image_rng, w, h).save(path, quality=quality)
+            bar.update()
             paths.append(path)
+    bar.close()
     return paths
