@@ -21,14 +21,14 @@ SAMPLE = "sample"  # raypipe.profile's row for a sample's whole CPU-stage trip
 
 
 def diagnose(stats: dict[str, Any]) -> dict[str, Any]:
-    """``{"verdict", "bottleneck", "rank", "stall", "evidence", "suggestions", "synthetic", "operators"}``:
-    ``verdict`` is ``"input-bound"``, ``"not input-bound"`` or ``"unknown"``; ``bottleneck`` one of
-    ``"cpu"``, ``"io"``, ``"gpu"``, ``"transfer"`` or None."""
+    """``{"verdict", "bottleneck", "rank", "stall", "evidence", "suggestions", "synthetic", "operators",
+    "complete"}``: ``verdict`` is ``"input-bound"``, ``"not input-bound"`` or ``"unknown"``; ``bottleneck``
+    one of ``"cpu"``, ``"io"``, ``"gpu"``, ``"transfer"`` or None; ``complete`` is False when a needed
+    measurement was missing (no timings yet, or the worst rank's pipeline actor did not answer)."""
     ranks = {int(r): v for r, v in stats.get("ranks", {}).items() if v.get("stall") is not None}
     if not ranks:
-        return _report(
-            "unknown", None, None, ["no rank has received a batch yet"], ["train for a while, then ask again"]
-        )
+        evidence, suggestion = ["no rank has received a batch yet"], ["train for a while, then ask again"]
+        return _report("unknown", None, None, evidence, suggestion, complete=False)
     rank = max(ranks, key=lambda r: ranks[r]["stall"])
     timing = ranks[rank]
     evidence = [
@@ -56,7 +56,8 @@ def diagnose(stats: dict[str, Any]) -> dict[str, Any]:
     actor = _actor(stats, rank)
     if actor is None:
         why = "its pipeline actor did not answer"
-        return _report("input-bound", None, rank, [*evidence, why], ["ask again once the actor answers"], timing)
+        suggestion = ["ask again while the rank trains (its actor goes with its loader)"]
+        return _report("input-bound", None, rank, [*evidence, why], suggestion, timing, complete=False)
     bottleneck, stage_evidence, operators = _stage(actor)
     suggestions = _suggestions(bottleneck, actor, stats, operators)
     return _report("input-bound", bottleneck, rank, evidence + stage_evidence, suggestions, timing, operators)
@@ -156,8 +157,10 @@ def _report(
     suggestions: list[str],
     timing: dict[str, Any] | None = None,
     operators: list[dict[str, Any]] | None = None,
+    complete: bool = True,
 ) -> dict[str, Any]:
     return {
+        "complete": complete,
         "verdict": verdict,
         "bottleneck": bottleneck,
         "rank": rank,

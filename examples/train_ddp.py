@@ -109,7 +109,13 @@ def main() -> None:
         if os.environ.get("RAY_ADDRESS"):
             ray.init(**quiet)
         else:
-            ray.init(num_cpus=max(4, os.cpu_count() or 1), num_gpus=args.workers, include_dashboard=False, **quiet)
+            ray.init(
+                address="local",  # a fresh local instance, never a stale one left in /tmp/ray
+                num_cpus=max(4, os.cpu_count() or 1),
+                num_gpus=args.workers,
+                include_dashboard=False,
+                **quiet,
+            )
     classes = len([d for d in os.listdir(root) if os.path.isdir(os.path.join(root, d))])
     per_worker = {"CPU": 1.0} | ({"GPU": 1.0} if args.gpu else {})
     require_resources("Ray Train workers", args.workers, per_worker)

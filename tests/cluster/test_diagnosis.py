@@ -48,7 +48,12 @@ def _stats(rank: dict, actor: dict, helpers: int | str = 0) -> dict:
 
 def test_a_busy_cpu_stage_is_cpu_bound_and_names_its_slowest_operator():
     report = diagnose(_stats(_rank(80, 100), _actor(18.0, 0.5, {"cpu": 0.95, "gpu": 0.0, "ready": 0.0})))
-    assert (report["verdict"], report["bottleneck"], report["rank"]) == ("input-bound", "cpu", 0)
+    assert (report["verdict"], report["bottleneck"], report["rank"], report["complete"]) == (
+        "input-bound",
+        "cpu",
+        0,
+        True,
+    )
     assert report["stall"] == pytest.approx(0.8) and report["operators"][0]["name"] == "'decoders.image'#1"
     text = " ".join(report["suggestions"])
     assert 'cpu_helpers="auto"' in text and 'device="mixed"' in text
@@ -93,7 +98,8 @@ def test_a_rank_that_hardly_waits_is_not_input_bound_unless_synthetic_data_train
 
 
 def test_no_timings_and_a_silent_actor_are_reported_as_such():
-    assert diagnose({"ranks": {}, "actors": []})["verdict"] == "unknown"
+    empty = diagnose({"ranks": {}, "actors": []})
+    assert empty["verdict"] == "unknown" and not empty["complete"]
     silent = diagnose(_stats(_rank(80, 100), {"rank": 0, "available": False, "why": "no answer"}))
-    assert silent["verdict"] == "input-bound" and silent["bottleneck"] is None
+    assert silent["verdict"] == "input-bound" and silent["bottleneck"] is None and not silent["complete"]
     assert "did not answer" in " ".join(silent["evidence"])
