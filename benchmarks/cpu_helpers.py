@@ -7,7 +7,7 @@ the model's number of helpers.
 
 ``measure``: local Ray with 2 CPUs; the ResNet-50 training pipeline (224x224, batch 32) served
 to one rank whose pipeline actor has 1 thread, without helpers and with one helper of 1 CPU
-(the second core), float32 CHW and uint8 HWC outputs, epochs of the same 1,000 JPEGs (the
+(the second core), float32 CHW and uint8 CHW outputs, epochs of the same 1,000 JPEGs (the
 ``raypipe bench`` dataset). ``costs``: CPU time per sample of the CPU stage for the three places
 a pipeline's CPU stage can end (everything on the CPU; a GPU node decoding on the host; a GPU
 node decoding with nvImageCodec); it needs no Ray, so it also runs on a GPU machine without it.

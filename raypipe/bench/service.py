@@ -35,16 +35,15 @@ class Rank:
     def read_epoch(self, rank: int, world_size: int, epoch: int, uint8: bool) -> dict[str, Any]:
         """Two epochs of this rank's batches: the first for the time to the first batch (the
         pipeline actor starts with it), the second, a steady one, timed. uint8 batches (CHW) are
-        normalized here with ``rp.Normalize``, which takes NHWC: the CHW batch is passed as its
-        NHWC view."""
+        normalized by the loader with ``rp.Normalize(..., input_layout="CHW")``."""
         import raypipe as rp
 
-        normalize = rp.Normalize(IMAGENET_MEAN, IMAGENET_STD, output_layout="CHW") if uint8 else None
-        loader = rp.loader(SERVICE_NAME, rank=rank, world_size=world_size)
+        normalize = rp.Normalize(IMAGENET_MEAN, IMAGENET_STD, input_layout="CHW") if uint8 else None
+        loader = rp.loader(SERVICE_NAME, rank=rank, world_size=world_size, normalize=normalize)
 
         def batches(number: int):
             loader.set_epoch(number)
-            return (images if normalize is None else normalize(images.permute(0, 2, 3, 1)) for images, _ in loader)
+            return (images for images, _ in loader)
 
         warm = batches(2 * epoch)
         images = next(warm)

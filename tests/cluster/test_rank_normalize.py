@@ -55,6 +55,15 @@ def test_float32_matches_crop_mirror_normalize(jpeg_dir, layout):
     np.testing.assert_allclose(out.numpy(), expected, rtol=0, atol=1e-5)
 
 
+@pytest.mark.parametrize("layout", ["CHW", "HWC"])
+def test_chw_uint8_input_as_the_uint8_preset_ships_it(jpeg_dir, layout):
+    images, expected = run_pipeline(jpeg_dir, layout, types.FLOAT)
+    chw = torch.from_numpy(images).permute(0, 3, 1, 2).contiguous()
+    out = Normalize(MEAN, STD, output_layout=layout, input_layout="CHW")(chw)
+    assert tuple(out.shape) == expected.shape and out.is_contiguous()
+    np.testing.assert_allclose(out.numpy(), expected, rtol=0, atol=1e-5)
+
+
 def test_float16_matches_crop_mirror_normalize(jpeg_dir):
     images, expected = run_pipeline(jpeg_dir, "CHW", types.FLOAT16)
     out = Normalize(MEAN, STD, dtype="float16")(torch.from_numpy(images))
@@ -86,6 +95,7 @@ def test_apply_normalizes_only_the_chosen_output():
         ({"mean": 0.0, "std": [1.0, 0.0, 1.0]}, "std must not contain zeros"),
         ({"mean": [1.0, 2.0], "std": [1.0, 2.0, 3.0]}, "mean has 2 values but std has 3"),
         ({"mean": 0.0, "std": 1.0, "output_layout": "NCHW"}, "output_layout must be one of"),
+        ({"mean": 0.0, "std": 1.0, "input_layout": "NHWC"}, "input_layout must be one of"),
         ({"mean": 0.0, "std": 1.0, "dtype": "int8"}, "dtype must be float32 or float16"),
         ({"mean": 0.0, "std": 1.0, "dtype": "no-such-type"}, "dtype must be a types"),
         ({"mean": 0.0, "std": 1.0, "output": -1}, "output must be a non-negative int"),
