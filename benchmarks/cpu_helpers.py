@@ -63,7 +63,7 @@ def rank_epoch(loader, epoch: int) -> float:
 def measure(root: str, rounds: int) -> None:
     import ray
 
-    ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False)
+    ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False, logging_level="ERROR")
     rows = []
     for dtype in (types.FLOAT, types.UINT8):
         for helpers in (0, 1):
@@ -192,7 +192,7 @@ def auto(files: list[str], seconds: float) -> None:
     for _ in range(2):
         cluster.add_node(num_cpus=3)  # CPU-only nodes
     cluster.wait_for_nodes()
-    ray.init(address=cluster.address, log_to_driver=False)
+    ray.init(address=cluster.address, log_to_driver=False, logging_level="ERROR")
     stage = slowed(files=files).cpu_stage({"on_gpu": False, "decode_on_gpu": False})
     ctxs = [SampleContext(0, 0, i) for i in range(len(files))]
     stage.run_chunk(ctxs[:8], 0, None)  # warm-up: imports, first decodes

@@ -60,7 +60,7 @@ def small(file_root):
 
 
 def recovery(root: str, rounds: int) -> None:
-    ray.init(num_cpus=2, num_gpus=1, include_dashboard=False, log_to_driver=False)
+    ray.init(num_cpus=2, num_gpus=1, include_dashboard=False, log_to_driver=False, logging_level="ERROR")
     svc = rp.serve(
         small,
         name="bench-recovery",

@@ -59,7 +59,7 @@ def main() -> None:
     root = args.data or os.path.join(tempfile.gettempdir(), "raypipe-bench-jpegs")
     if not args.data:
         make_jpeg_folder(root, num_classes=8, per_class=max(1, args.images // 8), seed=0)
-    ray.init(num_gpus=1, include_dashboard=False, log_to_driver=False)
+    ray.init(num_gpus=1, include_dashboard=False, log_to_driver=False, logging_level="ERROR")
     start = time.perf_counter()
     svc = rp.serve(
         resnet50_train,
