@@ -18,6 +18,7 @@ import horovod.torch as hvd
 import ray
 import torch
 import torch.nn.functional as F
+from tqdm import tqdm
 
 import raypipe as rp
 from raypipe import fn
@@ -63,7 +64,7 @@ def main() -> None:
     for epoch in range(args.epochs):
         loader.set_epoch(epoch)
         steps, total = 0, 0.0
-        for images, labels in loader:
+        for images, labels in tqdm(loader, desc=f"epoch {epoch}", unit="batch", disable=rank != 0, leave=False):
             loss = F.cross_entropy(model(images.float().permute(0, 3, 1, 2) / 255), labels.long().view(-1))
             opt.zero_grad()
             loss.backward()
