@@ -1,7 +1,7 @@
 """Quick start: the ResNet-50 training pipeline on one machine, no Ray.
 
 With no arguments it generates a small JPEG dataset (4 classes x 32 images) and
-runs two epochs through ``TorchIterator``:
+runs two epochs through DALI's PyTorch iterator (``raypipe.plugin.pytorch``):
 
     python examples/quickstart.py
     python examples/quickstart.py --data /data/train --epochs 1 --batch-size 128
@@ -18,7 +18,7 @@ from tqdm import tqdm
 
 from raypipe.backend import gpu_available
 from raypipe.datasets import make_jpeg_folder
-from raypipe.iterators import TorchIterator
+from raypipe.plugin.pytorch import DALIGenericIterator, LastBatchPolicy
 from raypipe.presets import resnet50_train
 
 
@@ -40,12 +40,17 @@ def main() -> None:
         seed=7,
     )
     with pipe:
-        loader = TorchIterator(
-            pipe, output_map=["images", "labels"], reader_name="Reader", last_batch_policy="partial", auto_reset=True
+        loader = DALIGenericIterator(
+            pipe,
+            output_map=["images", "labels"],
+            reader_name="Reader",
+            last_batch_policy=LastBatchPolicy.PARTIAL,
+            auto_reset=True,
         )
         for epoch in range(args.epochs):
             start, seen = time.perf_counter(), 0
-            for batch in tqdm(loader, total=len(loader), desc=f"epoch {epoch}", unit="batch"):
+            for data in tqdm(loader, total=len(loader), desc=f"epoch {epoch}", unit="batch"):
+                batch = data[0]  # one dict per pipeline
                 seen += len(batch["labels"])
             rate = seen / (time.perf_counter() - start)
             images = batch["images"]

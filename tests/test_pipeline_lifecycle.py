@@ -24,7 +24,7 @@ import torch  # noqa: F401  (see the module docstring)
 
 import raypipe as rp
 from raypipe import fn
-from raypipe.iterators import TorchIterator
+from raypipe.plugin.pytorch import DALIGenericIterator
 
 SIDE = 64
 DEADLINE = 3.0
@@ -98,8 +98,8 @@ def test_pipeline_dropped_by_a_returning_function_stops_its_threads(jpeg_files, 
 
 
 def test_dropped_torch_iterator_stops_the_pipeline_threads(jpeg_files, before):
-    it = TorchIterator(decode_pipe(jpeg_files), ["images", "labels"], reader_name="Reader")
-    batch = next(it)
+    it = DALIGenericIterator(decode_pipe(jpeg_files), ["images", "labels"], reader_name="Reader")
+    (batch,) = next(it)
     assert tuple(batch["images"].shape) == (6, SIDE, SIDE, 3) and tuple(batch["labels"].shape) == (6, 1)
     assert _raypipe_threads(before)
     del it, batch
@@ -164,7 +164,7 @@ while any(t.name.startswith("raypipe") for t in threading.enumerate()) and time.
     time.sleep(0.01)
 left = [t.name for t in threading.enumerate() if t.name.startswith("raypipe")]
 assert not left, f"threads left before ray.init: {left}"
-ray.init(num_cpus=1, include_dashboard=False)
+ray.init(address="local", num_cpus=1, include_dashboard=False)
 ray.shutdown()
 """
 

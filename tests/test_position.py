@@ -10,7 +10,8 @@ import pytest
 
 import raypipe as rp
 from raypipe import fn
-from raypipe.iterators import NumpyIterator, TorchIterator
+from raypipe.plugin import numpy as numpy_plugin
+from raypipe.plugin import pytorch as torch_plugin
 from raypipe.position import STATE_FORMAT, fingerprint, make_state, read_state
 
 
@@ -26,11 +27,11 @@ def _pipeline(files, **kw):
 
 
 def _torch_iterator(files, **kw):
-    return TorchIterator(shuffled(files, **kw), ["images", "labels"], reader_name="Reader")
+    return torch_plugin.DALIGenericIterator(shuffled(files, **kw), ["images", "labels"], reader_name="Reader")
 
 
 def _numpy_iterator(files, **kw):
-    return NumpyIterator(shuffled(files, **kw), ["images", "labels"], reader_name="Reader")
+    return numpy_plugin.DALIGenericIterator(shuffled(files, **kw), ["images", "labels"], reader_name="Reader")
 
 
 def _take(obj, n):
@@ -42,7 +43,7 @@ def _take(obj, n):
             images, labels = np.asarray(images.as_cpu()), np.asarray(labels)
         else:
             try:
-                batch = next(obj)
+                (batch,) = next(obj)  # one dict: one pipeline
             except StopIteration:
                 obj.reset()
                 continue

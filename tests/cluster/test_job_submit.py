@@ -1,9 +1,11 @@
 """The README's cluster commands, for real: ``ray start --head --num-gpus=2`` on this machine,
 then ``ray job submit`` of the DDP and the Horovod examples with their default arguments
-(one head for both), and a job asking for more than the cluster has fails fast, naming it."""
+(one head for both), ``raypipe stats`` and ``raypipe doctor`` from another process while a job
+trains, and a job asking for more than the cluster has fails fast, naming it."""
 
 from __future__ import annotations
 
+import json
 import os
 import re
 import shutil
@@ -19,6 +21,7 @@ ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)
 BIN = os.path.dirname(sys.executable)
 
 pytestmark = pytest.mark.slow
+GCS: dict[str, str] = {}  # a head's job-server address -> its GCS address (what drivers connect to)
 
 
 def _free_port() -> int:
@@ -57,6 +60,7 @@ def head():
         start_new_session=True,
     )
     address = f"http://127.0.0.1:{dashboard}"
+    GCS[address] = f"127.0.0.1:{port}"
     try:
         deadline = time.monotonic() + 90
         while _ray_job(address, "list", timeout=60).returncode != 0:
@@ -84,12 +88,14 @@ def _ray_job(address: str, *args: str, timeout: float = 400) -> subprocess.Compl
     )
 
 
-def _submit(address: str, command: list[str], timeout: float = 400) -> subprocess.CompletedProcess:
-    """Submit ``command`` and wait for it; the head's job agent may answer a while after its job
-    server does, so a submission it refuses as not ready is tried again (for up to 60 s)."""
+def _submit(address: str, command: list[str], timeout: float = 400, wait: bool = True) -> subprocess.CompletedProcess:
+    """Submit ``command`` and wait for it (or only for its submission); the head's job agent may
+    answer a while after its job server does, so a submission it refuses as not ready is tried
+    again (for up to 60 s)."""
     deadline = time.monotonic() + 60
+    flags = [] if wait else ["--no-wait"]
     while True:
-        proc = _ray_job(address, "submit", "--working-dir", ".", "--", *command, timeout=timeout)
+        proc = _ray_job(address, "submit", *flags, "--working-dir", ".", "--", *command, timeout=timeout)
         if "No available agent to submit job" not in proc.stderr or time.monotonic() > deadline:
             return proc
         time.sleep(2)
@@ -125,3 +131,36 @@ def test_a_job_asking_for_more_than_the_cluster_has_fails_fast_naming_it(head):
     out = proc.stdout + proc.stderr
     assert proc.returncode != 0
     assert "Ray Train workers: 3 x {'CPU': 1.0} need CPU 3; the Ray cluster has CPU 2 in all" in out, out[-3000:]
+
+
+def _raypipe(head: str, *args: str) -> subprocess.CompletedProcess:
+    """The ``raypipe`` console script run as a user would, against the head's cluster."""
+    env = {**os.environ, "RAY_ADDRESS": GCS[head], "RAY_AUTH_MODE": "token"}
+    return subprocess.run(
+        [os.path.join(BIN, "raypipe"), *args], cwd=ROOT, env=env, capture_output=True, text=True, timeout=120
+    )
+
+
+def test_stats_and_doctor_watch_a_job_while_it_trains(head):
+    submitted = _submit(head, ["python", "examples/train_ddp.py", "--epochs", "150"], wait=False)
+    assert submitted.returncode == 0, submitted.stdout + submitted.stderr
+    job = re.search(r"raysubmit_\w+", submitted.stdout + submitted.stderr).group(0)
+    deadline, stats = time.monotonic() + 240, None
+    while time.monotonic() < deadline:
+        proc = _raypipe(head, "stats", "ddp-demo", "--count", "1", "--json")
+        if proc.returncode == 0:
+            stats = json.loads(proc.stdout)
+            ranks = stats["ranks"]
+            if len(ranks) == 2 and all(r["batches"] >= 10 for r in ranks.values()):
+                break
+        time.sleep(1)
+    assert stats is not None and len(stats["ranks"]) == 2, stats
+    assert all(a["available"] and a["stages"]["rows"] for a in stats["actors"]), stats["actors"]
+    table = _raypipe(head, "stats", "ddp-demo", "--count", "1")
+    assert table.returncode == 0 and "stall %" in table.stdout and "'Reader'" in table.stdout, table.stdout
+    doctor = _raypipe(head, "doctor", "ddp-demo", "--json")
+    assert doctor.returncode == 0, doctor.stderr
+    report = json.loads(doctor.stdout)
+    assert report["verdict"] in ("input-bound", "not input-bound") and report["evidence"], report
+    status = _ray_job(head, "logs", job, "--follow", timeout=400)
+    assert "training finished: ok" in status.stdout, status.stdout[-3000:]

@@ -1,0 +1,124 @@
+"""DALI's PyTorch iterators (``nvidia.dali.plugin.pytorch``) over raypipe pipelines.
+
+Each step yields a list with one ``{name: torch.Tensor}`` dict per pipeline; the tensors share
+memory with the pipeline's batch (``torch.from_numpy`` on the host, ``torch.from_dlpack`` on the
+GPU). Arguments and epochs: see :mod:`raypipe.plugin.base_iterator`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+import numpy as np
+import torch
+
+from ..backend import is_device_array
+from ..errors import ArgumentError
+from ..pipeline import Pipeline
+from ..tensor_list import TensorList
+from .base_iterator import LastBatchPolicy, _DaliBaseIterator, dense
+
+__all__ = ["DALIClassificationIterator", "DALIGenericIterator", "LastBatchPolicy", "feed_ndarray", "to_torch"]
+
+
+def to_torch(tensor_list: TensorList, name: str = "output") -> torch.Tensor:
+    """A dense batch as a torch tensor sharing its memory. A read-only host batch is copied once,
+    because torch tensors are writable and must not alias read-only memory."""
+    array = dense(tensor_list, name)
+    if is_device_array(array):
+        return torch.from_dlpack(array)
+    array = np.asarray(array)
+    if not array.flags.writeable:
+        array = array.copy()
+    return torch.from_numpy(array)
+
+
+def feed_ndarray(
+    tensor_list: TensorList, arr: torch.Tensor, cuda_stream: torch.cuda.Stream | int | None = None
+) -> torch.Tensor:
+    """Copy a dense batch into ``arr`` (same dtype and shape) and return ``arr``; on the GPU the
+    copy is queued on ``cuda_stream`` (a torch stream or a raw ``cudaStream_t``) when given."""
+    source = to_torch(tensor_list)
+    if source.dtype != arr.dtype:
+        raise ArgumentError(f"feed_ndarray: the batch holds {source.dtype} but arr is {arr.dtype}")
+    if source.shape != arr.shape:
+        raise ArgumentError(f"feed_ndarray: the batch has shape {tuple(source.shape)} but arr {tuple(arr.shape)}")
+    if cuda_stream is None:
+        return arr.copy_(source)
+    stream = torch.cuda.ExternalStream(cuda_stream) if isinstance(cuda_stream, int) else cuda_stream
+    with torch.cuda.stream(stream):
+        return arr.copy_(source, non_blocking=True)
+
+
+class DALIGenericIterator(_DaliBaseIterator):
+    """Yields ``[{name: torch.Tensor}, ...]``, one dict per pipeline, names from ``output_map``.
+
+    ``pipelines``: a :class:`Pipeline` or a list of them (same batch size, read in step).
+    ``size``: samples per epoch, the pipelines' shards together (mutually exclusive with
+    ``reader_name``; -1: until the reader's epoch ends). ``reader_name``: the reader whose epoch
+    and shards set the epoch (``len()`` needs it or ``size``). ``auto_reset``: True/``"yes"``
+    starts the next epoch by itself after StopIteration; False/None/``"no"``: call
+    :meth:`reset` (or ``iter()`` again). ``fill_last_batch``: deprecated, True is ``FILL`` and
+    False ``PARTIAL``. ``dynamic_shape``: accepted and unused, as in DALI.
+    ``last_batch_padded``: as in DALI, whether the reader pads rather than reading on (it
+    changes no count here: see :mod:`raypipe.plugin.base_iterator`). ``last_batch_policy``:
+    a :class:`LastBatchPolicy` or its name. ``prepare_first_batch``: read the first batch
+    while constructing.
+    """
+
+    _convert = staticmethod(to_torch)
+
+    def __init__(
+        self,
+        pipelines: Pipeline | Sequence[Pipeline],
+        output_map: Sequence[str],
+        size: int = -1,
+        reader_name: str | None = None,
+        auto_reset: bool | str | None = False,
+        fill_last_batch: bool | None = None,
+        dynamic_shape: Any = False,
+        last_batch_padded: bool = False,
+        last_batch_policy: LastBatchPolicy | str = LastBatchPolicy.FILL,
+        prepare_first_batch: bool = True,
+    ) -> None:
+        super().__init__(
+            pipelines,
+            output_map,
+            size,
+            reader_name,
+            auto_reset,
+            fill_last_batch,
+            last_batch_padded,
+            last_batch_policy,
+            prepare_first_batch,
+        )
+
+
+class DALIClassificationIterator(DALIGenericIterator):
+    """:class:`DALIGenericIterator` with ``output_map=["data", "label"]``."""
+
+    def __init__(
+        self,
+        pipelines: Pipeline | Sequence[Pipeline],
+        size: int = -1,
+        reader_name: str | None = None,
+        auto_reset: bool | str | None = False,
+        fill_last_batch: bool | None = None,
+        dynamic_shape: Any = False,
+        last_batch_padded: bool = False,
+        last_batch_policy: LastBatchPolicy | str = LastBatchPolicy.FILL,
+        prepare_first_batch: bool = True,
+    ) -> None:
+        super().__init__(
+            pipelines,
+            ["data", "label"],
+            size,
+            reader_name=reader_name,
+            auto_reset=auto_reset,
+            fill_last_batch=fill_last_batch,
+            dynamic_shape=dynamic_shape,
+            last_batch_padded=last_batch_padded,
+            last_batch_policy=last_batch_policy,
+            prepare_first_batch=prepare_first_batch,
+        )
