@@ -85,7 +85,7 @@ def build_service_pipeline(
         **{**pipeline_kwargs, "batch_size": config.batch_size, "seed": config.seed, "device_id": device_id}
     )
     pipe.build()
-    (length,) = pipe.epoch_size().values()
+    length = pipe.reader_meta()["epoch_size"]
     digest = pipe.dataset_digest()
     if (length, digest) != (config.dataset_len, config.dataset_digest):
         raise RaypipeError(

@@ -211,7 +211,7 @@ def serve(
             raise ArgumentError(f"serve: {key} is set by the service, not the pipeline")
     probe = pipeline(**pipeline_kwargs)
     try:
-        (dataset_len,) = probe.epoch_size().values()
+        dataset_len = probe.reader_meta()["epoch_size"]
     except PipelineDefinitionError:
         raise ArgumentError("serve: the pipeline needs a reader (fn.readers.*) for the service to drive") from None
     config = ServiceConfig(

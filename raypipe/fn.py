@@ -1,7 +1,8 @@
 """Functional operators: ``fn.resize(images, resize_x=224)``, ``fn.readers.file(...)``.
 
-Every registered operator appears here under its dotted name; calling one inside
-a pipeline definition places it in the graph and returns its output(s).
+Every registered operator appears here under its dotted name, and under DALI's deprecated
+top-level name where DALI still ships one (``fn.image_decoder``, ``fn.file_reader``, ...);
+calling one inside a pipeline definition places it in the graph and returns its output(s).
 """
 
 from __future__ import annotations
@@ -9,7 +10,9 @@ from __future__ import annotations
 from typing import Any
 
 from .graph import DataNode, current_graph, named_outputs
-from .operator import registry
+from .operator import OLD_NAMES, registry
+
+_ALIASES = {fn_name: op_name for op_name, (_, fn_name) in OLD_NAMES.items()}
 
 
 def _call(op_name: str, *inputs: DataNode, device: str | None = None, **kwargs: Any):
@@ -23,7 +26,7 @@ class _Namespace:
     def __getattr__(self, attr: str):
         if attr.startswith("__"):
             raise AttributeError(attr)
-        name = f"{self._prefix}{attr}"
+        name = _ALIASES.get(attr, attr) if not self._prefix else f"{self._prefix}{attr}"
         ops = registry()
         if name in ops:
 
@@ -40,6 +43,8 @@ class _Namespace:
 
     def __dir__(self):
         names = {k[len(self._prefix) :].split(".")[0] for k in registry() if k.startswith(self._prefix)}
+        if not self._prefix:
+            names |= {a for a, op_name in _ALIASES.items() if op_name in registry()}
         return sorted(n for n in names if not n.startswith("_"))
 
 

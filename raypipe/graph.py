@@ -158,7 +158,8 @@ class StagedGraph:
 
 
 def stage(graph: Graph, outputs: Sequence[Any], *, on_gpu: bool = True, decode_on_gpu: bool = False) -> StagedGraph:
-    """Check device order, prune what the outputs do not need and split by stage.
+    """Check device order, prune what the outputs and the operators with ``preserve=True`` do not
+    need, and split by stage.
 
     ``on_gpu=False`` (no usable GPU) runs mixed and gpu operators per sample in the CPU stage, with
     their fast host implementations, exactly as if they were cpu operators; only operators whose
@@ -170,7 +171,7 @@ def stage(graph: Graph, outputs: Sequence[Any], *, on_gpu: bool = True, decode_o
     for out in outputs:
         if not isinstance(out, DataNode):
             raise PipelineDefinitionError(f"pipeline outputs must be operator outputs, got {out!r}")
-    needed = _reachable(outputs)
+    needed = _reachable([*(o.producer for o in outputs), *(n for n in graph.nodes if n.op.preserve)])
     ordered = [n for n in graph.nodes if n in needed]
     for node in ordered:
         _check_order(node)
@@ -253,9 +254,10 @@ def _hint_decoders(ordered: list[OpNode], outputs: Sequence[DataNode], host: set
                 hint(*size, on_host=node in host and all(c in host for c in consumers))
 
 
-def _reachable(outputs: Sequence[DataNode]) -> set[OpNode]:
+def _reachable(roots: Sequence[OpNode]) -> set[OpNode]:
+    """``roots`` and every node they depend on."""
     seen: set[OpNode] = set()
-    stack = [o.producer for o in outputs]
+    stack = list(roots)
     while stack:
         node = stack.pop()
         if node not in seen:

@@ -20,7 +20,7 @@ from typing import Any, ClassVar
 import numpy as np
 
 from .errors import ArgumentError
-from .keyed_random import SampleContext
+from .keyed_random import SampleContext, reused_generator
 
 DEVICES = ("cpu", "mixed", "gpu")
 STAGE_ORDER = {"cpu": 0, "mixed": 1, "gpu": 2}
@@ -48,6 +48,20 @@ class Schema:
 
 _REGISTRY: dict[str, type[Operator]] = {}
 
+#: DALI's deprecated top-level names that it still ships, for the operators raypipe has:
+#: operator -> (``ops`` class name, ``fn`` function name).
+OLD_NAMES: dict[str, tuple[str, str]] = {
+    "readers.file": ("FileReader", "file_reader"),
+    "readers.caffe": ("CaffeReader", "caffe_reader"),
+    "readers.caffe2": ("Caffe2Reader", "caffe2_reader"),
+    "readers.tfrecord": ("TFRecordReader", "tfrecord_reader"),
+    "readers.mxnet": ("MXNetReader", "mxnet_reader"),
+    "decoders.image": ("ImageDecoder", "image_decoder"),
+    "decoders.image_random_crop": ("ImageDecoderRandomCrop", "image_decoder_random_crop"),
+    "random.coin_flip": ("CoinFlip", "coin_flip"),
+    "random.uniform": ("Uniform", "uniform"),
+}
+
 
 def register(cls: type[Operator]) -> type[Operator]:
     """Class decorator: make an operator reachable as ``fn.<name>`` and ``ops.<Name>``."""
@@ -63,13 +77,33 @@ def registry() -> dict[str, type[Operator]]:
 
 
 class Operator:
-    """Base class of every operator. Subclasses set ``schema`` and ``configure``."""
+    """Base class of every operator. Subclasses set ``schema`` and ``configure``.
+
+    Every operator also takes DALI's common arguments, handled here: ``seed`` (the operator's own
+    random seed: its draws depend on it, the epoch and the sample, no longer on the pipeline's seed
+    or the operator's place in the graph; -1 or None: the pipeline's seed), ``preserve`` (keep the
+    operator when no output needs it: it runs for every sample) and ``bytes_per_sample_hint`` (a
+    memory hint, validated and not needed here)."""
 
     schema: ClassVar[Schema]
 
-    def __init__(self, device: str, op_id: int, **kwargs: Any):
+    def __init__(
+        self,
+        device: str,
+        op_id: int,
+        *,
+        seed: int | None = None,
+        preserve: bool = False,
+        bytes_per_sample_hint: int | Sequence[int] = 0,
+        **kwargs: Any,
+    ):
         self.device = device
         self.op_id = op_id
+        self.seed = _op_seed(self.schema.name, seed)
+        if not isinstance(preserve, (bool, np.bool_)):
+            raise ArgumentError(f"{self.schema.name}: preserve must be a bool, got {preserve!r}")
+        self.preserve = bool(preserve)
+        _check_hint(self.schema.name, bytes_per_sample_hint)
         try:
             self.configure(**kwargs)
         except TypeError as exc:
@@ -116,8 +150,30 @@ class Operator:
         return tuple([o[k] for o in outs] for k in range(self.num_outputs))
 
     def rng(self, ctx: SampleContext) -> np.random.Generator:
-        """This operator's random stream for the sample in ``ctx``."""
-        return ctx.rng(self.op_id)
+        """This operator's random stream for the sample in ``ctx``: keyed by the pipeline's seed and
+        this operator's place in the graph, or by the operator's own ``seed`` when it has one."""
+        if self.seed is None:
+            return ctx.rng(self.op_id)
+        return reused_generator(self.seed, ctx.epoch, ctx.sample_index, SEEDED_STREAM)
+
+
+#: The stream id of operators with their own ``seed`` (beyond any place in a graph): as in DALI, two
+#: operators with the same seed draw the same values.
+SEEDED_STREAM = 0x0F_5EED_0F_0B
+
+
+def _op_seed(op: str, seed: Any) -> int | None:
+    if seed is None or (isinstance(seed, (int, np.integer)) and not isinstance(seed, bool) and seed == -1):
+        return None
+    if isinstance(seed, bool) or not isinstance(seed, (int, np.integer)) or seed < 0:
+        raise ArgumentError(f"{op}: seed must be a non-negative int (or -1: the pipeline's seed), got {seed!r}")
+    return int(seed)
+
+
+def _check_hint(op: str, hint: Any) -> None:
+    values = hint if isinstance(hint, (list, tuple)) else [hint]
+    if any(isinstance(v, bool) or not isinstance(v, (int, np.integer)) or v < 0 for v in values):
+        raise ArgumentError(f"{op}: bytes_per_sample_hint must be a non-negative int or a list of them, got {hint!r}")
 
 
 def check_range(op: str, name: str, value: Sequence[float], low: float | None = None) -> tuple:

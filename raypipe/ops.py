@@ -1,12 +1,18 @@
 """DALI class-style operators: ``ops.Resize(device="gpu", resize_x=224)`` created once in
-``__init__`` and called on inputs in ``define_graph``."""
+``__init__`` and called on inputs in ``define_graph``.
+
+There is one class per operator (``ops.X is ops.X``), named by DALI's current name; DALI's
+deprecated top-level names that it still ships (``ops.FileReader``, ``ops.ImageDecoder``,
+``ops.CoinFlip``, ...) are that class too (``ops.ImageDecoder is ops.decoders.Image``; DALI makes
+each alias a class of its own, which builds the same operator).
+"""
 
 from __future__ import annotations
 
 from typing import Any
 
 from .graph import DataNode, current_graph, named_outputs
-from .operator import registry
+from .operator import OLD_NAMES, registry
 
 
 class OperatorFactory:
@@ -21,35 +27,37 @@ class OperatorFactory:
     def __call__(self, *inputs: DataNode, **call_kwargs: Any):
         kwargs = {**self.kwargs, **call_kwargs}
         return named_outputs(
-            current_graph(f"ops.{type(self).__name__}").add(self.op_name, inputs, kwargs, device=self.device)
+            current_graph(f"ops.{type(self).__qualname__}").add(self.op_name, inputs, kwargs, device=self.device)
         )
 
 
 # DALI's class names where they are not the capitalised operator name
 _CLASS_NAMES = {"readers.tfrecord": "TFRecord", "readers.mxnet": "MXNet", "readers.coco": "COCO"}
-# long-lived DALI aliases at the top level of ``ops``
-ALIASES = {
-    "FileReader": "readers.file",
-    "CaffeReader": "readers.caffe",
-    "Caffe2Reader": "readers.caffe2",
-    "TFRecordReader": "readers.tfrecord",
-    "MXNetReader": "readers.mxnet",
-}
-_CLASSES: dict[str, type[OperatorFactory]] = {}
+#: the deprecated top-level class names -> the operator each places
+ALIASES = {alias: op_name for op_name, (alias, _) in OLD_NAMES.items()}
+_CLASSES: dict[str, type[OperatorFactory]] = {}  # by operator name
 
 
-def _class_name(op_name: str) -> str:
+def class_name(op_name: str) -> str:
+    """DALI's ``ops`` class name of operator ``op_name`` (``"decoders.image"`` -> ``"Image"``)."""
     if op_name in _CLASS_NAMES:
         return _CLASS_NAMES[op_name]
     return "".join(part.capitalize() for part in op_name.rsplit(".", 1)[-1].split("_"))
 
 
-def factory(op_name: str, attr: str) -> type[OperatorFactory]:
-    """The one ``ops`` class of operator ``op_name`` (``ops.X is ops.X``)."""
+def factory(op_name: str) -> type[OperatorFactory]:
+    """The one ``ops`` class of operator ``op_name`` (``ops.decoders.Image``, also ``ops.ImageDecoder``)."""
     cls = _CLASSES.get(op_name)
     if cls is None:
-        cls = type(attr, (OperatorFactory,), {"op_name": op_name, "__doc__": registry()[op_name].__doc__})
-        _CLASSES[op_name] = cls
+        prefix = op_name.rpartition(".")[0]
+        name = class_name(op_name)
+        namespace = {
+            "op_name": op_name,
+            "__doc__": registry()[op_name].__doc__,
+            "__module__": __name__,
+            "__qualname__": f"{prefix}.{name}" if prefix else name,
+        }
+        cls = _CLASSES[op_name] = type(name, (OperatorFactory,), namespace)
     return cls
 
 
@@ -57,20 +65,40 @@ class _Namespace:
     def __init__(self, prefix: str):
         self._prefix = prefix
 
+    def _members(self) -> tuple[dict[str, str], set[str]]:
+        """The classes (name -> operator) and sub-namespaces directly under this prefix."""
+        classes: dict[str, str] = {}
+        subs: set[str] = set()
+        for op_name in registry():
+            if not op_name.startswith(self._prefix):
+                continue
+            head, dot, _ = op_name[len(self._prefix) :].partition(".")
+            if head.startswith("_"):
+                continue
+            if dot:
+                subs.add(head)
+            else:
+                classes[class_name(op_name)] = op_name
+        return classes, subs
+
     def __getattr__(self, attr: str):
         if attr.startswith("__"):
             raise AttributeError(attr)
-        ops = registry()
-        if not self._prefix and attr in ALIASES and ALIASES[attr] in ops:
-            return factory(ALIASES[attr], attr)
-        for name in ops:
-            if name.startswith(self._prefix) and "." not in name[len(self._prefix) :]:
-                if _class_name(name) == attr:
-                    return factory(name, attr)
-        sub = f"{self._prefix}{attr}."
-        if any(k.startswith(sub) for k in ops):
-            return _Namespace(sub)
+        if not self._prefix and attr in ALIASES and ALIASES[attr] in registry():
+            return factory(ALIASES[attr])
+        classes, subs = self._members()
+        if attr in classes:
+            return factory(classes[attr])
+        if attr in subs:
+            return _Namespace(f"{self._prefix}{attr}.")
         raise AttributeError(f"raypipe has no operator ops.{self._prefix}{attr}")
+
+    def __dir__(self):
+        classes, subs = self._members()
+        names = set(classes) | subs
+        if not self._prefix:
+            names |= {a for a, op_name in ALIASES.items() if op_name in registry()}
+        return sorted(names)
 
 
 _root = _Namespace("")
@@ -78,3 +106,7 @@ _root = _Namespace("")
 
 def __getattr__(attr: str):
     return getattr(_root, attr)
+
+
+def __dir__():
+    return sorted(set(globals()) | set(dir(_root)))

@@ -5,9 +5,11 @@ from __future__ import annotations
 import functools
 import inspect
 import itertools
+import json
 import os
+import warnings
 import weakref
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -22,8 +24,10 @@ from .operator import Operator
 from .position import make_state, read_state
 from .profile import Profile
 from .tensor_list import TensorList
+from .types import CPU_ONLY_DEVICE_ID, DALIDataType
 
-PIPELINE_ARGS = ("batch_size", "num_threads", "device_id", "seed", "prefetch_queue_depth")
+# arguments of DALI's ``pipeline_def`` (not of its Pipeline) for features raypipe does not have
+DEFINITION_ARGS = ("enable_conditionals", "debug")
 
 
 @dataclass(frozen=True)
@@ -56,6 +60,17 @@ class Pipeline:
     The executor's threads never reference the pipeline, so a dropped pipeline is
     freed at once and a finalizer stops its threads (or call :meth:`close`, or use
     it as a context manager).
+
+    The arguments are DALI's, in DALI's order. Those about how DALI's own executor runs take
+    DALI's values and change no batch: ``exec_pipelined=False`` or ``exec_async=False`` (DALI's
+    executors without prefetching) run with the least prefetching here (queue depth 1 per stage);
+    ``exec_dynamic``, ``bytes_per_sample``, ``set_affinity``, ``enable_memory_stats``,
+    ``max_streams`` and ``default_cuda_stream_priority`` (deprecated in DALI) are validated hints;
+    ``py_num_workers`` and ``py_start_method`` configure DALI's workers for parallel external
+    sources, which raypipe has none of. ``enable_checkpointing`` and ``checkpoint`` are DALI's
+    checkpointing (:meth:`checkpoint`); ``output_dtype``, ``output_ndim`` and ``output_layout``
+    declare what each output must be, checked on every batch. ``py_callback_pickler``,
+    ``stream_policy`` and ``concurrency`` are accepted only at their default (None).
     """
 
     def __init__(
@@ -64,19 +79,80 @@ class Pipeline:
         num_threads: int = 1,
         device_id: int | None = None,
         seed: int | None = None,
+        exec_pipelined: bool = True,
         prefetch_queue_depth: int | dict[str, int] = 2,
+        exec_async: bool = True,
+        bytes_per_sample: int = 0,
+        set_affinity: bool = False,
+        max_streams: int | None = None,
+        default_cuda_stream_priority: int | None = None,
+        *,
+        enable_memory_stats: bool = False,
+        enable_checkpointing: bool = False,
+        checkpoint: str | bytes | None = None,
+        py_num_workers: int = 1,
+        py_start_method: str = "fork",
+        py_callback_pickler: Any = None,
+        output_dtype: DALIDataType | Sequence[DALIDataType | None] | None = None,
+        output_ndim: int | Sequence[int | None] | None = None,
+        output_layout: str | Sequence[str | None] | None = None,
+        exec_dynamic: bool | None = None,
+        experimental_exec_dynamic: bool | None = None,
+        stream_policy: Any = None,
+        concurrency: Any = None,
     ):
         self.batch_size = _positive_int("batch_size", batch_size)
         self.num_threads = _positive_int("num_threads", num_threads)
+        if device_id == CPU_ONLY_DEVICE_ID:
+            device_id = None
         if device_id is not None and (not isinstance(device_id, int) or device_id < 0):
             raise ArgumentError(f"device_id must be None or a non-negative int, got {device_id!r}")
         self.device_id = device_id
+        for name, value in (
+            ("py_callback_pickler", py_callback_pickler),
+            ("stream_policy", stream_policy),
+            ("concurrency", concurrency),
+        ):
+            if value is not None:
+                raise ArgumentError(f"{name} is not supported by raypipe (only its default, None), got {value!r}")
+        self.enable_checkpointing = _flag("enable_checkpointing", enable_checkpointing)
+        self._checkpoint = _read_checkpoint(checkpoint, self.enable_checkpointing)
+        self.is_restored_from_checkpoint = False
+        if (seed is None or seed == -1) and self._checkpoint is not None:
+            seed = self._checkpoint.get("seed", seed)  # the checkpointed pipeline's random seed
         if seed is None or seed == -1:
             seed = int.from_bytes(os.urandom(8), "little") >> 1
-        if not isinstance(seed, int) or seed < 0:
+        if isinstance(seed, bool) or not isinstance(seed, int) or seed < 0:
             raise ArgumentError(f"seed must be a non-negative int, got {seed!r}")
         self.seed = seed
+        self.exec_pipelined = _flag("exec_pipelined", exec_pipelined)
+        self.exec_async = _flag("exec_async", exec_async)
+        self.prefetch_queue_depth = prefetch_queue_depth
         self.cpu_queue_depth, self.gpu_queue_depth = _queue_depths(prefetch_queue_depth)
+        if not (self.exec_pipelined and self.exec_async):
+            if isinstance(prefetch_queue_depth, dict):
+                raise ArgumentError(
+                    "prefetch_queue_depth as a dict (separate queues) needs exec_pipelined=True and exec_async=True"
+                )
+            self.cpu_queue_depth = self.gpu_queue_depth = 1
+        if experimental_exec_dynamic is not None and exec_dynamic is None:
+            exec_dynamic = experimental_exec_dynamic
+        self.exec_dynamic = _flag("exec_dynamic", exec_dynamic, optional=True)
+        self.bytes_per_sample = _count("bytes_per_sample", bytes_per_sample)
+        self.set_affinity = _flag("set_affinity", set_affinity)
+        self.max_streams = None if max_streams is None else _count("max_streams", max_streams)
+        if default_cuda_stream_priority is not None and not _is_int(default_cuda_stream_priority):
+            raise ArgumentError(
+                f"default_cuda_stream_priority must be None or an int, got {default_cuda_stream_priority!r}"
+            )
+        self.default_cuda_stream_priority = default_cuda_stream_priority
+        self.enable_memory_stats = _flag("enable_memory_stats", enable_memory_stats)
+        self.py_num_workers = _count("py_num_workers", py_num_workers)
+        if py_start_method not in ("fork", "spawn"):
+            raise ArgumentError(f"py_start_method must be 'fork' or 'spawn', got {py_start_method!r}")
+        self.py_start_method = py_start_method
+        self._declared = _declarations(output_dtype=output_dtype, output_ndim=output_ndim, output_layout=output_layout)
+        self._per_output: list[dict[str, Any]] = []
         self._staged = None
         self._executor: Executor | None = None
         self._epoch = 0
@@ -96,8 +172,16 @@ class Pipeline:
         device = DeviceContext(self.device_id)
         self._split = {"on_gpu": device.on_gpu, "decode_on_gpu": device.on_gpu and nvimgcodec_available()}
         staged = self._define(**self._split)
-        reader = staged.reader.op if staged.reader is not None else None
+        self._per_output = _per_output(self._declared, len(staged.outputs))
         self._staged = staged
+        if self._checkpoint is not None:
+            try:
+                self._epoch, self._first_batch = self._position(self._checkpoint, strict=True)
+            except (ArgumentError, PipelineDefinitionError):
+                self._staged = None  # not built: a failed restore must not run from the start
+                raise
+            self.is_restored_from_checkpoint = True
+        reader = staged.reader.op if staged.reader is not None else None
         self._executor = Executor(
             staged,
             seed=self.seed,
@@ -155,6 +239,8 @@ class Pipeline:
         result = self._executor.next()
         self._last = result
         self._skipped.extend(result.skipped)
+        if self._declared:
+            _check_outputs(result.outputs, self._per_output)
         return result.outputs
 
     def drive(self, specs: Iterable[BatchSpec], sequential: bool = False) -> None:
@@ -200,14 +286,37 @@ class Pipeline:
     def load_state_dict(self, state: dict[str, Any], strict: bool = True) -> None:
         """Continue at ``state``'s position without reading the batches before it. A state from
         another dataset, seed, batch size or sharding is an error unless ``strict=False``."""
+        self._seek(*self._position(state, strict))
+
+    def checkpoint(self, filename: str | os.PathLike | None = None) -> bytes:
+        """DALI's checkpoint: :meth:`state_dict` serialized (JSON, as bytes like DALI's), and written
+        to ``filename`` when given (overwriting it). A pipeline made with ``checkpoint=`` this value
+        (and ``enable_checkpointing=True``) starts at the batch the next ``run()`` here returns.
+        Needs ``enable_checkpointing=True``, as in DALI."""
+        if not self.enable_checkpointing:
+            raise ArgumentError(
+                "cannot save the checkpoint: enable_checkpointing=True was not specified when creating the pipeline"
+            )
+        data = json.dumps(self.state_dict(), sort_keys=True).encode()
+        if filename is not None:
+            with open(filename, "wb") as out:
+                out.write(data)
+        return data
+
+    def _position(self, state: dict[str, Any], strict: bool) -> tuple[int, int]:
+        """(epoch, batch) of ``state`` in this pipeline's own order."""
         epoch, offset = read_state(state, self._order_fields(), owner="pipeline", strict=strict)
         batch = offset // self.batch_size
         if batch >= self.batches_per_epoch():
             epoch, batch = epoch + 1, 0
-        self._seek(epoch, batch)
+        return epoch, batch
 
     def _order_fields(self) -> dict[str, Any]:
-        return {**self._reader(None).op.order_fields(), "seed": self.seed, "batch_size": self.batch_size}
+        reader = self._reader(None).op
+        fields = {**reader.order_fields(), "seed": self.seed, "batch_size": self.batch_size}
+        if reader.seed is not None:
+            fields["reader_seed"] = reader.seed
+        return fields
 
     @property
     def epoch(self) -> int:
@@ -231,11 +340,14 @@ class Pipeline:
         return list(self._skipped)
 
     def epoch_size(self, name: str | None = None) -> int | dict[str, int]:
-        """Samples in the reader named ``name`` (all shards); a dict by name without one."""
+        """Samples per epoch in the reader named ``name`` (all shards), as DALI counts them: with
+        ``pad_last_batch`` every shard topped up to the largest (``epoch_size_padded``); a dict by
+        name without ``name``. The dataset's own length is ``reader_meta()["epoch_size"]``."""
         reader = self._reader(name)
+        padded = reader.op.meta(self.batch_size)["epoch_size_padded"]
         if name is None:
-            return {reader.name or reader.op.schema.name: len(reader.op)}
-        return len(reader.op)
+            return {reader.name or reader.op.schema.name: padded}
+        return padded
 
     def reader_meta(self, name: str | None = None) -> dict[str, Any]:
         """DALI-style reader metadata: epoch_size, shard_id, number_of_shards, padding, batches."""
@@ -309,7 +421,8 @@ class Pipeline:
     def _self_driven(self, first_epoch: int, first_batch: int = 0) -> Iterator[BatchSpec]:
         reader = self._staged.reader
         op = reader.op if reader is not None else None
-        return _reader_batches(op, self.batch_size, self.seed, first_epoch, first_batch)
+        seed = op.seed if op is not None and op.seed is not None else self.seed  # a reader's own seed shuffles
+        return _reader_batches(op, self.batch_size, seed, first_epoch, first_batch)
 
 
 def _reader_batches(
@@ -342,27 +455,50 @@ class _FunctionPipeline(Pipeline):
         return self._graph_fn(*self._args, **self._kwargs)
 
 
+#: Every argument of :class:`Pipeline` (DALI's), which ``pipeline_def`` takes too.
+PIPELINE_ARGS = tuple(inspect.signature(Pipeline.__init__).parameters)[1:]
+
+
 def pipeline_def(fn: Callable | None = None, **defaults: Any) -> Callable:
     """Decorator turning a graph-defining function into a pipeline factory.
 
-    ``@pipeline_def(batch_size=64, num_threads=2, device_id=None, seed=7)``; any of
-    those can be overridden when the factory is called, the rest of the call's
-    arguments go to the function.
+    ``@pipeline_def(batch_size=64, num_threads=2, device_id=None, seed=7)`` takes any of
+    :data:`PIPELINE_ARGS`; any of those can be overridden when the factory is called, the rest of
+    the call's arguments go to the function. As in DALI, a function parameter of the same name as
+    a pipeline argument takes that argument (with a warning). A function with ``**kwargs`` (which
+    DALI refuses) gets the output declarations ``output_dtype``, ``output_ndim`` and
+    ``output_layout`` (operators have an ``output_layout`` too): declare those in the decorator.
+    DALI's ``enable_conditionals`` and ``debug`` are accepted when False.
     """
-    unknown = set(defaults) - set(PIPELINE_ARGS)
+    unknown = set(defaults) - set(PIPELINE_ARGS) - set(DEFINITION_ARGS)
     if unknown:
         raise ArgumentError(f"pipeline_def: unknown pipeline arguments {sorted(unknown)}")
 
     def decorate(graph_fn: Callable) -> Callable:
+        params = inspect.signature(graph_fn).parameters
+        shadowed = set(params) & set(PIPELINE_ARGS)
+        to_function = set(params)
+        if any(p.kind is p.VAR_KEYWORD for p in params.values()):
+            to_function |= set(_DECLARATIONS)
+
         @functools.wraps(graph_fn)
         def create(*args: Any, **kwargs: Any) -> Pipeline:
-            pipe_kwargs = dict(defaults)
-            pipe_kwargs.update({k: kwargs.pop(k) for k in PIPELINE_ARGS if k in kwargs})
+            for name in sorted(shadowed & set(kwargs)):
+                warnings.warn(
+                    f"{graph_fn.__name__}: the argument {name!r} goes to the function; it shadows the pipeline "
+                    "argument of the same name",
+                    stacklevel=2,
+                )
+            taken = [k for k in (*DEFINITION_ARGS, *PIPELINE_ARGS) if k in kwargs and k not in to_function]
+            options = {**defaults, **{k: kwargs.pop(k) for k in taken}}
+            for name in DEFINITION_ARGS:
+                if options.pop(name, False):
+                    raise ArgumentError(f"{name}=True is not supported by raypipe (only False)")
             try:
                 inspect.signature(graph_fn).bind(*args, **kwargs)
             except TypeError as exc:
                 raise ArgumentError(f"{graph_fn.__name__}: {exc}") from None
-            return _FunctionPipeline(graph_fn, args, kwargs, **pipe_kwargs)
+            return _FunctionPipeline(graph_fn, args, kwargs, **options)
 
         create.pipeline_defaults = dict(defaults)
         return create
@@ -388,3 +524,85 @@ def _queue_depths(depth: int | dict[str, int]) -> tuple[int, int]:
         )
     d = _positive_int("prefetch_queue_depth", depth)
     return d, d
+
+
+def _is_int(value: Any) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool)
+
+
+def _count(name: str, value: Any) -> int:
+    if not _is_int(value) or value < 0:
+        raise ArgumentError(f"{name} must be a non-negative int, got {value!r}")
+    return value
+
+
+def _flag(name: str, value: Any, optional: bool = False) -> bool | None:
+    if value is None and optional:
+        return None
+    if not isinstance(value, bool):
+        raise ArgumentError(f"{name} must be a bool{' or None' if optional else ''}, got {value!r}")
+    return value
+
+
+def _read_checkpoint(checkpoint: str | bytes | None, enabled: bool) -> dict[str, Any] | None:
+    """The state in a checkpoint from :meth:`Pipeline.checkpoint` (None without one)."""
+    if checkpoint is None:
+        return None
+    if not enabled:
+        raise ArgumentError(
+            "cannot restore the checkpoint: enable_checkpointing=True was not specified when creating the pipeline"
+        )
+    try:
+        state = json.loads(checkpoint)
+    except (TypeError, ValueError):
+        state = None
+    if not isinstance(state, dict):
+        raise ArgumentError("checkpoint must be the value Pipeline.checkpoint() returned (or its file's content)")
+    return state
+
+
+# what output_dtype / output_ndim / output_layout may hold per output (None, or "" for a layout: anything)
+_DECLARATIONS = {
+    "output_dtype": (lambda v: isinstance(v, DALIDataType), "a types.DALIDataType"),
+    "output_ndim": (lambda v: _is_int(v) and v >= 0, "a non-negative int"),
+    "output_layout": (lambda v: isinstance(v, str), "a str"),
+}
+
+
+def _declarations(**given: Any) -> dict[str, Any]:
+    """The given output declarations, validated: one value for every output or a list of them."""
+    for name, value in given.items():
+        ok, what = _DECLARATIONS[name]
+        values = value if isinstance(value, (list, tuple)) else [value]
+        if not all(v is None or ok(v) for v in values):
+            raise ArgumentError(f"{name} must be {what}, a list of those (None: any) or None, got {value!r}")
+    return {name: value for name, value in given.items() if value is not None}
+
+
+def _per_output(declared: dict[str, Any], count: int) -> list[dict[str, Any]]:
+    """What each of ``count`` outputs is declared to be; a list of another length is an error."""
+    per: list[dict[str, Any]] = [{} for _ in range(count)]
+    for name, value in declared.items():
+        values = list(value) if isinstance(value, (list, tuple)) else [value] * count
+        if len(values) != count:
+            raise ArgumentError(f"{name} declares {len(values)} outputs, the pipeline has {count}")
+        for entry, v in zip(per, values):
+            if v is not None and v != "":
+                entry[name] = v
+    return per
+
+
+def _check_outputs(outputs: Sequence[TensorList], per_output: list[dict[str, Any]]) -> None:
+    """Raise naming the first output of a batch that is not what it is declared to be."""
+    for i, (out, declared) in enumerate(zip(outputs, per_output)):
+        if not declared or not len(out):
+            continue
+        dtype = declared.get("output_dtype")
+        if dtype is not None and out.at(0).dtype != dtype.numpy:
+            raise PipelineDefinitionError(f"output {i} has dtype {out.at(0).dtype}, output_dtype declares {dtype}")
+        ndim = declared.get("output_ndim")
+        if ndim is not None and out.ndim() != ndim:
+            raise PipelineDefinitionError(f"output {i} has {out.ndim()} dimensions, output_ndim declares {ndim}")
+        layout = declared.get("output_layout")
+        if layout is not None and out.layout() != layout:
+            raise PipelineDefinitionError(f"output {i} has layout {out.layout()!r}, output_layout declares {layout!r}")

@@ -2,21 +2,26 @@
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+import operator
+from collections.abc import Iterator, Sequence
 from typing import Any
 
 import numpy as np
 
 from .backend import is_device_array, to_host
+from .types import DALIDataType, to_dali_type
 
 
 class TensorList:
-    """A batch of samples of one pipeline output.
+    """A batch of samples of one pipeline output, with the methods of DALI's ``TensorListCPU`` /
+    ``TensorListGPU`` that training scripts use.
 
     ``device`` is ``"cpu"`` for host data and ``"gpu"`` for data made by the GPU
     stage. ``np.asarray(tl)`` gives the dense ``(batch, ...)`` array of a host
     batch whose samples share a shape; ``tl.as_cpu()`` brings a GPU batch to the
-    host; ``tl.at(i)`` is one sample.
+    host; ``tl[i]`` and ``tl.at(i)`` are one sample, and iterating gives every sample.
+    Where DALI returns a ``Tensor`` (``tl[i]``, ``as_tensor()``, ``as_reshaped_tensor()``)
+    this returns the array itself (numpy on the host, cupy on the GPU).
     """
 
     def __init__(self, samples: Sequence[Any] | Any, device: str, layout: str = ""):
@@ -42,6 +47,14 @@ class TensorList:
     def __len__(self) -> int:
         return len(self._dense) if self._dense is not None else len(self._samples)
 
+    def __getitem__(self, index: int) -> Any:
+        """Sample ``index`` (negative counts from the end; IndexError out of range, as in DALI)."""
+        return self.at(index)
+
+    def __iter__(self) -> Iterator[Any]:
+        """Every sample in order."""
+        return (self.at(i) for i in range(len(self)))
+
     def layout(self) -> str:
         """Per-sample layout such as ``"HWC"``, or ``""`` when not an image."""
         return self._layout
@@ -56,11 +69,36 @@ class TensorList:
             return [tuple(self._dense.shape[1:])] * len(self._dense)
         return [tuple(s.shape) for s in self._samples]
 
-    def at(self, index: int) -> Any:
-        """Sample ``index`` as an array on this batch's device."""
+    def ndim(self) -> int:
+        """Dimensions of each sample."""
         if self._dense is not None:
-            return self._dense[index]
-        return self._samples[index]
+            return self._dense.ndim - 1
+        return self._samples[0].ndim if self._samples else 0
+
+    @property
+    def dtype(self) -> DALIDataType:
+        """The samples' element type as a ``types.DALIDataType`` (a property, as in DALI)."""
+        if self._dense is not None:
+            return to_dali_type(self._dense.dtype)
+        if not self._samples:
+            raise ValueError("an empty batch has no dtype")
+        return to_dali_type(self._samples[0].dtype)
+
+    def at(self, index: int) -> Any:
+        """Sample ``index`` as an array on this batch's device (negative counts from the end)."""
+        if isinstance(index, (bool, np.bool_)):
+            raise TypeError(f"TensorList indices must be integers, got {index!r}")
+        try:
+            position = operator.index(index)
+        except TypeError:
+            raise TypeError(f"TensorList indices must be integers, got {type(index).__name__}") from None
+        size = len(self)
+        if not -size <= position < size:
+            raise IndexError(f"TensorList index {position} out of range for a batch of {size}")
+        position %= size
+        if self._dense is not None:
+            return self._dense[position]
+        return self._samples[position]
 
     def as_tensor(self) -> Any:
         """The dense ``(batch, ...)`` array on this batch's device."""
@@ -78,8 +116,18 @@ class TensorList:
             self._samples = None
         return self._dense
 
+    def as_reshaped_tensor(self, shape: Sequence[int]) -> Any:
+        """The dense batch reshaped to ``shape``, whose volume must equal the batch's."""
+        dense = self.as_tensor()
+        shape = tuple(int(n) for n in shape)
+        if int(np.prod(shape)) != dense.size:
+            raise ValueError(f"cannot reshape a batch of {dense.size} elements {tuple(dense.shape)} to {shape}")
+        return dense.reshape(shape)
+
     def as_cpu(self) -> TensorList:
-        """This batch in host memory (itself when already there)."""
+        """This batch in host memory (itself when already there, as in DALI)."""
+        if self.device == "cpu":
+            return self
         if self._dense is not None:
             return TensorList(to_host(self._dense), "cpu", self._layout)
         return TensorList([to_host(s) for s in self._samples], "cpu", self._layout)

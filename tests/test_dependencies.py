@@ -1,11 +1,13 @@
 """The runtime dependencies are exactly what the packages import when they load; everything
-imported only inside a function (torch, cupy, DALI...) or by the GPU kernels is in an extra."""
+imported only inside a function (torch, cupy, DALI...), by the GPU kernels or by a framework
+plugin (which, like DALI's, needs its framework) is in an extra."""
 
 from __future__ import annotations
 
 import ast
 import pathlib
 import re
+import subprocess
 import sys
 
 import tomllib
@@ -13,6 +15,9 @@ import tomllib
 ROOT = pathlib.Path(__file__).resolve().parent.parent
 PACKAGES = ("raypipe", "actors", "cluster")
 ONLY_ON_A_GPU = "raypipe/kernels/"  # numba kernels, imported by operators on a GPU only
+# a framework plugin imports its framework on load, as nvidia.dali.plugin.pytorch does; nothing
+# else in the packages imports the plugin, so the framework stays an extra
+FRAMEWORK_PLUGINS = {"raypipe/plugin/pytorch.py": "torch"}
 # import name -> distribution name, for every third-party module the packages import
 DISTRIBUTION = {
     "PIL": "pillow",
@@ -58,7 +63,11 @@ def _imports() -> tuple[set[str], set[str]]:
                 else:
                     continue
                 for top in {n.split(".")[0] for n in names} - set(sys.stdlib_module_names) - set(PACKAGES):
-                    lazy = id(node) in in_function or relative.startswith(ONLY_ON_A_GPU)
+                    lazy = (
+                        id(node) in in_function
+                        or relative.startswith(ONLY_ON_A_GPU)
+                        or FRAMEWORK_PLUGINS.get(relative) == top
+                    )
                     (in_functions if lazy else on_load).add(top)
     return on_load, in_functions
 
@@ -73,3 +82,19 @@ def test_runtime_dependencies_are_what_loads_and_the_rest_is_in_extras():
     assert {DISTRIBUTION[m] for m in on_load} | LOADED_BY_PATH == core
     missing = {DISTRIBUTION[m] for m in in_functions} - core - extras
     assert not missing, f"imported in functions but in no extra: {sorted(missing)}"
+
+
+def test_importing_the_packages_loads_no_framework():
+    """The framework plugins are leaves: importing every other module loads no torch, so the
+    service and the numpy iterators run without the torch extra."""
+    modules = sorted(
+        ".".join(path.relative_to(ROOT).with_suffix("").parts).removesuffix(".__init__")
+        for package in PACKAGES
+        for path in (ROOT / package).rglob("*.py")
+        if path.relative_to(ROOT).as_posix() not in FRAMEWORK_PLUGINS
+        and not path.relative_to(ROOT).as_posix().startswith(ONLY_ON_A_GPU)
+    )
+    code = f"import importlib, sys\nfor m in {modules!r}: importlib.import_module(m)\nprint('torch' in sys.modules)"
+    out = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, timeout=120)
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.strip() == "False"

@@ -24,7 +24,7 @@ T = TypeVar("T")
 # lmdb refuses to open one environment twice in a process: stores of the same database share it,
 # and the last one to close closes it. Keyed by process, so a forked child opens its own.
 _SHARED: dict[tuple[int, str], list] = {}
-_SHARED_LOCK = threading.Lock()
+_SHARED_LOCK = threading.RLock()  # re-entrant: a store's finalizer may run under GC inside _acquire
 
 
 def _acquire(path: str, readahead: bool, max_readers: int) -> tuple[lmdb.Environment, tuple[int, str]]:

@@ -42,6 +42,8 @@ class RandomResizedCrop(Operator):
         num_attempts: int = 10,
         antialias: bool = True,
         interp_type=None,
+        min_filter=None,
+        mag_filter=None,
         dtype: DALIDataType | np.dtype | str | None = None,
     ) -> None:
         name = self.schema.name
@@ -59,7 +61,7 @@ class RandomResizedCrop(Operator):
             raise ArgumentError(f"{name}: num_attempts must be a positive int, got {num_attempts!r}")
         self.num_attempts = num_attempts
         self.antialias = bool(antialias)
-        check_linear_interp(name, interp_type)
+        check_linear_interp(name, interp_type=interp_type, min_filter=min_filter, mag_filter=mag_filter)
 
     def window(self, width: int, height: int, ctx) -> tuple[int, int, int, int]:
         """The crop window ``(x, y, w, h)`` of this sample in a ``width`` x ``height`` image."""

@@ -146,12 +146,14 @@ class ShardedReader(Operator):
         )
 
     def meta(self, batch_size: int) -> dict[str, Any]:
-        """DALI-style reader metadata plus the batch count per epoch."""
+        """DALI's reader metadata plus the batch count per epoch. As in DALI, ``epoch_size_padded``
+        counts the samples with every shard topped up to the largest when ``pad_last_batch``."""
         size = len(self)
         per_epoch = reader_order.batches_per_epoch(size, batch_size, self.num_shards)
+        padded = -(-size // self.num_shards) * self.num_shards if self.pad_last_batch else size
         return {
             "epoch_size": size,
-            "epoch_size_padded": per_epoch * batch_size * self.num_shards,
+            "epoch_size_padded": padded,
             "shard_id": self.shard_id,
             "number_of_shards": self.num_shards,
             "pad_last_batch": self.pad_last_batch,

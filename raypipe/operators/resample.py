@@ -16,6 +16,7 @@ from typing import Any
 import numpy as np
 
 from ..errors import ArgumentError
+from ..types import DALIInterpType
 
 Box = tuple[float, float, float, float]
 
@@ -105,13 +106,21 @@ def cast_to(xp: ModuleType, values: Any, dtype: np.dtype) -> Any:
     return values.astype(dtype, copy=False)
 
 
-def check_linear_interp(op: str, interp_type: Any) -> None:
-    """Accept only linear interpolation (``None``, ``"linear"``, ``"INTERP_LINEAR"``)."""
-    if interp_type is None:
-        return
-    name = str(getattr(interp_type, "name", interp_type)).lower().removeprefix("interp_")
-    if name != "linear":
-        raise ArgumentError(f"{op}: interp_type {interp_type!r} is not supported (only linear interpolation)")
+def check_linear_interp(op: str, **filters: Any) -> None:
+    """Accept only linear interpolation in each interpolation argument (``interp_type=``,
+    ``min_filter=``, ``mag_filter=``): ``None`` (the default), ``types.INTERP_LINEAR`` or its name
+    (``"linear"``, ``"INTERP_LINEAR"``); any other ``types.DALIInterpType`` raises naming it."""
+    for name, value in filters.items():
+        if value is None or value is DALIInterpType.INTERP_LINEAR:
+            continue
+        if isinstance(value, DALIInterpType):
+            raise ArgumentError(
+                f"{op}: {name} types.{value.name} is not supported (only linear interpolation, types.INTERP_LINEAR)"
+            )
+        if not isinstance(value, str):
+            raise ArgumentError(f"{op}: {name} must be a types.DALIInterpType, got {value!r}")
+        if value.lower().removeprefix("interp_") != "linear":
+            raise ArgumentError(f"{op}: {name} {value!r} is not supported (only linear interpolation)")
 
 
 def check_hwc(op: str, image: Any) -> None:

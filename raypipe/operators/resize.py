@@ -77,6 +77,8 @@ class Resize(Operator):
         mode: str = "default",
         antialias: bool = True,
         interp_type=None,
+        min_filter=None,
+        mag_filter=None,
         dtype=None,
     ) -> None:
         self.resize_x = _size_arg("resize_x", resize_x)
@@ -95,7 +97,7 @@ class Resize(Operator):
             )
         self.mode = mode
         self.antialias = bool(antialias)
-        check_linear_interp("resize", interp_type)
+        check_linear_interp("resize", interp_type=interp_type, min_filter=min_filter, mag_filter=mag_filter)
         try:
             self.dtype = to_numpy_dtype(dtype) if dtype is not None else None
         except ValueError:

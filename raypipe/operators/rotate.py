@@ -93,7 +93,7 @@ class Rotate(Operator):
         if isinstance(fill_value, bool) or not isinstance(fill_value, (int, float, np.integer, np.floating)):
             raise ArgumentError(f"rotate: fill_value must be a number, got {fill_value!r}")
         self.fill_value = float(fill_value)
-        check_linear_interp("rotate", interp_type)
+        check_linear_interp("rotate", interp_type=interp_type)
 
     @staticmethod
     def _angle(value: Any) -> float:

@@ -115,3 +115,22 @@ def test_missing_file_is_named_when_read(jpeg_files, tmp_path):
 def test_argument_errors(args, message):
     with pytest.raises(rp.ArgumentError, match=message):
         read(**args).build()
+
+
+@pytest.mark.parametrize("pad", [True, False])
+def test_epoch_size_and_reader_meta_match_dali(jpeg_files, pad):
+    dali = pytest.importorskip("nvidia.dali")
+    files = jpeg_files[:23]
+    args = {"files": files, "shard_id": 0, "num_shards": 2, "pad_last_batch": pad}
+
+    @dali.pipeline_def(batch_size=4, num_threads=1, device_id=None)
+    def dali_read():
+        return tuple(dali.fn.readers.file(name="Reader", **args))
+
+    reference = dali_read()
+    reference.build()
+    with read(**args) as pipe:
+        assert pipe.epoch_size("Reader") == reference.epoch_size("Reader") == (24 if pad else 23)
+        meta = pipe.reader_meta("Reader")
+        for key, value in reference.reader_meta("Reader").items():
+            assert meta[key] == value, key

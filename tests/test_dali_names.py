@@ -1,0 +1,232 @@
+"""DALI's names: ``ops`` classes old and new, ``fn`` aliases, ``types`` members and interpolation
+types, checked on real pipelines and, where DALI is installed, against DALI's own names."""
+
+from __future__ import annotations
+
+import re
+
+import numpy as np
+import pytest
+
+import raypipe as rp
+from raypipe import fn, ops, types
+from raypipe.graph import Graph, defining
+from raypipe.operator import OLD_NAMES, registry
+from raypipe.ops import class_name
+
+OLD_AND_NEW = [
+    ("FileReader", "readers", "File"),
+    ("CaffeReader", "readers", "Caffe"),
+    ("Caffe2Reader", "readers", "Caffe2"),
+    ("TFRecordReader", "readers", "TFRecord"),
+    ("MXNetReader", "readers", "MXNet"),
+    ("ImageDecoder", "decoders", "Image"),
+    ("ImageDecoderRandomCrop", "decoders", "ImageRandomCrop"),
+    ("CoinFlip", "random", "CoinFlip"),
+    ("Uniform", "random", "Uniform"),
+]
+
+
+@pytest.mark.parametrize("old, module, new", OLD_AND_NEW)
+def test_old_and_new_ops_names_are_one_class_per_operator(old, module, new):
+    current = getattr(getattr(ops, module), new)
+    assert getattr(ops, old) is getattr(ops, old)
+    assert current is getattr(getattr(ops, module), new)
+    assert getattr(ops, old) is current
+    assert current.__name__ == new and current.__qualname__ == f"{module}.{new}"
+    assert old in dir(ops) and new in dir(getattr(ops, module))
+
+
+def test_private_and_unknown_names_are_not_operators():
+    assert "Transfer" not in dir(ops)
+    with pytest.raises(AttributeError, match="ops.Transfer"):
+        ops.Transfer  # noqa: B018
+    with pytest.raises(AttributeError, match="ops.readers.Nope"):
+        ops.readers.Nope  # noqa: B018
+
+
+class OldNames(rp.Pipeline):
+    """A DALI class-style training input written with the deprecated names DALI still ships."""
+
+    def __init__(self, files, **kwargs):
+        super().__init__(**kwargs)
+        self.reader = ops.FileReader(files=files, random_shuffle=True, name="Reader")
+        self.decode = ops.ImageDecoder(device="cpu", output_type=types.RGB)
+        self.crop = ops.ImageDecoderRandomCrop(device="cpu")
+        self.resize = ops.RandomResizedCrop(size=32, interp_type=types.INTERP_LINEAR)
+        self.coin = ops.CoinFlip(probability=1.0)
+        self.uniform = ops.Uniform(range=[2.0, 3.0])
+
+    def define_graph(self):
+        jpegs, labels = self.reader()
+        return self.resize(self.decode(jpegs)), self.crop(jpegs), labels, self.coin(), self.uniform()
+
+
+class NewNames(OldNames):
+    def __init__(self, files, **kwargs):
+        rp.Pipeline.__init__(self, **kwargs)
+        self.reader = ops.readers.File(files=files, random_shuffle=True, name="Reader")
+        self.decode = ops.decoders.Image(device="cpu", output_type=types.RGB)
+        self.crop = ops.decoders.ImageRandomCrop(device="cpu")
+        self.resize = ops.RandomResizedCrop(size=32, interp_type=types.INTERP_LINEAR)
+        self.coin = ops.random.CoinFlip(probability=1.0)
+        self.uniform = ops.random.Uniform(range=[2.0, 3.0])
+
+
+def _batches(pipe, count=3):
+    with pipe:
+        return [[[np.asarray(s).tobytes() for s in out] for out in pipe.run()] for _ in range(count)]
+
+
+def test_old_names_build_the_same_pipeline_as_new_names(jpeg_files):
+    old = OldNames(jpeg_files[:8], batch_size=4, num_threads=1, seed=3)
+    new = NewNames(jpeg_files[:8], batch_size=4, num_threads=1, seed=3)
+    with old:
+        images, crops, _, coins, uniforms = old.run()
+        assert np.asarray(images).shape == (4, 32, 32, 3) and crops.layout() == "HWC"
+        assert np.asarray(coins).ravel().tolist() == [1, 1, 1, 1]  # probability=1.0 is honoured
+        values = np.asarray(uniforms).ravel()
+        assert values.min() >= 2.0 and values.max() < 3.0 and len(set(values.tolist())) == 4
+    assert _batches(OldNames(jpeg_files[:8], batch_size=4, num_threads=1, seed=3)) == _batches(new)
+
+
+@pytest.mark.parametrize("op_name", sorted(OLD_NAMES))
+def test_old_names_place_their_operator(op_name):
+    """Each old name, in ``fn`` and in ``ops``, reaches its operator: the operator's own argument
+    check (a missing path, an unknown argument) names it."""
+    old_class, old_fn = OLD_NAMES[op_name]
+    assert old_fn in dir(fn)
+    with defining(Graph()):
+        inputs = () if op_name.startswith(("readers.", "random.")) else (fn.random.coin_flip(),)
+        for place in (getattr(fn, old_fn), getattr(ops, old_class)()):
+            with pytest.raises(rp.ArgumentError, match=rf"^{re.escape(op_name)}: "):
+                place(*inputs, no_such_argument=1)
+
+
+def test_fn_old_names_give_the_same_batches(jpeg_files):
+    def graph(old):
+        jpegs, labels = (fn.file_reader if old else fn.readers.file)(files=jpeg_files[:6], random_shuffle=True)
+        images = (fn.image_decoder_random_crop if old else fn.decoders.image_random_crop)(jpegs)
+        coin = (fn.coin_flip if old else fn.random.coin_flip)(probability=0.5)
+        return fn.resize(images, resize_x=24, resize_y=24), labels, coin, (fn.uniform if old else fn.random.uniform)()
+
+    runs = [_batches(rp.pipeline_def(graph, batch_size=3, num_threads=1, seed=9)(old)) for old in (True, False)]
+    assert runs[0] == runs[1]
+
+
+def test_interp_types_and_layout_names_follow_dali():
+    assert [m.name for m in types.DALIInterpType] == [
+        "INTERP_NN",
+        "INTERP_LINEAR",
+        "INTERP_CUBIC",
+        "INTERP_LANCZOS3",
+        "INTERP_TRIANGULAR",
+        "INTERP_GAUSSIAN",
+    ]
+    assert [m.value for m in types.DALIInterpType] == [0, 1, 2, 3, 4, 5]
+    assert types.INTERP_LINEAR is types.DALIInterpType.INTERP_LINEAR
+    assert (types.NCHW, types.NHWC, types.NFCHW, types.NFHWC) == ("CHW", "HWC", "FCHW", "FHWC")
+    assert types.to_dali_type(np.uint16) is types.UINT16 and types.UINT64.numpy == np.uint64
+
+
+@pytest.mark.parametrize(
+    "op, args", [("resize", {"resize_x": 20, "resize_y": 16}), ("random_resized_crop", {"size": 16})]
+)
+def test_linear_interp_types_give_the_default_result(jpeg_files, op, args):
+    def graph(**interp):
+        jpegs, _ = fn.readers.file(files=jpeg_files[:4])
+        return getattr(fn, op)(fn.decoders.image(jpegs), **args, **interp)
+
+    default = _batches(rp.pipeline_def(graph, batch_size=2, num_threads=1, seed=1)(), 2)
+    linear = {"interp_type": types.INTERP_LINEAR, "min_filter": types.INTERP_LINEAR, "mag_filter": "INTERP_LINEAR"}
+    assert _batches(rp.pipeline_def(graph, batch_size=2, num_threads=1, seed=1)(**linear), 2) == default
+
+
+@pytest.mark.parametrize(
+    "op, args, arg",
+    [
+        ("resize", {"resize_x": 20}, "interp_type"),
+        ("resize", {"resize_x": 20}, "min_filter"),
+        ("resize", {"resize_x": 20}, "mag_filter"),
+        ("random_resized_crop", {"size": 16}, "interp_type"),
+        ("random_resized_crop", {"size": 16}, "min_filter"),
+        ("rotate", {"angle": 10.0}, "interp_type"),
+    ],
+)
+@pytest.mark.parametrize("interp", [t for t in types.DALIInterpType if t is not types.INTERP_LINEAR])
+def test_interp_types_not_implemented_are_refused_by_name(jpeg_files, op, args, arg, interp):
+    @rp.pipeline_def(batch_size=2, num_threads=1, seed=1)
+    def graph():
+        jpegs, _ = fn.readers.file(files=jpeg_files[:2])
+        return getattr(fn, op)(fn.decoders.image(jpegs), **args, **{arg: interp})
+
+    with pytest.raises(rp.ArgumentError, match=rf"{op}: {arg} types\.{interp.name} is not supported"):
+        graph().build()
+
+
+def test_nchw_is_the_per_sample_layout_as_in_dali(jpeg_files):
+    @rp.pipeline_def(batch_size=2, num_threads=1, seed=1, device_id=types.CPU_ONLY_DEVICE_ID)
+    def graph():
+        jpegs, _ = fn.readers.file(files=jpeg_files[:2])
+        images = fn.resize(fn.decoders.image(jpegs), resize_x=8, resize_y=6)
+        return fn.crop_mirror_normalize(images, output_layout=types.NCHW), fn.transpose(images, perm=[2, 0, 1])
+
+    with graph() as pipe:
+        assert pipe.device_id is None
+        normalized, transposed = pipe.run()
+        assert normalized.layout() == "CHW" and np.asarray(normalized).shape == (2, 3, 6, 8)
+        np.testing.assert_array_equal(np.asarray(normalized), np.asarray(transposed).astype(np.float32))
+
+
+# --- against DALI's own names (DALI is not installed in CI) ---
+
+
+def test_every_operator_has_dalis_ops_and_fn_name():
+    dali_ops = pytest.importorskip("nvidia.dali.ops")
+    dali_fn = pytest.importorskip("nvidia.dali.fn")
+    for op_name in registry():
+        if op_name.startswith("_"):
+            continue
+        module, _, leaf = op_name.rpartition(".")
+        path = [*module.split("."), class_name(op_name)] if module else [class_name(op_name)]
+        ours, theirs = ops, dali_ops
+        for part in path:
+            ours, theirs = getattr(ours, part), getattr(theirs, part)
+        assert theirs.__name__ == ours.__name__
+        assert callable(getattr(getattr(dali_fn, module) if module else dali_fn, leaf))
+
+
+def test_every_old_name_dali_ships_for_our_operators_is_here():
+    dali_ops = pytest.importorskip("nvidia.dali.ops")
+    from nvidia.dali import backend
+
+    def ours(path):
+        node = ops
+        for part in path.split("__"):
+            node = getattr(node, part, None)
+        return node
+
+    shipped = set()
+    for name in dir(dali_ops):
+        try:
+            schema = backend.GetSchema(name)
+        except (KeyError, RuntimeError):  # Python-only classes (Compose, ExternalSource, ...)
+            continue
+        if schema.IsDeprecated() and schema.DeprecatedInFavorOf() and ours(schema.DeprecatedInFavorOf()) is not None:
+            shipped.add(name)
+            assert getattr(ops, name) is ours(schema.DeprecatedInFavorOf())
+    assert shipped == {old for old, _ in OLD_NAMES.values()}
+
+
+def test_types_match_dalis():
+    dali_types = pytest.importorskip("nvidia.dali.types")
+    for member in types.DALIInterpType:
+        assert int(getattr(dali_types, member.name)) == member.value
+        assert getattr(dali_types.DALIInterpType, member.name).name == member.name
+    for member in types.DALIDataType:
+        assert hasattr(dali_types.DALIDataType, member.name) and hasattr(dali_types, member.name)
+    for member in types.DALIImageType:
+        assert hasattr(dali_types.DALIImageType, member.name)
+    for name in ("NCHW", "NHWC", "NFCHW", "NFHWC", "CPU_ONLY_DEVICE_ID"):
+        assert getattr(types, name) == getattr(dali_types, name)
+    assert types.to_dali_type(np.float32).name == dali_types.to_dali_type(np.float32).name

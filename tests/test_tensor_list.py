@@ -1,0 +1,102 @@
+"""``TensorList``: DALI's indexing, iteration and conversions, on real pipeline batches and, where
+DALI is installed, next to DALI's own ``TensorListCPU``."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+import raypipe as rp
+from raypipe import fn, types
+from raypipe.tensor_list import TensorList
+
+
+@rp.pipeline_def(batch_size=4, num_threads=1, device_id=None, seed=2)
+def decoded(files):
+    jpegs, labels = fn.readers.file(files=files, name="Reader")
+    images = fn.decoders.image(jpegs)
+    return images, fn.resize(images, resize_x=12, resize_y=10), labels
+
+
+@pytest.fixture(scope="module")
+def batch(jpeg_files):
+    with decoded(jpeg_files[:4]) as pipe:
+        return pipe.run()
+
+
+def test_indexing_and_iteration_give_each_sample(batch):
+    ragged, dense, labels = batch
+    for tl in (ragged, dense, labels):
+        samples = list(tl)
+        assert len(samples) == len(tl) == 4
+        for i in range(4):
+            assert np.array_equal(tl[i], tl.at(i)) and np.array_equal(tl[i], samples[i])
+            assert np.array_equal(tl[i - 4], tl[i])  # negative indices count from the end
+    assert len({s.shape for s in ragged}) > 1  # the decoded images differ in size
+    assert [int(s[0]) for s in labels] == [0, 1, 2, 3]  # files= without labels: the index, as in DALI
+    assert np.array_equal(dense[1], np.asarray(dense)[1]) and dense[np.int64(2)].shape == (10, 12, 3)
+
+
+@pytest.mark.parametrize("index", [4, -5, 100])
+def test_out_of_range_index_is_an_index_error(batch, index):
+    for tl in batch:
+        with pytest.raises(IndexError, match=f"index {index} out of range for a batch of 4"):
+            tl[index]
+        with pytest.raises(IndexError):
+            tl.at(index)
+
+
+@pytest.mark.parametrize("index", [slice(0, 2), 1.0, "1", True])
+def test_non_integer_index_is_a_type_error(batch, index):
+    with pytest.raises(TypeError, match="TensorList indices must be integers"):
+        batch[1][index]
+
+
+def test_dense_and_ragged_conversions(batch):
+    ragged, dense, labels = batch
+    assert dense.is_dense_tensor() and not ragged.is_dense_tensor()
+    array = dense.as_array()
+    assert isinstance(array, np.ndarray) and array.shape == (4, 10, 12, 3) and array.dtype == np.uint8
+    assert np.array_equal(dense.as_tensor(), array)
+    assert np.array_equal(dense.as_reshaped_tensor([4, 120, 3]), array.reshape(4, 120, 3))
+    with pytest.raises(ValueError, match="cannot reshape a batch of 1440 elements"):
+        dense.as_reshaped_tensor([5, 10, 12, 3])
+    with pytest.raises(ValueError, match="samples have different shapes"):
+        ragged.as_array()
+    assert dense.layout() == ragged.layout() == "HWC" and labels.layout() == ""
+    assert dense.as_cpu() is dense  # a host batch is its own host copy, as in DALI
+    assert dense.dtype is types.UINT8 and labels.dtype is types.INT32
+    assert dense.ndim() == ragged.ndim() == 3 and labels.ndim() == 1
+    assert dense.shape() == [(10, 12, 3)] * 4 and ragged.shape() == [s.shape for s in ragged]
+
+
+def test_a_list_of_samples_indexes_like_a_dense_batch():
+    samples = [np.full((2, 3), i, np.float32) for i in range(3)]
+    as_list, as_dense = TensorList(samples, "cpu"), TensorList(np.stack(samples), "cpu")
+    for tl in (as_list, as_dense):
+        assert [float(s[0, 0]) for s in tl] == [0.0, 1.0, 2.0]
+        assert float(tl[-1][0, 0]) == 2.0 and tl.dtype is types.FLOAT and tl.is_dense_tensor()
+    empty = TensorList([], "cpu")
+    assert len(empty) == 0 and list(empty) == [] and empty.ndim() == 0
+    with pytest.raises(IndexError):
+        empty[0]
+
+
+def test_matches_dalis_tensor_list_cpu(batch):
+    dali_tensors = pytest.importorskip("nvidia.dali.tensors")
+    _, dense, labels = batch
+    for ours in (dense, labels):
+        theirs = dali_tensors.TensorListCPU(np.ascontiguousarray(ours.as_array()), ours.layout() or None)
+        assert len(theirs) == len(ours) and theirs.layout() == ours.layout()
+        assert theirs.dtype.name == ours.dtype.name and theirs.ndim() == ours.ndim()
+        assert [tuple(s) for s in theirs.shape()] == ours.shape()
+        assert theirs.is_dense_tensor() == ours.is_dense_tensor()
+        for i in (0, 3, -1, -4):
+            assert np.array_equal(np.asarray(theirs[i]), ours[i])
+        assert all(np.array_equal(np.asarray(t), o) for t, o in zip(theirs, ours))
+        for index in (4, -5):
+            with pytest.raises(IndexError):
+                theirs[index]
+            with pytest.raises(IndexError):
+                ours[index]
+        assert np.array_equal(theirs.as_array(), ours.as_array())
