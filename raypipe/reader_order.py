@@ -1,7 +1,8 @@
 """The order in which a self-driven reader visits samples: pure functions.
 
 DALI semantics: contiguous shards, a shard that moves on by one each epoch unless
-``stick_to_shard``, an optional shuffle buffer of ``initial_fill`` samples, and
+``stick_to_shard``, an optional shuffle buffer of ``initial_fill`` samples or a
+shuffle of the whole dataset every epoch (``shuffle_after_epoch``), and
 a last batch topped up by repeating the shard's last sample (``pad_last_batch``)
 or by wrapping around to the start of the shard. Every shard yields the same
 number of batches per epoch (that of the largest shard), so data-parallel ranks
@@ -19,6 +20,10 @@ from .keyed_random import sample_generator
 from .last_batch import LastBatchPolicy, num_batches
 
 _SHUFFLE_STREAM = 0x5EED_0F_BF  # operator id reserved for the reader's shuffle buffer
+_EPOCH_SHUFFLE_STREAM = 0x5EED_0F_E0  # ... and for its shuffle of the whole dataset per epoch
+#: The seed of ``shuffle_after_epoch`` when none is given: fixed, as in DALI, so every run and
+#: every shard sees the same permutation.
+DEFAULT_EPOCH_SHUFFLE_SEED = 524287
 
 
 def shard_bounds(size: int, shard_id: int, num_shards: int) -> tuple[int, int]:
@@ -55,6 +60,12 @@ def shuffle_buffer_order(indices: np.ndarray, initial_fill: int, rng: np.random.
     return out
 
 
+def epoch_permutation(size: int, epoch: int, seed: int) -> np.ndarray:
+    """The dataset order of ``epoch`` under ``shuffle_after_epoch``: one permutation of all
+    ``size`` samples, the same for every shard (it depends on the seed and epoch only)."""
+    return sample_generator(seed, epoch, 0, _EPOCH_SHUFFLE_STREAM).permutation(size).astype(np.int64)
+
+
 def batches_per_epoch(size: int, batch_size: int, num_shards: int) -> int:
     """Batches every shard yields per epoch: enough for the largest shard, the last one padded."""
     return num_batches(math.ceil(size / num_shards), batch_size, LastBatchPolicy.PAD)
@@ -72,11 +83,18 @@ def epoch_batches(
     random_shuffle: bool = False,
     initial_fill: int = 1024,
     pad_last_batch: bool = False,
+    shuffle_after_epoch: bool = False,
+    shuffle_after_epoch_seed: int = DEFAULT_EPOCH_SHUFFLE_SEED,
 ) -> list[BatchSpec]:
-    """All batches of ``epoch`` for one shard, in order."""
+    """All batches of ``epoch`` for one shard, in order. With ``shuffle_after_epoch`` the shard
+    is a contiguous slice of that epoch's :func:`epoch_permutation` (DALI refuses it together
+    with ``random_shuffle`` or ``stick_to_shard``; the reader checks that)."""
     shard = epoch_shard(shard_id, num_shards, epoch, stick_to_shard)
     start, end = shard_bounds(size, shard, num_shards)
-    order = np.arange(start, end, dtype=np.int64)
+    if shuffle_after_epoch:
+        order = epoch_permutation(size, epoch, shuffle_after_epoch_seed)[start:end]
+    else:
+        order = np.arange(start, end, dtype=np.int64)
     if random_shuffle:
         order = shuffle_buffer_order(order, initial_fill, sample_generator(seed, epoch, shard, _SHUFFLE_STREAM))
     count = batches_per_epoch(size, batch_size, num_shards)

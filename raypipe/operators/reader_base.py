@@ -49,12 +49,15 @@ class ShardedReader(Operator):
         pad_last_batch: bool = False,
         stick_to_shard: bool = False,
         read_ahead: bool = False,
+        shuffle_after_epoch: bool = False,
+        shuffle_after_epoch_seed: int | None = None,
         on_error: str = "raise",
         **dali_args: Any,
     ) -> None:
         """Validate and store the arguments every DALI reader takes, and ``on_error``: "raise"
         (a bad record stops the pipeline with an error naming it) or "skip" (it is dropped and
-        counted, as decoders do)."""
+        counted, as decoders do). ``shuffle_after_epoch`` reorders the whole dataset every epoch,
+        the same way on every shard (``shuffle_after_epoch_seed``, or a fixed seed as in DALI)."""
         op = self.schema.name
         unknown = sorted(set(dali_args) - set(NO_OP_ARGS))
         if unknown:
@@ -69,6 +72,21 @@ class ShardedReader(Operator):
         self.random_shuffle, self.initial_fill = bool(random_shuffle), initial_fill
         self.pad_last_batch, self.stick_to_shard = bool(pad_last_batch), bool(stick_to_shard)
         self.read_ahead = bool(read_ahead)
+        if shuffle_after_epoch and (random_shuffle or stick_to_shard):
+            clash = "random_shuffle" if random_shuffle else "stick_to_shard"
+            raise ArgumentError(f"{op}: shuffle_after_epoch=True cannot be used with {clash}=True (as in DALI)")
+        if shuffle_after_epoch_seed is not None and (
+            isinstance(shuffle_after_epoch_seed, bool)
+            or not isinstance(shuffle_after_epoch_seed, int)
+            or shuffle_after_epoch_seed < 0
+        ):
+            raise ArgumentError(
+                f"{op}: shuffle_after_epoch_seed must be a non-negative int, got {shuffle_after_epoch_seed!r}"
+            )
+        self.shuffle_after_epoch = bool(shuffle_after_epoch)
+        self.shuffle_after_epoch_seed = (
+            reader_order.DEFAULT_EPOCH_SHUFFLE_SEED if shuffle_after_epoch_seed is None else shuffle_after_epoch_seed
+        )
         if on_error not in ("raise", "skip"):
             raise ArgumentError(f"{op}: on_error must be 'raise' or 'skip', got {on_error!r}")
         self.on_error = on_error
@@ -128,6 +146,7 @@ class ShardedReader(Operator):
             "initial_fill": self.initial_fill,
             "stick_to_shard": self.stick_to_shard,
             "pad_last_batch": self.pad_last_batch,
+            **({"shuffle_after_epoch_seed": self.shuffle_after_epoch_seed} if self.shuffle_after_epoch else {}),
         }
 
     def epoch_batches(self, batch_size: int, epoch: int, seed: int) -> list[BatchSpec]:
@@ -143,6 +162,8 @@ class ShardedReader(Operator):
             random_shuffle=self.random_shuffle,
             initial_fill=self.initial_fill,
             pad_last_batch=self.pad_last_batch,
+            shuffle_after_epoch=self.shuffle_after_epoch,
+            shuffle_after_epoch_seed=self.shuffle_after_epoch_seed,
         )
 
     def meta(self, batch_size: int) -> dict[str, Any]:

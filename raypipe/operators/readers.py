@@ -4,6 +4,7 @@ by sample index (the distributed service drives it with explicit indices)."""
 
 from __future__ import annotations
 
+import fnmatch
 import hashlib
 import os
 from collections.abc import Sequence
@@ -15,7 +16,24 @@ from ..errors import ArgumentError, ReaderError
 from ..operator import Schema, register
 from .reader_base import ShardedReader
 
-IMAGE_EXTENSIONS = (".jpg", ".jpeg", ".png", ".bmp", ".tif", ".tiff", ".webp", ".ppm", ".pgm", ".pbm", ".pnm")
+#: DALI's default ``file_filters``: the files ``file_root`` lists in each class folder.
+DEFAULT_FILE_FILTERS = (
+    "*.jpg",
+    "*.jpeg",
+    "*.png",
+    "*.bmp",
+    "*.tif",
+    "*.tiff",
+    "*.pnm",
+    "*.ppm",
+    "*.pgm",
+    "*.pbm",
+    "*.jp2",
+    "*.webp",
+    "*.flac",
+    "*.ogg",
+    "*.wav",
+)
 
 
 def read_file(path: str) -> np.ndarray:
@@ -36,26 +54,59 @@ def read_file(path: str) -> np.ndarray:
         os.close(fd)
 
 
-def list_file_root(file_root: str) -> tuple[list[str], list[int]]:
-    """Image files under one folder per class; labels are class folder indices in sorted order."""
+def _matches(name: str, patterns: Sequence[str], case_sensitive: bool) -> bool:
+    if case_sensitive:
+        return any(fnmatch.fnmatchcase(name, p) for p in patterns)
+    return any(fnmatch.fnmatchcase(name.lower(), p.lower()) for p in patterns)
+
+
+def list_file_root(
+    file_root: str,
+    file_filters: Sequence[str] = DEFAULT_FILE_FILTERS,
+    dir_filters: Sequence[str] | None = None,
+    case_sensitive_filter: bool = False,
+) -> tuple[list[str], list[int]]:
+    """The files directly inside each class folder of ``file_root`` that match a glob of
+    ``file_filters``; labels are the indices of the class folders (those matching
+    ``dir_filters``, all when None) in sorted order. As DALI: sub-folders of a class folder and
+    files beside the class folders are not read, and matching ignores case unless
+    ``case_sensitive_filter``."""
     if not os.path.isdir(file_root):
         raise ReaderError(f"readers.file: file_root {file_root!r} does not exist or is not a folder")
-    classes = sorted(e.name for e in os.scandir(file_root) if e.is_dir())
+    classes = sorted(
+        e.name
+        for e in os.scandir(file_root)
+        if e.is_dir() and (dir_filters is None or _matches(e.name, dir_filters, case_sensitive_filter))
+    )
     paths, labels = [], []
     for label, cls in enumerate(classes):
-        found = []
-        for dirpath, dirnames, filenames in os.walk(os.path.join(file_root, cls)):
-            dirnames.sort()
-            found.extend(os.path.join(dirpath, f) for f in filenames if f.lower().endswith(IMAGE_EXTENSIONS))
-        found.sort()
+        folder = os.path.join(file_root, cls)
+        found = sorted(
+            e.path
+            for e in os.scandir(folder)
+            if not e.is_dir() and _matches(e.name, file_filters, case_sensitive_filter)
+        )
         paths.extend(found)
         labels.extend([label] * len(found))
     if not paths:
+        filters = ", ".join(list(file_filters)[:4]) + (", ..." if len(file_filters) > 4 else "")
+        where = f"{len(classes)} class folder(s)"
+        if dir_filters:
+            where += f" matching dir_filters {', '.join(dir_filters)}"
         raise ReaderError(
-            f"readers.file: file_root {file_root!r} holds no images "
-            f"(expected one sub-folder per class with files ending in {', '.join(IMAGE_EXTENSIONS[:3])}, ...)"
+            f"readers.file: file_root {file_root!r} holds no files matching file_filters {filters} in {where} "
+            "(expected one sub-folder per class)"
         )
     return paths, labels
+
+
+def _as_patterns(name: str, value: str | Sequence[str] | None) -> tuple[str, ...] | None:
+    if value is None:
+        return None
+    patterns = (value,) if isinstance(value, str) else tuple(value)
+    if not patterns or not all(isinstance(p, str) and p for p in patterns):
+        raise ArgumentError(f"readers.file: {name} must be a glob string or a non-empty list of them, got {value!r}")
+    return patterns
 
 
 def parse_file_list(file_list: str) -> tuple[list[str], list[int]]:
@@ -99,6 +150,9 @@ class FileReader(ShardedReader):
         file_list: str | None = None,
         files: Sequence[str] | None = None,
         labels: Sequence[int] | None = None,
+        file_filters: str | Sequence[str] = DEFAULT_FILE_FILTERS,
+        dir_filters: str | Sequence[str] | None = None,
+        case_sensitive_filter: bool = False,
         **reader_args: Any,
     ) -> None:
         given = [n for n, v in (("file_root", file_root), ("file_list", file_list), ("files", files)) if v is not None]
@@ -115,6 +169,9 @@ class FileReader(ShardedReader):
             if labels is not None and len(labels) != len(files):
                 raise ArgumentError(f"readers.file: {len(files)} files but {len(labels)} labels")
         self.configure_reader(**reader_args)
+        self.file_filters = _as_patterns("file_filters", file_filters)
+        self.dir_filters = _as_patterns("dir_filters", dir_filters)
+        self.case_sensitive_filter = bool(case_sensitive_filter)
         self.file_root, self.file_list = file_root, file_list
         self._files, self._labels = files, labels
         self.paths: list[str] | None = None
@@ -124,7 +181,9 @@ class FileReader(ShardedReader):
         if self.paths is not None:
             return
         if self.file_root is not None:
-            paths, labels = list_file_root(os.fspath(self.file_root))
+            paths, labels = list_file_root(
+                os.fspath(self.file_root), self.file_filters, self.dir_filters, self.case_sensitive_filter
+            )
         elif self.file_list is not None:
             paths, labels = parse_file_list(os.fspath(self.file_list))
         else:

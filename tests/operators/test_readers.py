@@ -79,7 +79,7 @@ def test_missing_and_empty_sources(tmp_path):
     with pytest.raises(rp.ReaderError, match="file_root '.*nowhere' does not exist"):
         read(file_root=str(tmp_path / "nowhere")).build()
     (tmp_path / "empty" / "cls").mkdir(parents=True)
-    with pytest.raises(rp.ReaderError, match="file_root '.*empty' holds no images"):
+    with pytest.raises(rp.ReaderError, match="file_root '.*empty' holds no files matching file_filters"):
         read(file_root=str(tmp_path / "empty")).build()
     with pytest.raises(rp.ReaderError, match="cannot open file_list '.*missing.txt'"):
         read(file_list=str(tmp_path / "missing.txt")).build()
@@ -134,3 +134,103 @@ def test_epoch_size_and_reader_meta_match_dali(jpeg_files, pad):
         meta = pipe.reader_meta("Reader")
         for key, value in reference.reader_meta("Reader").items():
             assert meta[key] == value, key
+
+
+def _tree(root, files):
+    for rel in files:
+        path = root / rel
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_bytes(rel.encode())
+    return str(root)
+
+
+# class folders a, b (empty), c; a nested folder, a file beside the classes, mixed-case extensions
+TREE = ["a/1.jpg", "a/2.JPG", "a/3.png", "a/notes.txt", "a/deeper/4.jpg", "b/", "c/5.jpeg", "c/6.wav", "top.jpg"]
+
+
+def _listing(root, **filters):
+    with read(file_root=root, **filters) as pipe:
+        data, labels = _epoch(pipe)
+    return [d.decode() for d in data], labels
+
+
+def test_file_root_reads_class_folders_one_level_deep_as_dali(tmp_path):
+    (tmp_path / "t" / "b").mkdir(parents=True)
+    root = _tree(tmp_path / "t", [f for f in TREE if not f.endswith("/")])
+    assert _listing(root) == (["a/1.jpg", "a/2.JPG", "a/3.png", "c/5.jpeg", "c/6.wav"], [0, 0, 0, 2, 2])
+    assert _listing(root, case_sensitive_filter=True) == (["a/1.jpg", "a/3.png", "c/5.jpeg", "c/6.wav"], [0, 0, 2, 2])
+    assert _listing(root, file_filters="*.jp*g") == (["a/1.jpg", "a/2.JPG", "c/5.jpeg"], [0, 0, 2])
+    assert _listing(root, file_filters=["*.txt", "*.wav"]) == (["a/notes.txt", "c/6.wav"], [0, 2])
+    # labels count the folders that pass dir_filters
+    assert _listing(root, dir_filters=["[bc]"]) == (["c/5.jpeg", "c/6.wav"], [1, 1])
+    with pytest.raises(rp.ReaderError, match=r"no files matching file_filters \*.gif in 1 class folder\(s\) matching"):
+        read(file_root=root, file_filters="*.gif", dir_filters="a").build()
+    with pytest.raises(rp.ArgumentError, match="file_filters must be a glob string or a non-empty list"):
+        read(file_root=root, file_filters=[]).build()
+
+
+def test_file_root_listing_matches_dali(tmp_path):
+    dali = pytest.importorskip("nvidia.dali")
+    (tmp_path / "t" / "b").mkdir(parents=True)
+    root = _tree(tmp_path / "t", [f for f in TREE if not f.endswith("/")])
+
+    def dali_listing(filters):
+        @dali.pipeline_def(batch_size=1, num_threads=1, device_id=None)
+        def dali_read():
+            return tuple(dali.fn.readers.file(file_root=root, name="Reader", **filters))
+
+        reference = dali_read()
+        reference.build()
+        listing = []
+        for _ in range(reference.epoch_size("Reader")):
+            data, label = reference.run()
+            listing.append((np.asarray(data[0]).tobytes().decode(), int(np.asarray(label[0])[0])))
+        return listing
+
+    for filters in ({}, {"case_sensitive_filter": True}, {"file_filters": ["*.txt", "*.wav"]}, {"dir_filters": "[bc]"}):
+        data, labels = _listing(root, **filters)
+        assert list(zip(data, labels)) == dali_listing(filters), filters
+
+
+def test_shuffle_after_epoch_reshuffles_the_whole_dataset_alike_on_every_shard(jpeg_files):
+    def epochs(shard, **args):
+        with read(files=jpeg_files, labels=list(range(24)), num_shards=2, shard_id=shard, **args) as pipe:
+            return [_epoch(pipe)[1] for _ in range(3)]
+
+    shards = [epochs(s, shuffle_after_epoch=True) for s in range(2)]
+    for epoch in range(3):
+        assert sorted(shards[0][epoch] + shards[1][epoch]) == list(range(24))
+    assert shards[0][0] != shards[0][1] != shards[0][2]
+    assert shards[0][0] != list(range(12)) and set(shards[0][0]) != set(range(12))
+    assert epochs(0, shuffle_after_epoch=True) == shards[0]
+    reseeded = epochs(0, shuffle_after_epoch=True, shuffle_after_epoch_seed=7)
+    assert reseeded != shards[0]
+    assert epochs(0, shuffle_after_epoch=True, shuffle_after_epoch_seed=7, seed=123) == reseeded
+
+
+def test_shuffle_after_epoch_resumes_from_a_state(jpeg_files):
+    args = {"files": jpeg_files, "labels": list(range(24)), "shuffle_after_epoch": True, "shuffle_after_epoch_seed": 3}
+    with read(**args) as pipe:
+        _epoch(pipe)
+        pipe.run()
+        state = pipe.state_dict()
+        rest = [np.asarray(pipe.run()[1]).ravel().tolist() for _ in range(4)]
+    with read(**args) as pipe:
+        pipe.load_state_dict(state)
+        assert [np.asarray(pipe.run()[1]).ravel().tolist() for _ in range(4)] == rest
+    with read(**{**args, "shuffle_after_epoch_seed": 4}) as pipe:
+        with pytest.raises(rp.ArgumentError, match="shuffle_after_epoch_seed=3 \\(here 4\\)"):
+            pipe.load_state_dict(state)
+
+
+@pytest.mark.parametrize(
+    "args, message",
+    [
+        ({"random_shuffle": True}, "shuffle_after_epoch=True cannot be used with random_shuffle=True"),
+        ({"stick_to_shard": True}, "shuffle_after_epoch=True cannot be used with stick_to_shard=True"),
+        ({"shuffle_after_epoch_seed": -1}, "shuffle_after_epoch_seed must be a non-negative int"),
+    ],
+)
+def test_shuffle_after_epoch_argument_errors(jpeg_files, args, message):
+    with pytest.raises(rp.ArgumentError, match=message):
+        read(files=jpeg_files, shuffle_after_epoch=True, **args).build()
