@@ -140,20 +140,28 @@ def test_linear_interp_types_give_the_default_result(jpeg_files, op, args):
     default = _batches(rp.pipeline_def(graph, batch_size=2, num_threads=1, seed=1)(), 2)
     linear = {"interp_type": types.INTERP_LINEAR, "min_filter": types.INTERP_LINEAR, "mag_filter": "INTERP_LINEAR"}
     assert _batches(rp.pipeline_def(graph, batch_size=2, num_threads=1, seed=1)(**linear), 2) == default
+    # DALI's resize gives INTERP_TRIANGULAR's results for INTERP_LINEAR (its default antialiasing is triangular)
+    triangular = {"interp_type": types.INTERP_TRIANGULAR, "min_filter": "triangular", "mag_filter": "INTERP_LINEAR"}
+    assert _batches(rp.pipeline_def(graph, batch_size=2, num_threads=1, seed=1)(**triangular), 2) == default
 
 
-@pytest.mark.parametrize(
-    "op, args, arg",
-    [
+# resize and random_resized_crop also take INTERP_TRIANGULAR (as DALI's resize); rotate does not (nor does DALI's)
+_REFUSED = [
+    (op, args, arg, interp)
+    for op, args, arg in [
         ("resize", {"resize_x": 20}, "interp_type"),
         ("resize", {"resize_x": 20}, "min_filter"),
         ("resize", {"resize_x": 20}, "mag_filter"),
         ("random_resized_crop", {"size": 16}, "interp_type"),
         ("random_resized_crop", {"size": 16}, "min_filter"),
         ("rotate", {"angle": 10.0}, "interp_type"),
-    ],
-)
-@pytest.mark.parametrize("interp", [t for t in types.DALIInterpType if t is not types.INTERP_LINEAR])
+    ]
+    for interp in types.DALIInterpType
+    if interp is not types.INTERP_LINEAR and (interp is not types.INTERP_TRIANGULAR or op == "rotate")
+]
+
+
+@pytest.mark.parametrize("op, args, arg, interp", _REFUSED)
 def test_interp_types_not_implemented_are_refused_by_name(jpeg_files, op, args, arg, interp):
     @rp.pipeline_def(batch_size=2, num_threads=1, seed=1)
     def graph():
@@ -216,6 +224,23 @@ def test_every_old_name_dali_ships_for_our_operators_is_here():
             shipped.add(name)
             assert getattr(ops, name) is ours(schema.DeprecatedInFavorOf())
     assert shipped == {old for old, _ in OLD_NAMES.values()}
+
+
+def test_triangular_resize_matches_dalis_linear_resize():
+    dali = pytest.importorskip("nvidia.dali")
+    image = (np.arange(90 * 120 * 3).reshape(90, 120, 3) * 7 % 251).astype(np.uint8)
+
+    def dali_resize(interp):
+        @dali.pipeline_def(batch_size=1, num_threads=1, device_id=None)
+        def graph():
+            source = dali.fn.external_source(source=lambda: [image], batch=True, layout="HWC")
+            return dali.fn.resize(source, resize_x=50, resize_y=40, interp_type=interp)
+
+        pipe = graph()
+        pipe.build()
+        return np.asarray(pipe.run()[0][0])
+
+    np.testing.assert_array_equal(dali_resize(dali.types.INTERP_TRIANGULAR), dali_resize(dali.types.INTERP_LINEAR))
 
 
 def test_types_match_dalis():

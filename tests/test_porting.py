@@ -105,6 +105,70 @@ for epoch in range(2):
     RESULT["epochs"].append(steps)
 """
 
+# DALI's ResNet-50 PyTorch example (docs/examples/use_cases/pytorch/resnet50): one pipeline per rank
+# (shard_id/num_shards), the decoders' memory hints, INTERP_TRIANGULAR resizes, a padded last batch,
+# and DALIClassificationIterator(reader_name=..., last_batch_policy=PARTIAL, auto_reset=True).
+RESNET50 = """
+from nvidia.dali.pipeline import pipeline_def
+import nvidia.dali.types as types
+import nvidia.dali.fn as fn
+from nvidia.dali.plugin.pytorch import DALIClassificationIterator, LastBatchPolicy
+
+
+@pipeline_def
+def create_dali_pipeline(data_dir, crop, size, shard_id, num_shards, dali_cpu=False, is_training=True):
+    images, labels = fn.readers.file(file_root=data_dir, shard_id=shard_id, num_shards=num_shards,
+                                     random_shuffle=is_training, pad_last_batch=True, name="Reader")
+    dali_device = "cpu" if dali_cpu else "gpu"
+    decoder_device = "cpu" if dali_cpu else "mixed"
+    device_memory_padding = 211025920 if decoder_device == "mixed" else 0
+    host_memory_padding = 140544512 if decoder_device == "mixed" else 0
+    preallocate_width_hint = 5980 if decoder_device == "mixed" else 0
+    preallocate_height_hint = 6430 if decoder_device == "mixed" else 0
+    if is_training:
+        images = fn.decoders.image_random_crop(images, device=decoder_device, output_type=types.RGB,
+                                               device_memory_padding=device_memory_padding,
+                                               host_memory_padding=host_memory_padding,
+                                               preallocate_width_hint=preallocate_width_hint,
+                                               preallocate_height_hint=preallocate_height_hint,
+                                               random_aspect_ratio=[0.8, 1.25], random_area=[0.1, 1.0],
+                                               num_attempts=100)
+        images = fn.resize(images, device=dali_device, resize_x=crop, resize_y=crop,
+                           interp_type=types.INTERP_TRIANGULAR)
+        mirror = fn.random.coin_flip(probability=0.5)
+    else:
+        images = fn.decoders.image(images, device=decoder_device, output_type=types.RGB)
+        images = fn.resize(images, device=dali_device, size=size, mode="not_smaller",
+                           interp_type=types.INTERP_TRIANGULAR)
+        mirror = False
+    images = fn.crop_mirror_normalize(images.gpu(), dtype=types.FLOAT, output_layout="CHW", crop=(crop, crop),
+                                      mean=[0.485 * 255, 0.456 * 255, 0.406 * 255],
+                                      std=[0.229 * 255, 0.224 * 255, 0.225 * 255], mirror=mirror)
+    labels = labels.gpu()
+    return images, labels
+
+
+RESULT = {"len": [], "epochs": []}
+for is_training in (True, False):
+    loaders = []
+    for rank in range(2):
+        pipe = create_dali_pipeline(batch_size=5, num_threads=2, device_id=0, seed=12 + rank, data_dir=DATA,
+                                    crop=24, size=28, dali_cpu=False, shard_id=rank, num_shards=2,
+                                    is_training=is_training)
+        pipe.build()
+        loaders.append(DALIClassificationIterator(pipe, reader_name="Reader",
+                                                  last_batch_policy=LastBatchPolicy.PARTIAL, auto_reset=True))
+    RESULT["len"].append([len(loader) for loader in loaders])
+    for epoch in range(2):
+        steps = []
+        for loader in loaders:
+            for data in loader:
+                images = data[0]["data"]
+                labels = data[0]["label"].squeeze(-1).long()
+                steps.append((tuple(images.shape), str(images.dtype), labels.tolist()))
+        RESULT["epochs"].append(steps)
+"""
+
 
 def _as_raypipe(script: str) -> str:
     return script.replace("nvidia.dali", "raypipe")
@@ -112,9 +176,9 @@ def _as_raypipe(script: str) -> str:
 
 def _as_dali_cpu(script: str) -> str:
     """The script for DALI's CPU-only build: every operator on the CPU, no device."""
-    script = re.sub(r'device="(mixed|gpu)"', 'device="cpu"', script)
+    script = re.sub(r'device="(mixed|gpu)"', 'device="cpu"', script).replace("dali_cpu=False", "dali_cpu=True")
     script = script.replace(".gpu()", "").replace("device_id=0", "device_id=None")
-    return script.replace("seed=12 + device_id", "seed=12")
+    return script.replace("seed=12 + device_id", "seed=12").replace("seed=12 + rank", "seed=12")
 
 
 def _run(script: str, data: str) -> dict:
@@ -168,3 +232,15 @@ def test_functional_script_with_tensor_lists_and_a_partial_last_batch(jpeg_root)
     pytest.importorskip("nvidia.dali")
     assert _structure(result) == _structure(_run(_as_dali_cpu(FUNCTIONAL), jpeg_root))
     assert result["run"] == _run(_as_dali_cpu(FUNCTIONAL), jpeg_root)["run"]
+
+
+def test_dalis_resnet50_example_with_two_ranks(jpeg_root):
+    result = _ported(RESNET50, jpeg_root)
+    assert result["len"] == [[3, 3], [3, 3]], "12 samples per rank in batches of 5, the last partial"
+    everything = sorted(i // 6 for i in range(24))
+    for steps in result["epochs"]:
+        assert [s for s, _, _ in steps] == [(5, 3, 24, 24), (5, 3, 24, 24), (2, 3, 24, 24)] * 2
+        assert {d for _, d, _ in steps} == {"torch.float32"}
+        assert sorted(label for *_, ls in steps for label in ls) == everything, "the two ranks read every sample once"
+    pytest.importorskip("nvidia.dali")
+    assert _structure(result) == _structure(_run(_as_dali_cpu(RESNET50), jpeg_root))

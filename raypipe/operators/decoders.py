@@ -28,6 +28,20 @@ if TYPE_CHECKING:
 
 _DCT_SCALES = (8, 4, 2)
 
+#: DALI decoder arguments that size buffers or split work between decoders: they change no pixel,
+#: so they are validated and have no effect here (int: a byte or pixel count; float: a fraction).
+MEMORY_HINTS: dict[str, type] = {
+    "device_memory_padding": int,
+    "host_memory_padding": int,
+    "device_memory_padding_jpeg2k": int,
+    "host_memory_padding_jpeg2k": int,
+    "preallocate_width_hint": int,
+    "preallocate_height_hint": int,
+    "hybrid_huffman_threshold": int,
+    "hw_decoder_load": float,
+    "affine": bool,
+}
+
 
 @dataclass(frozen=True)
 class EncodedImage:
@@ -46,7 +60,10 @@ class EncodedImage:
 
 
 class _Decoder(Operator):
-    def _configure_common(self, output_type: DALIImageType, on_error: str, use_fast_idct: bool = False) -> None:
+    def _configure_common(
+        self, output_type: DALIImageType, on_error: str, use_fast_idct: bool, hints: dict[str, Any]
+    ) -> None:
+        _check_hints(self.schema.name, hints)
         if not isinstance(output_type, DALIImageType):
             raise ArgumentError(f"{self.schema.name}: output_type must be types.RGB, BGR or GRAY")
         if on_error not in ("raise", "skip"):
@@ -108,9 +125,15 @@ class ImageDecoder(_Decoder):
     schema = Schema("decoders.image", devices=("cpu", "mixed"))
 
     def configure(
-        self, output_type: DALIImageType = DALIImageType.RGB, on_error: str = "raise", use_fast_idct: bool = False
+        self,
+        output_type: DALIImageType = DALIImageType.RGB,
+        on_error: str = "raise",
+        use_fast_idct: bool = False,
+        adjust_orientation: bool = False,
+        **hints: Any,
     ) -> None:
-        self._configure_common(output_type, on_error, use_fast_idct)
+        _check_orientation(self.schema.name, adjust_orientation)
+        self._configure_common(output_type, on_error, use_fast_idct, hints)
 
     def decode(self, data: np.ndarray, ctx) -> np.ndarray:
         return decode(open_source(data, self.output_type), self.output_type, fast_idct=self.use_fast_idct)
@@ -139,8 +162,11 @@ class ImageRandomCropDecoder(_Decoder):
         num_attempts: int = 10,
         on_error: str = "raise",
         use_fast_idct: bool = False,
+        adjust_orientation: bool = False,
+        **hints: Any,
     ) -> None:
-        self._configure_common(output_type, on_error, use_fast_idct)
+        _check_orientation(self.schema.name, adjust_orientation)
+        self._configure_common(output_type, on_error, use_fast_idct, hints)
         self.random_area = check_range(self.schema.name, "random_area", random_area, low=0.0)
         if self.random_area[1] <= 0 or self.random_area[1] > 1:
             raise ArgumentError(f"{self.schema.name}: random_area must lie in (0, 1], got {random_area!r}")
@@ -188,3 +214,30 @@ class ImageRandomCropDecoder(_Decoder):
             if w // scale >= tw and h // scale >= th:
                 return scale
         return 1
+
+
+def _check_hints(op: str, hints: dict[str, Any]) -> None:
+    unknown = sorted(set(hints) - set(MEMORY_HINTS))
+    if unknown:
+        raise ArgumentError(f"{op}: unexpected argument(s) {', '.join(unknown)}")
+    for name, value in hints.items():
+        kind = MEMORY_HINTS[name]
+        if kind is bool:
+            ok = isinstance(value, (bool, np.bool_))
+        elif kind is int:
+            ok = isinstance(value, (int, np.integer)) and not isinstance(value, bool) and value >= 0
+        else:
+            ok = isinstance(value, (int, float, np.number)) and not isinstance(value, bool) and 0 <= value <= 1
+        if not ok:
+            expected = {bool: "a bool", int: "a non-negative int", float: "a number in [0, 1]"}[kind]
+            raise ArgumentError(f"{op}: {name} must be {expected}, got {value!r}")
+
+
+def _check_orientation(op: str, adjust_orientation: Any) -> None:
+    """DALI applies a JPEG's EXIF orientation by default; raypipe decodes the pixels as stored, so
+    only ``adjust_orientation=False`` can be honoured (the default here, and documented)."""
+    if adjust_orientation:
+        raise ArgumentError(
+            f"{op}: adjust_orientation=True is not supported: images are decoded as stored, "
+            "without their EXIF orientation (pass adjust_orientation=False or leave it out)"
+        )

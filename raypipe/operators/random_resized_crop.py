@@ -18,7 +18,7 @@ from ..types import DALIDataType
 from .cast import parse_dtype
 from .crop_window import random_crop_window
 from .host_resize import resize as host_resize
-from .resample import check_hwc, check_linear_interp, pillow_applies, resample
+from .resample import RESIZE_LINEAR, check_hwc, check_linear_interp, pillow_applies, resample
 
 
 def _output_size(size: int | Sequence[int]) -> tuple[int, int]:
@@ -61,7 +61,7 @@ class RandomResizedCrop(Operator):
             raise ArgumentError(f"{name}: num_attempts must be a positive int, got {num_attempts!r}")
         self.num_attempts = num_attempts
         self.antialias = bool(antialias)
-        check_linear_interp(name, interp_type=interp_type, min_filter=min_filter, mag_filter=mag_filter)
+        check_linear_interp(name, RESIZE_LINEAR, interp_type=interp_type, min_filter=min_filter, mag_filter=mag_filter)
 
     def window(self, width: int, height: int, ctx) -> tuple[int, int, int, int]:
         """The crop window ``(x, y, w, h)`` of this sample in a ``width`` x ``height`` image."""

@@ -106,21 +106,30 @@ def cast_to(xp: ModuleType, values: Any, dtype: np.dtype) -> Any:
     return values.astype(dtype, copy=False)
 
 
-def check_linear_interp(op: str, **filters: Any) -> None:
+#: Interpolations that give linear resampling: in DALI's resize, ``INTERP_TRIANGULAR`` is linear
+#: with the triangular antialiasing filter that ``antialias=True`` (the default) applies anyway, and
+#: DALI 2.4's results for the two are identical.
+RESIZE_LINEAR = (DALIInterpType.INTERP_LINEAR, DALIInterpType.INTERP_TRIANGULAR)
+
+
+def check_linear_interp(
+    op: str, accepted: tuple[DALIInterpType, ...] = (DALIInterpType.INTERP_LINEAR,), **filters: Any
+) -> None:
     """Accept only linear interpolation in each interpolation argument (``interp_type=``,
-    ``min_filter=``, ``mag_filter=``): ``None`` (the default), ``types.INTERP_LINEAR`` or its name
+    ``min_filter=``, ``mag_filter=``): ``None`` (the default), a member of ``accepted`` or its name
     (``"linear"``, ``"INTERP_LINEAR"``); any other ``types.DALIInterpType`` raises naming it."""
+    names = " or ".join(f"types.{m.name}" for m in accepted)
     for name, value in filters.items():
-        if value is None or value is DALIInterpType.INTERP_LINEAR:
+        if value is None or value in accepted:
             continue
         if isinstance(value, DALIInterpType):
             raise ArgumentError(
-                f"{op}: {name} types.{value.name} is not supported (only linear interpolation, types.INTERP_LINEAR)"
+                f"{op}: {name} types.{value.name} is not supported (only linear interpolation, {names})"
             )
         if not isinstance(value, str):
             raise ArgumentError(f"{op}: {name} must be a types.DALIInterpType, got {value!r}")
-        if value.lower().removeprefix("interp_") != "linear":
-            raise ArgumentError(f"{op}: {name} {value!r} is not supported (only linear interpolation)")
+        if value.upper().removeprefix("INTERP_") not in {m.name.removeprefix("INTERP_") for m in accepted}:
+            raise ArgumentError(f"{op}: {name} {value!r} is not supported (only linear interpolation, {names})")
 
 
 def check_hwc(op: str, image: Any) -> None:

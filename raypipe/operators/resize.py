@@ -8,6 +8,8 @@ levels of Pillow on uint8 images.
 from __future__ import annotations
 
 import math
+from collections.abc import Sequence
+from typing import Any
 
 import numpy as np
 
@@ -16,7 +18,7 @@ from ..kernels import launch
 from ..operator import Operator, Schema, register
 from ..types import to_numpy_dtype
 from .host_resize import resize as host_resize
-from .resample import check_hwc, check_linear_interp, pillow_applies, resample
+from .resample import RESIZE_LINEAR, check_hwc, check_linear_interp, pillow_applies, resample
 
 MODES = ("default", "stretch", "not_smaller", "not_larger")
 
@@ -33,6 +35,7 @@ def output_size(
     resize_shorter: float | None = None,
     resize_longer: float | None = None,
     mode: str = "default",
+    max_size: tuple[float | None, float | None] = (None, None),
 ) -> tuple[int, int]:
     """The ``(width, height)`` DALI's resize produces for a ``in_w`` x ``in_h`` image.
 
@@ -40,18 +43,38 @@ def output_size(
     keeping the aspect ratio. Otherwise ``"default"`` scales a missing extent by the
     given one's factor, ``"stretch"`` leaves it as it is, and ``"not_smaller"`` /
     ``"not_larger"`` keep the aspect ratio with both sides at least / at most the
-    requested ones. Sizes round half up and are at least 1.
+    requested ones; with no size at all the image keeps its size. ``max_size``
+    (width, height; None: no limit) caps the result as DALI does: by lowering the
+    common scale where the aspect ratio is kept, extent by extent otherwise. Sizes
+    round half up and are at least 1.
     """
+    limits = [(limit, extent) for limit, extent in zip(max_size, (in_w, in_h), strict=True) if limit is not None]
     if resize_shorter is not None or resize_longer is not None:
         scale = resize_shorter / min(in_w, in_h) if resize_shorter is not None else resize_longer / max(in_w, in_h)
+        scale = min([scale] + [limit / extent for limit, extent in limits])
         return _round_size(in_w * scale), _round_size(in_h * scale)
-    if mode == "stretch" or (mode == "default" and resize_x is not None and resize_y is not None):
-        width = _round_size(resize_x) if resize_x is not None else in_w
-        height = _round_size(resize_y) if resize_y is not None else in_h
-        return width, height
     scales = [size / extent for size, extent in ((resize_x, in_w), (resize_y, in_h)) if size is not None]
-    scale = min(scales) if mode == "not_larger" else max(scales)
-    return _round_size(in_w * scale), _round_size(in_h * scale)
+    if mode == "stretch" or (mode == "default" and len(scales) != 1):
+        width = resize_x if resize_x is not None else in_w
+        height = resize_y if resize_y is not None else in_h
+    elif mode == "default":
+        width, height = in_w * scales[0], in_h * scales[0]
+    else:
+        scale = min(scales) if mode == "not_larger" else max(scales)
+        scale = min([scale] + [limit / extent for limit, extent in limits])
+        return _round_size(in_w * scale), _round_size(in_h * scale)
+    width, height = (min(v, limit) if limit is not None else v for v, limit in zip((width, height), max_size))
+    return _round_size(width), _round_size(height)
+
+
+def _per_axis(name: str, value: Any) -> tuple[float | None, float | None]:
+    """DALI's ``size`` / ``max_size``: one number for both extents or ``[height, width]`` (the
+    layout's order); an extent of 0 or less is left unset. Returned as ``(width, height)``."""
+    values = [value, value] if not isinstance(value, (list, tuple, np.ndarray)) else list(value)
+    if len(values) != 2 or any(isinstance(v, bool) or not isinstance(v, (int, float, np.number)) for v in values):
+        raise ArgumentError(f"resize: {name} must be a number or [height, width], got {value!r}")
+    height, width = (float(v) if v > 0 else None for v in values)
+    return width, height
 
 
 def _size_arg(name: str, value: float | None) -> float | None:
@@ -75,6 +98,8 @@ class Resize(Operator):
         resize_shorter: float | None = None,
         resize_longer: float | None = None,
         mode: str = "default",
+        size: float | Sequence[float] | None = None,
+        max_size: float | Sequence[float] | None = None,
         antialias: bool = True,
         interp_type=None,
         min_filter=None,
@@ -85,11 +110,16 @@ class Resize(Operator):
         self.resize_y = _size_arg("resize_y", resize_y)
         self.resize_shorter = _size_arg("resize_shorter", resize_shorter)
         self.resize_longer = _size_arg("resize_longer", resize_longer)
+        if size is not None:
+            if resize_x is not None or resize_y is not None:
+                raise ArgumentError("resize: size cannot be combined with resize_x or resize_y")
+            self.resize_x, self.resize_y = _per_axis("size", size)
+        self.max_size = _per_axis("max_size", max_size) if max_size is not None else (None, None)
         if mode not in MODES:
             raise ArgumentError(f"resize: mode must be one of {MODES}, got {mode!r}")
         given = [n for n in ("resize_x", "resize_y", "resize_shorter", "resize_longer") if getattr(self, n) is not None]
-        if not given:
-            raise ArgumentError("resize: give resize_x and/or resize_y, or resize_shorter, or resize_longer")
+        if not given and size is None:
+            raise ArgumentError("resize: give resize_x and/or resize_y, or size, or resize_shorter, or resize_longer")
         side = [n for n in given if n in ("resize_shorter", "resize_longer")]
         if side and (len(given) > 1 or mode != "default"):
             raise ArgumentError(
@@ -97,7 +127,9 @@ class Resize(Operator):
             )
         self.mode = mode
         self.antialias = bool(antialias)
-        check_linear_interp("resize", interp_type=interp_type, min_filter=min_filter, mag_filter=mag_filter)
+        check_linear_interp(
+            "resize", RESIZE_LINEAR, interp_type=interp_type, min_filter=min_filter, mag_filter=mag_filter
+        )
         try:
             self.dtype = to_numpy_dtype(dtype) if dtype is not None else None
         except ValueError:
@@ -110,11 +142,13 @@ class Resize(Operator):
             return None
         if not self.antialias or self.dtype not in (None, np.dtype(np.uint8)):
             return None
-        return _round_size(self.resize_x), _round_size(self.resize_y)
+        return output_size(1, 1, self.resize_x, self.resize_y, mode=self.mode, max_size=self.max_size)
 
     def target_size(self, in_w: int, in_h: int) -> tuple[int, int]:
         """The output ``(width, height)`` for an ``in_w`` x ``in_h`` input."""
-        return output_size(in_w, in_h, self.resize_x, self.resize_y, self.resize_shorter, self.resize_longer, self.mode)
+        return output_size(
+            in_w, in_h, self.resize_x, self.resize_y, self.resize_shorter, self.resize_longer, self.mode, self.max_size
+        )
 
     def compute(self, xp, inputs, args, ctx):
         image = inputs[0]

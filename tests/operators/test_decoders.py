@@ -133,6 +133,44 @@ def test_decoder_argument_errors(jpeg_files):
         random_crop(jpeg_files[:1], random_area=(0.5, 2.0)).build()
 
 
+# what DALI's ResNet-50 example passes its decoders
+RN50_HINTS = {
+    "device_memory_padding": 211025920,
+    "host_memory_padding": 140544512,
+    "preallocate_width_hint": 5980,
+    "preallocate_height_hint": 6430,
+    "hw_decoder_load": 0.65,
+    "hybrid_huffman_threshold": 1000000,
+    "affine": True,
+    "adjust_orientation": False,
+}
+
+
+@pytest.mark.parametrize("device", ["cpu", "mixed"])
+def test_dali_memory_hints_are_accepted_and_change_no_pixel(jpeg_files, device):
+    batches = []
+    for hints in ({}, RN50_HINTS):
+        with random_crop(jpeg_files[:8], resize_to=(32, 24), device=device, num_attempts=100, **hints) as pipe:
+            batches.append([np.asarray(pipe.run()[0].as_cpu()) for _ in range(2)])
+    np.testing.assert_array_equal(np.stack(batches[0]), np.stack(batches[1]))
+
+
+@pytest.mark.parametrize(
+    "args, message",
+    [
+        ({"device_memory_padding": -1}, "device_memory_padding must be a non-negative int, got -1"),
+        ({"preallocate_width_hint": 1.5}, "preallocate_width_hint must be a non-negative int"),
+        ({"hw_decoder_load": 1.5}, r"hw_decoder_load must be a number in \[0, 1\], got 1.5"),
+        ({"affine": "yes"}, "affine must be a bool"),
+        ({"cache_size": 100}, "unexpected argument.*cache_size"),
+        ({"adjust_orientation": True}, "adjust_orientation=True is not supported: images are decoded as stored"),
+    ],
+)
+def test_decoder_hint_errors_name_the_argument(jpeg_files, args, message):
+    with pytest.raises(rp.ArgumentError, match=rf"decoders.image: {message}"):
+        decode(jpeg_files[:1], **args).build()
+
+
 def test_png_and_grayscale_inputs_convert_to_rgb(tmp_path):
     gray = tmp_path / "g.png"
     Image.fromarray(np.arange(64, dtype=np.uint8).reshape(8, 8), "L").save(gray)

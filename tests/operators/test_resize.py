@@ -78,6 +78,47 @@ def test_output_size_follows_dali_rules(size, args, expected):
     assert output_size(*size, **args) == expected
 
 
+# sizes DALI 2.4's CPU resize gives a 420 x 300 (width x height) image
+SIZE_AND_MAX_SIZE = [
+    ({"size": 28, "mode": "not_smaller"}, (39, 28)),
+    ({"size": 28}, (28, 28)),
+    ({"size": [20, 50]}, (50, 20)),
+    ({"size": [20, 0]}, (28, 20)),
+    ({"size": [0, 50]}, (50, 36)),
+    ({"size": (20.0, 50.0), "mode": "not_larger"}, (28, 20)),
+    ({"size": [0, 0]}, (420, 300)),
+    ({"resize_shorter": 100, "max_size": 120}, (120, 86)),
+    ({"size": [100, 200], "max_size": [80, 300]}, (200, 80)),
+    ({"resize_x": 500, "max_size": 200}, (200, 200)),
+    ({"size": 100, "mode": "not_smaller", "max_size": [0, 120]}, (120, 86)),
+]
+
+
+@pytest.mark.parametrize(("args", "expected"), SIZE_AND_MAX_SIZE)
+def test_size_and_max_size_follow_dali(args, expected):
+    resize = Resize(device="cpu", op_id=0, **args)
+    assert resize.target_size(420, 300) == expected
+    image = np.zeros((300, 420, 3), np.uint8)
+    assert resize.run_sample([image], {}, None).shape == (expected[1], expected[0], 3)
+
+
+def test_size_and_max_size_against_dali():
+    dali = pytest.importorskip("nvidia.dali")
+    image = np.zeros((300, 420, 3), np.uint8)
+
+    def dali_shape(args):
+        @dali.pipeline_def(batch_size=1, num_threads=1, device_id=None)
+        def graph():
+            return dali.fn.resize(dali.fn.external_source(source=lambda: [image], batch=True, layout="HWC"), **args)
+
+        pipe = graph()
+        pipe.build()
+        return np.asarray(pipe.run()[0][0]).shape
+
+    for args, (width, height) in SIZE_AND_MAX_SIZE:
+        assert dali_shape(args) == (height, width, 3), args
+
+
 @settings(max_examples=200, deadline=None)
 @given(
     in_w=st.integers(1, 4000),
@@ -100,6 +141,8 @@ def test_not_smaller_and_not_larger_bound_the_requested_size(in_w, in_h, req_w, 
         ({"resize_x": 224, "resize_y": 160, "mode": "not_smaller"}, None),
         ({"resize_x": 224}, None),
         ({"resize_shorter": 256}, None),
+        ({"size": [160, 224]}, (224, 160)),
+        ({"size": [160, 224], "max_size": 200}, (200, 160)),
     ],
 )
 def test_fixed_output_size_only_for_exact_sizes(args, expected):
@@ -178,7 +221,9 @@ def test_random_crop_decoder_feeds_resize(jpeg_files):
         ({"resize_longer": 256, "mode": "stretch"}, "resize_longer cannot be combined"),
         ({"resize_x": 10, "interp_type": "cubic"}, "interp_type 'cubic' is not supported"),
         ({"resize_x": 10, "dtype": "pixels"}, "unknown dtype 'pixels'"),
-        ({"resize_x": 10, "size": 3}, "resize: .*'size'"),
+        ({"resize_x": 10, "size": 3}, "size cannot be combined with resize_x or resize_y"),
+        ({"size": [1, 2, 3]}, r"size must be a number or \[height, width\]"),
+        ({"resize_x": 10, "max_size": "x"}, r"max_size must be a number or \[height, width\]"),
     ],
 )
 def test_invalid_arguments_are_named(jpeg_files, args, message):
