@@ -159,6 +159,28 @@ class Pipeline:
         self._first_batch = 0  # where the self-driven order starts in ``_epoch``
         self._last: BatchResult | None = None
         self._skipped: list[SkippedSample] = []
+        self._scheduled = 0  # runs asked for by schedule_run() and not yet taken by outputs()
+
+    @property
+    def max_batch_size(self) -> int:
+        """DALI's name for the batch size (every batch here has ``batch_size`` rows)."""
+        return self.batch_size
+
+    @property
+    def cpu_queue_size(self) -> int:
+        """Batches the CPU stage may run ahead (DALI's name)."""
+        return self.cpu_queue_depth
+
+    @property
+    def gpu_queue_size(self) -> int:
+        """Batches the Mixed and GPU stages may run ahead (DALI's name)."""
+        return self.gpu_queue_depth
+
+    @property
+    def num_outputs(self) -> int:
+        """The number of outputs ``run()`` returns (the graph is defined on first use)."""
+        self.build()
+        return len(self._staged.outputs)
 
     def define_graph(self) -> Any:
         """Wire operators and return the pipeline's outputs (override in a subclass)."""
@@ -243,6 +265,26 @@ class Pipeline:
             _check_outputs(result.outputs, self._per_output)
         return result.outputs
 
+    def schedule_run(self) -> None:
+        """DALI's split form of ``run()``: ask for one batch, taken later by :meth:`outputs` or
+        :meth:`share_outputs`. Batches are prefetched anyway, so this only counts the request."""
+        self.build()
+        self._scheduled += 1
+
+    def outputs(self) -> tuple[TensorList, ...]:
+        """The batch of the oldest :meth:`schedule_run`; an error when none is scheduled."""
+        if self._scheduled == 0:
+            raise PipelineDefinitionError("outputs(): no run is scheduled; call schedule_run() first (or use run())")
+        self._scheduled -= 1
+        return self.run()
+
+    def share_outputs(self) -> tuple[TensorList, ...]:
+        """The same as :meth:`outputs`: every batch owns its memory here, so there is nothing to share."""
+        return self.outputs()
+
+    def release_outputs(self) -> None:
+        """DALI's release of shared outputs: nothing to release here (batches own their memory)."""
+
     def drive(self, specs: Iterable[BatchSpec], sequential: bool = False) -> None:
         """Replace the reader's own order with explicit batches; ``run()`` returns them in order
         and raises StopIteration after the last. Used by the distributed service. ``sequential``
@@ -268,6 +310,7 @@ class Pipeline:
     def _seek(self, epoch: int, batch: int) -> None:
         self._epoch, self._first_batch = epoch, batch
         self._last = None
+        self._scheduled = 0
         self._executor.start(self._self_driven(epoch, batch))
 
     def state_dict(self) -> dict[str, Any]:

@@ -330,3 +330,45 @@ def test_checkpoint_needs_enable_checkpointing_and_the_same_pipeline(jpeg_files)
         other.build()
     with pytest.raises(rp.ArgumentError, match="batch_size=4"):  # still not built: never runs from the start
         other.run()
+
+
+def test_dalis_split_run_api_gives_the_batches_of_run(jpeg_files, reference):
+    pipe = train(jpeg_files[:8], prefetch_queue_depth={"cpu_size": 3, "gpu_size": 2})
+    with pytest.raises(rp.PipelineDefinitionError, match="no run is scheduled; call schedule_run"):
+        pipe.outputs()
+    assert (pipe.max_batch_size, pipe.num_outputs, pipe.cpu_queue_size, pipe.gpu_queue_size) == (4, 4, 3, 2)
+    got = []
+    with pipe:
+        for _ in range(2):
+            pipe.schedule_run()
+        got.append(pipe.outputs())
+        got.append(pipe.share_outputs())
+        pipe.release_outputs()
+        pipe.schedule_run()
+        got.append(pipe.share_outputs())
+        got += [pipe.run(), pipe.run()]
+        assert [[np.asarray(out).tobytes() for out in batch] for batch in got] == reference
+        pipe.schedule_run()
+        pipe.reset()
+        with pytest.raises(rp.PipelineDefinitionError, match="no run is scheduled"):
+            pipe.outputs()
+
+
+def test_the_split_run_api_matches_dalis():
+    dali = pytest.importorskip("nvidia.dali")
+
+    def counting(module):
+        @module.pipeline_def(batch_size=2, num_threads=1, device_id=None, seed=1)
+        def graph():
+            return module.fn.random.uniform(range=[0.0, 1.0]), module.fn.random.coin_flip()
+
+        pipe = graph()
+        pipe.build()
+        pipe.schedule_run()
+        pipe.schedule_run()
+        shapes = [[o.as_array().shape for o in pipe.share_outputs()]]
+        pipe.release_outputs()
+        shapes.append([o.as_array().shape for o in pipe.outputs()])
+        return shapes, pipe.max_batch_size, pipe.num_outputs
+
+    assert counting(rp) == counting(dali)
