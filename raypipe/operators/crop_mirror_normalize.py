@@ -67,6 +67,8 @@ class CropMirrorNormalize(Operator):
     def configure(
         self,
         crop: Sequence[int] | None = None,
+        crop_h: int | None = None,
+        crop_w: int | None = None,
         crop_pos_x: float = 0.5,
         crop_pos_y: float = 0.5,
         mirror: int = 0,
@@ -78,6 +80,10 @@ class CropMirrorNormalize(Operator):
         output_layout: str = "CHW",
         pad_output: bool = False,
     ) -> None:
+        if crop_h is not None or crop_w is not None:
+            if crop is not None or crop_h is None or crop_w is None:
+                raise ArgumentError(f"{_OP}: give crop=(h, w) or both crop_h and crop_w, not a mix")
+            crop = (crop_h, crop_w)
         self.crop = None if crop is None else _crop_size(crop)
         self.crop_pos_x = check_position(_OP, "crop_pos_x", crop_pos_x)
         self.crop_pos_y = check_position(_OP, "crop_pos_y", crop_pos_y)

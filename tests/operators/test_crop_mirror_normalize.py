@@ -140,6 +140,13 @@ def test_pad_output_adds_zero_channel(jpeg_files, device):
     assert not padded[:, 3].any()
 
 
+def test_crop_h_and_crop_w_are_crop(jpeg_files):
+    by_pair = np.asarray(run_imagenet(jpeg_files[:8], "cpu", crop=(20, 30))[0])
+    by_name = np.asarray(run_imagenet(jpeg_files[:8], "cpu", crop_h=20, crop_w=30)[0])
+    assert by_name.shape == (8, 3, 20, 30)
+    np.testing.assert_array_equal(by_name, by_pair)
+
+
 def test_crop_larger_than_image_fails_naming_the_sample(jpeg_files):
     with imagenet_pipe(jpeg_files[:8], "cpu", crop=(2000, 100)) as pipe:
         with pytest.raises(rp.SampleError, match=r"crop 2000x100 exceeds the \d+x\d+ image"):
@@ -172,6 +179,8 @@ def test_mean_length_must_match_channels(jpeg_files):
         ({"dtype": "not-a-type"}, "dtype must be a types"),
         ({"output_layout": "NCHW"}, "output_layout must be one of"),
         ({"fill": 0}, "unexpected keyword argument 'fill'"),
+        ({"crop_h": 10}, r"give crop=\(h, w\) or both crop_h and crop_w, not a mix"),
+        ({"crop": (10, 10), "crop_w": 10}, "not a mix"),
     ],
 )
 def test_argument_errors(jpeg_files, kwargs, match):
