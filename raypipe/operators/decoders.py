@@ -12,12 +12,15 @@ GPU (:meth:`_Decoder.decode_on_device`, region-of-interest decode for the crop).
 
 from __future__ import annotations
 
+import threading
+import warnings
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
 from ..errors import ArgumentError, DecodeError
+from ..exif import ExifOrientationWarning, orientation
 from ..operator import Operator, Schema, Skip, check_range, register
 from ..types import DALIImageType
 from .crop_window import random_crop_window
@@ -61,9 +64,18 @@ class EncodedImage:
 
 class _Decoder(Operator):
     def _configure_common(
-        self, output_type: DALIImageType, on_error: str, use_fast_idct: bool, hints: dict[str, Any]
+        self,
+        output_type: DALIImageType,
+        on_error: str,
+        use_fast_idct: bool,
+        adjust_orientation: bool | None,
+        hints: dict[str, Any],
     ) -> None:
         _check_hints(self.schema.name, hints)
+        _check_orientation(self.schema.name, adjust_orientation)
+        # left at DALI's default (which applies EXIF orientation), say so on the first image it affects
+        self._watch_orientation = adjust_orientation is None
+        self._warned = threading.Lock()
         if not isinstance(output_type, DALIImageType):
             raise ArgumentError(f"{self.schema.name}: output_type must be types.RGB, BGR or GRAY")
         if on_error not in ("raise", "skip"):
@@ -82,12 +94,31 @@ class _Decoder(Operator):
         self.deferred = True
 
     def run_sample(self, inputs, args, ctx):
+        if self._watch_orientation:
+            self._check_exif(inputs[0], ctx)
         try:
             return self.encoded(inputs[0], ctx) if self.deferred else self.decode(inputs[0], ctx)
         except DecodeError as exc:
             if self.on_error == "skip":
                 return Skip(str(exc))
             raise
+
+    def _check_exif(self, data: np.ndarray, ctx) -> None:
+        """Warn once when a JPEG carries an EXIF orientation that DALI's default would apply."""
+        value = orientation(data)
+        if value == 1:
+            return
+        with self._warned:
+            if not self._watch_orientation:
+                return
+            self._watch_orientation = False
+        warnings.warn(
+            f"{self.schema.name}: sample {ctx.sample_index} is a JPEG with EXIF orientation {value}; raypipe decodes "
+            "images as stored, where DALI's default (adjust_orientation=True) would rotate or flip it. "
+            "Pass adjust_orientation=False to decode as stored without this warning",
+            ExifOrientationWarning,
+            stacklevel=2,
+        )
 
     def encoded(self, data: np.ndarray, ctx) -> EncodedImage:
         """The header's size and the window to decode (the whole image here)."""
@@ -129,11 +160,10 @@ class ImageDecoder(_Decoder):
         output_type: DALIImageType = DALIImageType.RGB,
         on_error: str = "raise",
         use_fast_idct: bool = False,
-        adjust_orientation: bool = False,
+        adjust_orientation: bool | None = None,
         **hints: Any,
     ) -> None:
-        _check_orientation(self.schema.name, adjust_orientation)
-        self._configure_common(output_type, on_error, use_fast_idct, hints)
+        self._configure_common(output_type, on_error, use_fast_idct, adjust_orientation, hints)
 
     def decode(self, data: np.ndarray, ctx) -> np.ndarray:
         return decode(open_source(data, self.output_type), self.output_type, fast_idct=self.use_fast_idct)
@@ -162,11 +192,10 @@ class ImageRandomCropDecoder(_Decoder):
         num_attempts: int = 10,
         on_error: str = "raise",
         use_fast_idct: bool = False,
-        adjust_orientation: bool = False,
+        adjust_orientation: bool | None = None,
         **hints: Any,
     ) -> None:
-        _check_orientation(self.schema.name, adjust_orientation)
-        self._configure_common(output_type, on_error, use_fast_idct, hints)
+        self._configure_common(output_type, on_error, use_fast_idct, adjust_orientation, hints)
         self.random_area = check_range(self.schema.name, "random_area", random_area, low=0.0)
         if self.random_area[1] <= 0 or self.random_area[1] > 1:
             raise ArgumentError(f"{self.schema.name}: random_area must lie in (0, 1], got {random_area!r}")
@@ -235,7 +264,10 @@ def _check_hints(op: str, hints: dict[str, Any]) -> None:
 
 def _check_orientation(op: str, adjust_orientation: Any) -> None:
     """DALI applies a JPEG's EXIF orientation by default; raypipe decodes the pixels as stored, so
-    only ``adjust_orientation=False`` can be honoured (the default here, and documented)."""
+    only ``adjust_orientation=False`` can be honoured (None, the default, warns on the first image
+    it changes anything for)."""
+    if adjust_orientation is not None and not isinstance(adjust_orientation, (bool, np.bool_)):
+        raise ArgumentError(f"{op}: adjust_orientation must be a bool, got {adjust_orientation!r}")
     if adjust_orientation:
         raise ArgumentError(
             f"{op}: adjust_orientation=True is not supported: images are decoded as stored, "

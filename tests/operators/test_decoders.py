@@ -2,12 +2,15 @@
 
 from __future__ import annotations
 
+import warnings
+
 import numpy as np
 import pytest
 from PIL import Image
 
 import raypipe as rp
 from raypipe import fn, types
+from raypipe.exif import ExifOrientationWarning
 from raypipe.gpu_decode import nvimgcodec_available
 from raypipe.keyed_random import SampleContext
 from raypipe.operators.crop_window import random_crop_window
@@ -164,11 +167,48 @@ def test_dali_memory_hints_are_accepted_and_change_no_pixel(jpeg_files, device):
         ({"affine": "yes"}, "affine must be a bool"),
         ({"cache_size": 100}, "unexpected argument.*cache_size"),
         ({"adjust_orientation": True}, "adjust_orientation=True is not supported: images are decoded as stored"),
+        ({"adjust_orientation": "no"}, "adjust_orientation must be a bool"),
     ],
 )
 def test_decoder_hint_errors_name_the_argument(jpeg_files, args, message):
     with pytest.raises(rp.ArgumentError, match=rf"decoders.image: {message}"):
         decode(jpeg_files[:1], **args).build()
+
+
+@pytest.fixture()
+def rotated_files(tmp_path, jpeg_files):
+    """Three JPEGs; the second carries EXIF orientation 6 (stored sideways, shown rotated)."""
+    paths = []
+    for i, source in enumerate(jpeg_files[:3]):
+        exif = Image.Exif()
+        if i == 1:
+            exif[0x0112] = 6
+        path = tmp_path / f"{i}.jpg"
+        Image.open(source).save(path, "JPEG", quality=95, exif=exif)
+        paths.append(str(path))
+    return paths
+
+
+@pytest.mark.parametrize("decoder", ["image", "image_random_crop"])
+def test_exif_orientation_is_named_once_unless_adjust_orientation_false(rotated_files, decoder):
+    @rp.pipeline_def(batch_size=3, num_threads=2, seed=11)
+    def pipe(**args):
+        jpegs, _ = fn.readers.file(files=rotated_files)
+        return getattr(fn.decoders, decoder)(jpegs, **args)
+
+    with pytest.warns(ExifOrientationWarning, match="sample 1 is a JPEG with EXIF orientation 6") as caught:
+        with pipe() as p:
+            stored = [p.run()[0] for _ in range(3)]
+    assert sum(issubclass(w.category, ExifOrientationWarning) for w in caught) == 1
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", ExifOrientationWarning)
+        with pipe(adjust_orientation=False) as p:
+            explicit = [p.run()[0] for _ in range(3)]
+    for a, b in zip(stored, explicit):
+        for i in range(3):
+            np.testing.assert_array_equal(a.at(i), b.at(i))
+    if decoder == "image":  # decoded as stored: Pillow's pixels, not rotated
+        np.testing.assert_array_equal(stored[0].at(1), np.asarray(Image.open(rotated_files[1]).convert("RGB")))
 
 
 def test_png_and_grayscale_inputs_convert_to_rgb(tmp_path):
