@@ -7,7 +7,8 @@ from __future__ import annotations
 import fnmatch
 import hashlib
 import os
-from collections.abc import Sequence
+import re
+from collections.abc import Callable, Sequence
 from typing import Any
 
 import numpy as np
@@ -54,10 +55,10 @@ def read_file(path: str) -> np.ndarray:
         os.close(fd)
 
 
-def _matches(name: str, patterns: Sequence[str], case_sensitive: bool) -> bool:
-    if case_sensitive:
-        return any(fnmatch.fnmatchcase(name, p) for p in patterns)
-    return any(fnmatch.fnmatchcase(name.lower(), p.lower()) for p in patterns)
+def _matcher(patterns: Sequence[str], case_sensitive: bool) -> Callable[[str], object]:
+    """One compiled test for "the name matches one of the globs" (a listing runs it per file)."""
+    regex = "|".join(f"(?:{fnmatch.translate(p)})" for p in patterns)
+    return re.compile(regex, 0 if case_sensitive else re.IGNORECASE).match
 
 
 def list_file_root(
@@ -73,19 +74,13 @@ def list_file_root(
     ``case_sensitive_filter``."""
     if not os.path.isdir(file_root):
         raise ReaderError(f"readers.file: file_root {file_root!r} does not exist or is not a folder")
-    classes = sorted(
-        e.name
-        for e in os.scandir(file_root)
-        if e.is_dir() and (dir_filters is None or _matches(e.name, dir_filters, case_sensitive_filter))
-    )
+    wanted_dir = _matcher(dir_filters, case_sensitive_filter) if dir_filters is not None else None
+    wanted_file = _matcher(file_filters, case_sensitive_filter)
+    classes = sorted(e.name for e in os.scandir(file_root) if e.is_dir() and (wanted_dir is None or wanted_dir(e.name)))
     paths, labels = [], []
     for label, cls in enumerate(classes):
         folder = os.path.join(file_root, cls)
-        found = sorted(
-            e.path
-            for e in os.scandir(folder)
-            if not e.is_dir() and _matches(e.name, file_filters, case_sensitive_filter)
-        )
+        found = sorted(e.path for e in os.scandir(folder) if not e.is_dir() and wanted_file(e.name))
         paths.extend(found)
         labels.extend([label] * len(found))
     if not paths:
