@@ -39,6 +39,71 @@ class DataNode:
     def __repr__(self) -> str:
         return f"DataNode({self.name}, device={self.device})"
 
+    # Arithmetic (DALI's mathematical expressions, see raypipe.operators.arithmetic). Comparisons
+    # are not overloaded: DataNodes are dictionary keys, so == must stay identity.
+    def _arithmetic(self, op: str, other: Any = None, reflected: bool = False) -> DataNode:
+        from .operators.arithmetic import SYMBOLS, constant_dtype
+
+        where = f"DataNode {SYMBOLS[op]}"
+        if other is None:
+            return current_graph(where).add("_arithmetic", [self], {"op": op})[0]
+        if isinstance(other, DataNode):
+            inputs = [other, self] if reflected else [self, other]
+            return current_graph(where).add("_arithmetic", inputs, {"op": op})[0]
+        if constant_dtype(other) is None:
+            return NotImplemented
+        return current_graph(where).add(
+            "_arithmetic", [self], {"op": op, "constant": other, "constant_first": reflected}
+        )[0]
+
+    def __add__(self, other: Any) -> DataNode:
+        return self._arithmetic("add", other)
+
+    def __radd__(self, other: Any) -> DataNode:
+        return self._arithmetic("add", other, reflected=True)
+
+    def __sub__(self, other: Any) -> DataNode:
+        return self._arithmetic("sub", other)
+
+    def __rsub__(self, other: Any) -> DataNode:
+        return self._arithmetic("sub", other, reflected=True)
+
+    def __mul__(self, other: Any) -> DataNode:
+        return self._arithmetic("mul", other)
+
+    def __rmul__(self, other: Any) -> DataNode:
+        return self._arithmetic("mul", other, reflected=True)
+
+    def __truediv__(self, other: Any) -> DataNode:
+        return self._arithmetic("truediv", other)
+
+    def __rtruediv__(self, other: Any) -> DataNode:
+        return self._arithmetic("truediv", other, reflected=True)
+
+    def __floordiv__(self, other: Any) -> DataNode:
+        return self._arithmetic("floordiv", other)
+
+    def __rfloordiv__(self, other: Any) -> DataNode:
+        return self._arithmetic("floordiv", other, reflected=True)
+
+    def __mod__(self, other: Any) -> DataNode:
+        return self._arithmetic("mod", other)
+
+    def __rmod__(self, other: Any) -> DataNode:
+        return self._arithmetic("mod", other, reflected=True)
+
+    def __pow__(self, other: Any) -> DataNode:
+        return self._arithmetic("pow", other)
+
+    def __rpow__(self, other: Any) -> DataNode:
+        return self._arithmetic("pow", other, reflected=True)
+
+    def __neg__(self) -> DataNode:
+        return self._arithmetic("neg")
+
+    def __pos__(self) -> DataNode:
+        return self._arithmetic("pos")
+
 
 class OpNode:
     """One operator instance placed in the graph."""

@@ -1,6 +1,7 @@
 """Built-in operators; importing this package registers them."""
 
 from . import (  # noqa: F401
+    arithmetic,
     caffe_readers,
     cast,
     color_twist,
