@@ -4,7 +4,7 @@ pruned and split into the CPU, Mixed and GPU stages at build time."""
 from __future__ import annotations
 
 import threading
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -12,6 +12,16 @@ from .errors import ArgumentError, PipelineDefinitionError
 from .operator import DEVICES, STAGE_ORDER, Operator, registry
 
 _local = threading.local()
+
+
+_UNARY = object()  # no second operand
+
+
+def _operator(op: str, reflected: bool = False, unary: bool = False) -> Callable[..., DataNode]:
+    """A DataNode operator method placing arithmetic ``op`` (see :meth:`DataNode._arithmetic`)."""
+    if unary:
+        return lambda self: self._arithmetic(op)
+    return lambda self, other: self._arithmetic(op, other, reflected)
 
 
 class DataNode:
@@ -41,11 +51,11 @@ class DataNode:
 
     # Arithmetic (DALI's mathematical expressions, see raypipe.operators.arithmetic). Comparisons
     # are not overloaded: DataNodes are dictionary keys, so == must stay identity.
-    def _arithmetic(self, op: str, other: Any = None, reflected: bool = False) -> DataNode:
+    def _arithmetic(self, op: str, other: Any = _UNARY, reflected: bool = False) -> DataNode:
         from .operators.arithmetic import SYMBOLS, constant_dtype
 
         where = f"DataNode {SYMBOLS[op]}"
-        if other is None:
+        if other is _UNARY:
             return current_graph(where).add("_arithmetic", [self], {"op": op})[0]
         if isinstance(other, DataNode):
             inputs = [other, self] if reflected else [self, other]
@@ -56,53 +66,22 @@ class DataNode:
             "_arithmetic", [self], {"op": op, "constant": other, "constant_first": reflected}
         )[0]
 
-    def __add__(self, other: Any) -> DataNode:
-        return self._arithmetic("add", other)
-
-    def __radd__(self, other: Any) -> DataNode:
-        return self._arithmetic("add", other, reflected=True)
-
-    def __sub__(self, other: Any) -> DataNode:
-        return self._arithmetic("sub", other)
-
-    def __rsub__(self, other: Any) -> DataNode:
-        return self._arithmetic("sub", other, reflected=True)
-
-    def __mul__(self, other: Any) -> DataNode:
-        return self._arithmetic("mul", other)
-
-    def __rmul__(self, other: Any) -> DataNode:
-        return self._arithmetic("mul", other, reflected=True)
-
-    def __truediv__(self, other: Any) -> DataNode:
-        return self._arithmetic("truediv", other)
-
-    def __rtruediv__(self, other: Any) -> DataNode:
-        return self._arithmetic("truediv", other, reflected=True)
-
-    def __floordiv__(self, other: Any) -> DataNode:
-        return self._arithmetic("floordiv", other)
-
-    def __rfloordiv__(self, other: Any) -> DataNode:
-        return self._arithmetic("floordiv", other, reflected=True)
-
-    def __mod__(self, other: Any) -> DataNode:
-        return self._arithmetic("mod", other)
-
-    def __rmod__(self, other: Any) -> DataNode:
-        return self._arithmetic("mod", other, reflected=True)
-
-    def __pow__(self, other: Any) -> DataNode:
-        return self._arithmetic("pow", other)
-
-    def __rpow__(self, other: Any) -> DataNode:
-        return self._arithmetic("pow", other, reflected=True)
-
-    def __neg__(self) -> DataNode:
-        return self._arithmetic("neg")
-
-    def __pos__(self) -> DataNode:
-        return self._arithmetic("pos")
+    __add__ = _operator("add")
+    __radd__ = _operator("add", reflected=True)
+    __sub__ = _operator("sub")
+    __rsub__ = _operator("sub", reflected=True)
+    __mul__ = _operator("mul")
+    __rmul__ = _operator("mul", reflected=True)
+    __truediv__ = _operator("truediv")
+    __rtruediv__ = _operator("truediv", reflected=True)
+    __floordiv__ = _operator("floordiv")
+    __rfloordiv__ = _operator("floordiv", reflected=True)
+    __mod__ = _operator("mod")
+    __rmod__ = _operator("mod", reflected=True)
+    __pow__ = _operator("pow")
+    __rpow__ = _operator("pow", reflected=True)
+    __neg__ = _operator("neg", unary=True)
+    __pos__ = _operator("pos", unary=True)
 
 
 class OpNode:

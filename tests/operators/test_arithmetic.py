@@ -127,3 +127,11 @@ def test_operands_must_be_numbers(jpeg_files):
 
     with pytest.raises(TypeError, match="unsupported operand"):
         bad().build()
+
+    @rp.pipeline_def(batch_size=2, num_threads=1, seed=3)
+    def none():
+        _, labels = fn.readers.file(files=jpeg_files[:2])
+        return labels * None
+
+    with pytest.raises(TypeError, match="unsupported operand"):
+        none().build()
