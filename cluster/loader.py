@@ -28,6 +28,8 @@ from .placement import locate_rank, parse_device, start_pipeline_actor
 from .rank_normalize import Normalize
 
 OUTPUTS = ("torch", "numpy")
+#: How long an abandoned iteration waits for its requests in flight (see :func:`_settle`).
+SETTLE_TIMEOUT_S = 10.0
 
 
 class Loader:
@@ -114,34 +116,38 @@ class Loader:
         trained = 0.0
         if self._importer is not None:
             self._actor.release_all.remote()
-        while self._next < total:
-            while len(pending) < self.prefetch and requested < total:
-                ref = self._actor.get_batch.remote(epoch, start, requested, self._gpu_uuid, self.prefetch + 1)
-                pending.append((requested, ref))
-                requested += 1
-            k, ref = pending.popleft()
-            asked = time.perf_counter()
-            batch = self._fetch(ref, epoch, k)
-            # waited for this batch, trained on the last; requests still queued, out of prefetch
-            timing = (time.perf_counter() - asked, trained, len(pending), self.prefetch)
-            if (batch["epoch"], batch["start"], batch["index"]) != (epoch, start, k):
-                raise RaypipeError(
-                    f"loader: rank {self.rank} asked for batch {k} of epoch {epoch} and received batch "
-                    f"{batch['index']} of epoch {batch['epoch']}"
-                )
-            self._next = k + 1
-            self.last_is_pad = batch["is_pad"]
-            self.last_sample_indices = batch["sample_indices"]
-            skipped = [(e, i, src) for e, i, src, _ in batch["skipped"]]
-            self._coordinator.ack.remote(self.rank, epoch, self._next, skipped, timing)
-            outputs = tuple(self._convert(a) for a in batch["outputs"])
-            if any(isinstance(a, IpcArray) for a in batch["outputs"]):
-                self._actor.release.remote((epoch, k))
-            if self.normalize is not None:
-                outputs = self.normalize.apply(outputs)
-            handed = time.perf_counter()
-            yield outputs
-            trained = time.perf_counter() - handed  # the caller trained on the batch until it asked again
+        try:
+            while self._next < total:
+                while len(pending) < self.prefetch and requested < total:
+                    ref = self._actor.get_batch.remote(epoch, start, requested, self._gpu_uuid, self.prefetch + 1)
+                    pending.append((requested, ref))
+                    requested += 1
+                k, ref = pending.popleft()
+                asked = time.perf_counter()
+                batch = self._fetch(ref, epoch, k)
+                # waited for this batch, trained on the last; requests still queued, out of prefetch
+                timing = (time.perf_counter() - asked, trained, len(pending), self.prefetch)
+                if (batch["epoch"], batch["start"], batch["index"]) != (epoch, start, k):
+                    raise RaypipeError(
+                        f"loader: rank {self.rank} asked for batch {k} of epoch {epoch} and received batch "
+                        f"{batch['index']} of epoch {batch['epoch']}"
+                    )
+                self._next = k + 1
+                self.last_is_pad = batch["is_pad"]
+                self.last_sample_indices = batch["sample_indices"]
+                skipped = [(e, i, src) for e, i, src, _ in batch["skipped"]]
+                self._coordinator.ack.remote(self.rank, epoch, self._next, skipped, timing)
+                outputs = tuple(self._convert(a) for a in batch["outputs"])
+                if any(isinstance(a, IpcArray) for a in batch["outputs"]):
+                    self._actor.release.remote((epoch, k))
+                if self.normalize is not None:
+                    outputs = self.normalize.apply(outputs)
+                handed = time.perf_counter()
+                yield outputs
+                trained = time.perf_counter() - handed  # the caller trained on the batch until it asked again
+        except GeneratorExit:  # the caller broke off the epoch (an error gets no wait)
+            _settle([ref for _, ref in pending])
+            raise
         self._epoch, self._start, self._next = epoch + 1, 0, 0
 
     def example_batch(self) -> tuple[Any, ...]:
@@ -206,6 +212,18 @@ class Loader:
             f"cuda:{self._cuda_index}" if self._cuda_index is not None and torch.cuda.is_available() else None
         )
         return tensor.to(device, non_blocking=True) if device else tensor
+
+
+def _settle(refs: list) -> None:
+    """Wait (a bounded time) for the requests an abandoned iteration left in flight, so that a
+    service shut down right after a ``break`` does not kill its actors mid-request (Ray then
+    logs each as a failed task it will retry)."""
+    if not refs:
+        return
+    try:
+        ray.wait(refs, num_returns=len(refs), timeout=SETTLE_TIMEOUT_S)
+    except Exception:  # noqa: BLE001 - Ray is shutting down too: nothing left to settle
+        pass
 
 
 def loader(name: str, rank: int, world_size: int, **kwargs: Any) -> Loader:

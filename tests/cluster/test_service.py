@@ -141,6 +141,21 @@ def test_dropping_a_loader_stops_its_pipeline_actor(cluster, jpeg_files):
         svc.shutdown()
 
 
+def test_an_abandoned_iteration_leaves_no_request_in_flight(cluster, jpeg_files):
+    """A ``break`` returns once the requests prefetched past it are done, so a service shut down
+    right after kills no actor mid-request (Ray would log each as a failed task it retries)."""
+    svc = _serve(jpeg_files, "svc-abandon", world_size=1)
+    try:
+        ld = rp.loader("svc-abandon", rank=0, world_size=1, prefetch=3)
+        assert len(ld) > 3
+        for _ in ld:
+            break
+        served = [a["batches"] for a in svc.stats()["actors"] if a["available"]]
+        assert served == [3], "the two requests in flight at the break were finished before it returned"
+    finally:
+        svc.shutdown()
+
+
 def test_resume_mid_epoch_from_state_dict(cluster, jpeg_files):
     svc = _serve(jpeg_files, "svc-resume", world_size=2)
     try:
