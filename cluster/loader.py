@@ -222,7 +222,7 @@ def _settle(refs: list) -> None:
         return
     try:
         ray.wait(refs, num_returns=len(refs), timeout=SETTLE_TIMEOUT_S)
-    except Exception:  # noqa: BLE001 - Ray is shutting down too: nothing left to settle
+    except Exception:  # Ray is shutting down too: nothing left to settle
         pass
 
 
