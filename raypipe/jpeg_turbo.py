@@ -145,6 +145,7 @@ class _Decompressor:
 
     def __init__(self, lib: ctypes.CDLL):
         self.lib = lib
+        self.headed: np.ndarray | None = None  # the data whose header the handle holds, not yet decoded
         self.ptr = lib.tj3Init(_TJINIT_DECOMPRESS)
         if not self.ptr:
             raise MemoryError("tj3Init failed")
@@ -184,7 +185,12 @@ class TurboDecoder:
 
     def _read_header(self, data: np.ndarray) -> int:
         """Read ``data``'s header into this thread's handle and return the handle; checks the
-        handle's size against the frame header's (:func:`frame_size`)."""
+        handle's size against the frame header's (:func:`frame_size`). A handle that has just read
+        this same array's header (:meth:`header`, then :meth:`decode` of the same sample) is returned
+        as it is: reading a header costs about as much Python work as the rest of a small decode."""
+        decompressor = self._local.decompressor
+        if decompressor.headed is data:
+            return decompressor.ptr
         expected = frame_size(data)
         if expected is None:
             raise TurboJpegError("not a JPEG image with a frame header")
@@ -194,6 +200,7 @@ class TurboDecoder:
             if lib.tj3DecompressHeader(ptr, data.ctypes.data, data.nbytes) != 0:
                 raise self._error(ptr, "corrupt or truncated JPEG header")
             if (lib.tj3Get(ptr, _TJPARAM_JPEGWIDTH), lib.tj3Get(ptr, _TJPARAM_JPEGHEIGHT)) == expected:
+                self._local.decompressor.headed = data
                 return ptr
             self._local.decompressor = _Decompressor(lib)  # stale state: start afresh once
         raise TurboJpegError(f"libjpeg-turbo read a header that is not the frame header's {expected}")
@@ -230,6 +237,7 @@ class TurboDecoder:
         into ``out`` when given (C-contiguous rows of at least that size)."""
         lib = self._lib
         ptr = self._read_header(data)
+        self._local.decompressor.headed = None  # decoding consumes the header: the next decode reads it again
         lib.tj3Set(ptr, _TJPARAM_FASTDCT, int(fast_idct))
         if lib.tj3SetScalingFactor(ptr, _ScalingFactor(1, denom)) != 0:
             raise self._error(ptr, f"scaling by 1/{denom}")

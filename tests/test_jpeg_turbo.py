@@ -115,3 +115,26 @@ def test_a_failed_header_never_leaves_its_state_to_the_next_image():
         header = decoder.header(second)
         assert (header.width, header.height) == (64, 48)
         assert decoder.decode(second).shape == (48, 64, 3)
+
+
+def test_a_decode_reuses_the_header_just_read_only_for_the_same_array():
+    decoder = jpeg_turbo.decoder()
+    big, small = np.frombuffer(_jpeg(96, 80, seed=3), np.uint8), np.frombuffer(_jpeg(64, 48, seed=4), np.uint8)
+    want_big, want_small = decoder.decode(big), decoder.decode(small)
+    reads = []
+    original = decoder._lib.tj3DecompressHeader
+    decoder._lib.tj3DecompressHeader = lambda *args: reads.append(args[2]) or original(*args)
+    try:
+        decoder.header(big)
+        assert np.array_equal(decoder.decode(big), want_big)  # the header just read, not read again
+        assert reads == [big.nbytes]
+        decoder.header(big)
+        assert np.array_equal(decoder.decode(small), want_small)  # another image: its own header
+        assert np.array_equal(decoder.decode(small), want_small)  # a decode consumed it: read again
+        assert reads == [big.nbytes, big.nbytes, small.nbytes, small.nbytes]
+        copy = big.copy()
+        decoder.header(big)
+        assert np.array_equal(decoder.decode(copy), want_big)  # equal bytes, another array: read again
+        assert reads[-1] == copy.nbytes and len(reads) == 6
+    finally:
+        decoder._lib.tj3DecompressHeader = original

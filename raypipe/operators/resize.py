@@ -126,6 +126,12 @@ class Resize(Operator):
                 f"resize: {side[0]} cannot be combined with other sizes or a mode (got {given}, mode={mode!r})"
             )
         self.mode = mode
+        # both extents given without keeping the aspect ratio: every input gets this size
+        self._fixed_size = (
+            output_size(1, 1, self.resize_x, self.resize_y, mode=mode, max_size=self.max_size)
+            if self.resize_x is not None and self.resize_y is not None and mode in ("default", "stretch")
+            else None
+        )
         self.antialias = bool(antialias)
         check_linear_interp(
             "resize", RESIZE_LINEAR, interp_type=interp_type, min_filter=min_filter, mag_filter=mag_filter
@@ -138,14 +144,14 @@ class Resize(Operator):
     def fixed_output_size(self) -> tuple[int, int] | None:
         """``(width, height)`` when every output has that size whatever the input and the result
         is Pillow's antialiased uint8 resize (so a decoder may do it instead), else None."""
-        if self.resize_x is None or self.resize_y is None or self.mode not in ("default", "stretch"):
+        if self._fixed_size is None or not self.antialias or self.dtype not in (None, np.dtype(np.uint8)):
             return None
-        if not self.antialias or self.dtype not in (None, np.dtype(np.uint8)):
-            return None
-        return output_size(1, 1, self.resize_x, self.resize_y, mode=self.mode, max_size=self.max_size)
+        return self._fixed_size
 
     def target_size(self, in_w: int, in_h: int) -> tuple[int, int]:
         """The output ``(width, height)`` for an ``in_w`` x ``in_h`` input."""
+        if self._fixed_size is not None:
+            return self._fixed_size
         return output_size(
             in_w, in_h, self.resize_x, self.resize_y, self.resize_shorter, self.resize_longer, self.mode, self.max_size
         )
