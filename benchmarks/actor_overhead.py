@@ -11,7 +11,8 @@ warm-up, with the CPU time of the process that runs the pipeline:
   batch to the rank).
 
 The table gives img/s, the ratio to the driver, the pipeline process's CPU use (of the
-machine's cores) and its CPU milliseconds per image.
+machine's cores), its CPU milliseconds per image, and the share of the machine's CPU time
+the hypervisor took (steal) while it ran: rows with unlike steal do not compare.
 
     python benchmarks/actor_overhead.py --rounds 3 --batches 45
 """
@@ -29,6 +30,7 @@ import psutil
 import ray
 
 import raypipe as rp
+from raypipe.bench.cpu_share import CpuShare
 from raypipe.datasets import make_jpeg_folder
 from raypipe.presets import resnet50_train
 
@@ -129,21 +131,31 @@ def main() -> None:
     work = (root, args.batches, args.warmup, args.batch_size, args.threads)
     runs: dict[str, list[dict[str, float]]] = {"driver": [], "bare actor": [], "service": []}
     for round_ in range(args.rounds):
-        runs["driver"].append(time_pipeline(*work))
+        with CpuShare() as share:
+            runs["driver"].append(time_pipeline(*work))
+        runs["driver"][-1].update(share.result or {})
         actor = BareActor.remote()
-        runs["bare actor"].append(ray.get(actor.run.remote(*work)))
+        with CpuShare() as share:
+            runs["bare actor"].append(ray.get(actor.run.remote(*work)))
+        runs["bare actor"][-1].update(share.result or {})
         ray.kill(actor)
-        runs["service"].append(time_service(root, args.batches, args.batch_size, args.threads))
+        with CpuShare() as share:
+            runs["service"].append(time_service(root, args.batches, args.batch_size, args.threads))
+        runs["service"][-1].update(share.result or {})
         print(f"round {round_ + 1}/{args.rounds}: " + ", ".join(f"{k} {v[-1]['img_s']:.0f}" for k, v in runs.items()))
 
     driver = statistics.median(r["img_s"] for r in runs["driver"])
     print(f"\n{args.batches} batches of {args.batch_size}, {args.threads} threads, medians of {args.rounds} rounds")
-    print(f"{'where the pipeline runs':<24} {'img/s':>6} {'vs driver':>9} {'CPU %':>6} {'CPU ms/img':>10}")
+    print(
+        f"{'where the pipeline runs':<24} {'img/s':>6} {'vs driver':>9} {'CPU %':>6} {'CPU ms/img':>10} {'steal %':>7}"
+    )
     for name, values in runs.items():
         img_s = statistics.median(r["img_s"] for r in values)
         cpu_pct = statistics.median(r["cpu_pct"] for r in values)
         cpu_ms = statistics.median(r["cpu_ms"] for r in values)
-        print(f"{name:<24} {img_s:>6.0f} {img_s / driver:>8.2f}x {cpu_pct:>6.0f} {cpu_ms:>10.2f}")
+        steal = statistics.median(r.get("steal_pct", float("nan")) for r in values)
+        print(f"{name:<24} {img_s:>6.0f} {img_s / driver:>8.2f}x {cpu_pct:>6.0f} {cpu_ms:>10.2f} {steal:>7.1f}")
+    print("steal %: the machine's CPU time the hypervisor gave other guests during the round (of all CPUs)")
 
 
 if __name__ == "__main__":

@@ -11,6 +11,8 @@ NOTES = (
     "1st batch s: from start-up (building the pipeline, starting workers, serve) to the first batch, median",
     "peak MiB: most memory (PSS) of this process and the contender's worker processes above this process's own "
     "at the start of the round; store MiB: peak Ray object store in use; both medians over rounds",
+    "idle %: the machine's CPU time left idle during a round; steal %: taken by the hypervisor for other guests "
+    "(a virtual machine's noise: compare rows whose steal is alike); both of all CPUs, medians over rounds",
 )
 
 
@@ -34,7 +36,7 @@ def format_report(summary: dict[str, Any]) -> str:
         "",
     ]
     ratio_header = "vs DALI" if reference["name"] == "dali-cpu" else f"vs {reference['name'] or 'ref'}"
-    header = ("contender", "img/s", "MP/s", ratio_header, "1st batch s", "peak MiB", "store MiB")
+    header = ("contender", "img/s", "MP/s", ratio_header, "1st batch s", "peak MiB", "store MiB", "idle %", "steal %")
     rows = [
         (
             row["label"],
@@ -44,6 +46,8 @@ def format_report(summary: dict[str, Any]) -> str:
             _number(row["first_batch_s"], ".2f"),
             _number(row["peak_memory_mib"], ".0f"),
             "-" if row["store_peak_mib"] is None else f"{row['store_peak_mib']:.0f}",
+            _number(row["idle_pct"], ".0f"),
+            _number(row["steal_pct"], ".1f"),
         )
         for row in summary["contenders"]
     ]

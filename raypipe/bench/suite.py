@@ -19,6 +19,7 @@ from tqdm import tqdm
 from raypipe.backend import gpu_unavailable_reason
 
 from .contenders import Contender, Workload
+from .cpu_share import CpuShare
 from .dataset import Dataset
 from .memory import PeakMemory, StorePeak
 
@@ -83,8 +84,9 @@ def run_rounds(
 def _one_round(contender: Contender, work: Workload) -> dict[str, Any]:
     """Time one round, watching memory (and the object store for contenders on Ray)."""
     store = StorePeak() if contender.uses_ray else contextlib.nullcontext()
-    with PeakMemory() as memory, store:
+    with PeakMemory() as memory, store, CpuShare() as cpu:
         timing = contender.run(work)
+    share = cpu.result or {}
     return {
         "round": work.round + 1,
         "images": timing.images,
@@ -92,6 +94,8 @@ def _one_round(contender: Contender, work: Workload) -> dict[str, Any]:
         "first_batch_s": timing.first_batch_s,
         "peak_memory_mib": None if memory.extra_bytes is None else memory.extra_bytes / MIB,
         "store_peak_mib": store.peak / MIB if contender.uses_ray else None,
+        "idle_pct": share.get("idle_pct"),
+        "steal_pct": share.get("steal_pct"),
     }
 
 
@@ -130,6 +134,8 @@ def summarize(
                 "first_batch_s": statistics.median(r["first_batch_s"] for r in rounds),
                 "peak_memory_mib": _median(r["peak_memory_mib"] for r in rounds),
                 "store_peak_mib": _median(r["store_peak_mib"] for r in rounds),
+                "idle_pct": _median(r["idle_pct"] for r in rounds),
+                "steal_pct": _median(r["steal_pct"] for r in rounds),
                 "rounds": rounds,
             }
         )

@@ -35,6 +35,7 @@ def _check_rows(summary: dict, names: list[str]) -> None:
         assert row["ratio"] == (pytest.approx(row["images_per_s"] / reference) if reference else None)
         assert row["megapixels_per_s"] == pytest.approx(row["images_per_s"] * summary["dataset"]["mean_megapixels"])
         assert row["peak_memory_mib"] is None or row["peak_memory_mib"] >= 0
+        assert 0 <= row["idle_pct"] <= 100 and 0 <= row["steal_pct"] <= 100 - row["idle_pct"]
 
 
 def test_quick_run_without_dali_compares_to_the_best_other_loader(tmp_path, jpeg_root, capsys, monkeypatch):
@@ -58,6 +59,7 @@ def test_quick_run_without_dali_compares_to_the_best_other_loader(tmp_path, jpeg
     for row in summary["contenders"]:
         line = next(line for line in table.splitlines() if line.startswith(row["label"]))
         assert f"{row['images_per_s']:.0f}" in line and f"{row['ratio']:.2f}x" in line
+        assert line.endswith(f"{row['idle_pct']:.0f}  {row['steal_pct']:>7.1f}")
 
 
 def test_dali_is_the_reference_when_installed(tmp_path, jpeg_root, capsys):
