@@ -11,8 +11,9 @@ NOTES = (
     "1st batch s: from start-up (building the pipeline, starting workers, serve) to the first batch, median",
     "peak MiB: most memory (PSS) of this process and the contender's worker processes above this process's own "
     "at the start of the round; store MiB: peak Ray object store in use; both medians over rounds",
-    "idle %: the machine's CPU time left idle during a round; steal %: taken by the hypervisor for other guests "
-    "(a virtual machine's noise: compare rows whose steal is alike); both of all CPUs, medians over rounds",
+    "idle %: the machine's CPU time left idle during a round (start-up included); steal %: taken by the "
+    "hypervisor for other guests (a virtual machine's noise: compare rows whose steal is alike); both of all "
+    "CPUs, medians over rounds",
 )
 
 
