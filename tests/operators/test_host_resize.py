@@ -1,5 +1,5 @@
-"""The host resize: torch's SIMD kernel within one grey level of Pillow, Pillow for boxes and
-vertical-first resizes, one intra-op thread per CPU-stage thread."""
+"""The host resize: torch's SIMD kernel within one grey level of Pillow (whichever pass Pillow runs
+first), Pillow for boxes, one intra-op thread per CPU-stage thread."""
 
 from __future__ import annotations
 
@@ -42,11 +42,13 @@ def test_both_backends_agree(monkeypatch):
     assert np.abs(torch_or_pillow.astype(np.int16) - pillow).max() <= 1
 
 
-def test_boxes_and_vertical_first_resizes_are_pillow_exactly():
+def test_boxes_are_pillow_exactly_and_vertical_first_resizes_within_one_grey_level():
     image = _image(400, 300, seed=2)
     box = (10.5, 20, 390, 280.25)
     assert np.array_equal(host_resize.resize(image, 128, 96, box=box), _pillow(image, 128, 96, box))
-    assert np.array_equal(host_resize.resize(image, 380, 60), _pillow(image, 380, 60))  # rows shrink far more
+    # rows shrink far more: Pillow runs the vertical pass first, torch the horizontal one
+    diff = np.abs(host_resize.resize(image, 380, 60).astype(np.int16) - _pillow(image, 380, 60))
+    assert diff.max() <= 1 and diff.mean() < 0.25
     four = np.dstack([image, image[:, :, :1]])
     assert host_resize.resize(four, 64, 48).shape == (48, 64, 4)
 

@@ -10,6 +10,7 @@ from PIL import Image
 
 import raypipe as rp
 from raypipe import fn
+from raypipe.backend import gpu_available
 from raypipe.operators import host_resize
 from raypipe.operators.resize import Resize, output_size
 
@@ -19,8 +20,10 @@ from raypipe.operators.resize import Resize, output_size
 GPU_MAX_DIFF = 2
 GPU_MEAN_DIFF = 0.1
 # The host path is Pillow itself, or torch's SIMD kernel of the same filter where torch is
-# installed: its rounding moves a few percent of pixels by one level.
+# installed: its rounding moves a few percent of pixels by one level, up to a quarter where
+# Pillow runs the vertical pass first and torch the horizontal one.
 HOST_MAX_DIFF = 1 if host_resize.backend() == "torch" else 0
+HOST_MEAN_DIFF = 0.25
 
 
 def _samples(tl) -> list[np.ndarray]:
@@ -49,9 +52,9 @@ def _pillow(image: np.ndarray, width: int, height: int) -> np.ndarray:
 def _check_parity(device: str, got: np.ndarray, ref: np.ndarray) -> None:
     assert got.shape == ref.shape and got.dtype == ref.dtype
     diff = np.abs(got.astype(np.int32) - ref)
-    if device == "cpu":
+    if device == "cpu" or not gpu_available():  # without a GPU, device="gpu" resizes on the host
         assert diff.max() <= HOST_MAX_DIFF
-        assert diff.mean() < GPU_MEAN_DIFF
+        assert diff.mean() < HOST_MEAN_DIFF
     else:
         assert diff.max() <= GPU_MAX_DIFF
         assert diff.mean() < GPU_MEAN_DIFF
