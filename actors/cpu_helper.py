@@ -24,6 +24,8 @@ from raypipe.errors import RaypipeError
 from raypipe.offload import RemoteWorker, WorkerLost
 from raypipe.service_config import ServiceConfig
 
+from . import niceness
+
 # Failures of the helper itself, not of the data: the unit goes to another worker.
 _LOST = (
     ray.exceptions.RayActorError,
@@ -37,8 +39,17 @@ _LOST = (
 class CpuHelper:
     """Runs units of samples through the service pipeline's CPU stage."""
 
-    def __init__(self, pipeline_fn: Callable, pipeline_kwargs: dict[str, Any], config: ServiceConfig, index: int):
+    def __init__(
+        self,
+        pipeline_fn: Callable,
+        pipeline_kwargs: dict[str, Any],
+        config: ServiceConfig,
+        index: int,
+        nice: int | None = None,
+    ):
         os.environ["CUDA_VISIBLE_DEVICES"] = ""  # a helper never touches a GPU
+        if nice is not None:  # before the pipeline starts its threads
+            niceness.apply(nice, f"CPU helper {index}")
         self.index = index
         self.pipe = build_service_pipeline(pipeline_fn, pipeline_kwargs, config, None, f"CPU helper {index}")
         self._stages: dict[tuple, CpuStage] = {}
@@ -57,7 +68,7 @@ class CpuHelper:
         return result
 
     def stats(self) -> dict[str, Any]:
-        """Units and samples run, busy seconds, node and process."""
+        """Units and samples run, busy seconds, node, process and its scheduling priority."""
         return {
             "index": self.index,
             "units": self._units,
@@ -65,6 +76,7 @@ class CpuHelper:
             "busy_s": round(self._busy_s, 3),
             "node_id": ray.get_runtime_context().get_node_id(),
             "pid": os.getpid(),
+            "niceness": niceness.current(),
         }
 
     def _stage(self, split: dict[str, bool]) -> CpuStage:

@@ -28,6 +28,7 @@ from raypipe.replacement import fill_skipped
 from raypipe.service_config import ServiceConfig
 from raypipe.tensor_list import TensorList
 
+from . import niceness
 from .cpu_helper import build_service_pipeline, remote_worker
 from .cuda_ipc import Exporter, device_uuid, use_ipc
 from .meters import ProcessMeter, QueueMeter
@@ -51,7 +52,10 @@ class PipelineActor:
         rank: int,
         location: dict[str, Any],
         coordinator: tuple[str, str] | None = None,
+        nice: int | None = None,
     ):
+        if nice is not None:  # before the pipeline starts its threads
+            niceness.apply(nice, f"the pipeline actor of rank {rank}")
         # The rank's GPU, before anything in this process touches CUDA: the actor shares it
         # instead of holding a GPU of its own through Ray.
         os.environ["CUDA_VISIBLE_DEVICES"] = location["gpu"] or ""
@@ -113,13 +117,14 @@ class PipelineActor:
     @ray.method(concurrency_group=CONTROL)
     def where(self) -> dict[str, Any]:
         """The rank this actor serves, its node, the GPU it shares with the rank (and how the
-        rank's GPU was found) and its process."""
+        rank's GPU was found), its process and the process's scheduling priority."""
         return {
             "rank": self.rank,
             "node_id": ray.get_runtime_context().get_node_id(),
             "cuda_visible_devices": os.environ.get("CUDA_VISIBLE_DEVICES"),
             "gpu_found_by": self.location["how"],
             "pid": os.getpid(),
+            "niceness": niceness.current(),
         }
 
     def get_batch(

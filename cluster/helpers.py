@@ -104,9 +104,10 @@ def start_helper(
             max_concurrency=plan.threads,
             max_restarts=-1,
             max_task_retries=0,
+            runtime_env=launch.runtime_env,
             scheduling_strategy=NodeAffinitySchedulingStrategy(node, soft=False),
         )
-        .remote(launch.pipeline, launch.pipeline_kwargs, config, index)
+        .remote(launch.pipeline, launch.pipeline_kwargs, config, index, launch.niceness)
     )
     return handle, node
 

@@ -24,6 +24,7 @@ from typing import Any
 import ray
 from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
 
+from actors import niceness
 from actors.pipeline_actor import CONCURRENCY_GROUPS, PipelineActor
 from raypipe.errors import ArgumentError, RaypipeError
 from raypipe.service_config import ServiceConfig
@@ -151,7 +152,8 @@ def _node_resources(node_id: str | None = None) -> dict[str, float]:
 
 @dataclasses.dataclass(frozen=True)
 class ActorLaunch:
-    """How a service starts its pipeline actors: what they run and what they reserve."""
+    """How a service starts its pipeline actors and CPU helpers: what they run, what they reserve,
+    and their scheduling priority."""
 
     pipeline: Callable
     pipeline_kwargs: dict[str, Any]
@@ -159,6 +161,12 @@ class ActorLaunch:
     max_restarts: int
     max_task_retries: int
     startup_timeout_s: float
+    niceness: int = 0
+
+    @property
+    def runtime_env(self) -> dict[str, Any] | None:
+        """The actors' runtime environment for their ``niceness`` (:func:`actors.niceness.runtime_env`)."""
+        return niceness.runtime_env(self.niceness)
 
 
 def start_pipeline_actor(
@@ -180,6 +188,7 @@ def start_pipeline_actor(
             num_gpus=0,
             max_restarts=launch.max_restarts,
             max_task_retries=launch.max_task_retries,
+            runtime_env=launch.runtime_env,
             scheduling_strategy=NodeAffinitySchedulingStrategy(location.node_id, soft=False),
         )
         .remote(
@@ -189,6 +198,7 @@ def start_pipeline_actor(
             rank,
             location.as_dict(),
             (coordinator_name(config.name), NAMESPACE),
+            launch.niceness,
         )
     )
     timeout_s = launch.startup_timeout_s

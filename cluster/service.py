@@ -165,6 +165,7 @@ def serve(
     detached: bool = False,
     max_restarts: int = ACTOR_MAX_RESTARTS,
     startup_timeout_s: float = 120.0,
+    niceness: int = 0,
     **pipeline_kwargs: Any,
 ) -> Service:
     """Serve ``pipeline`` (a ``@pipeline_def`` factory) to ``world_size`` ranks under ``name``.
@@ -178,7 +179,9 @@ def serve(
     threads inside a training process, it uses the CPUs next to its rank; reserve some to
     keep other Ray work off them). ``startup_timeout_s`` bounds the wait for an actor (a
     clear error names what is missing). ``detached`` keeps the coordinator alive after
-    this driver exits.
+    this driver exits. Pipeline actors and CPU helpers run at scheduling priority
+    ``niceness`` (0 to 19), not at Ray's default of 15 for workers: at 15 a busy training
+    process on the same cores (at 0) takes almost all of their CPU time.
 
     ``cpu_helpers`` runs the CPU stage of every rank's pipeline also on CPU helper actors
     anywhere in the cluster (CPU-only nodes first; on GPU nodes leaving ``cpu_reserve_per_gpu``
@@ -203,6 +206,8 @@ def serve(
         raise ArgumentError(f"serve: num_cpus_per_actor must be a number >= 0, got {num_cpus_per_actor!r}")
     if not startup_timeout_s > 0:
         raise ArgumentError(f"serve: startup_timeout_s must be > 0, got {startup_timeout_s!r}")
+    if isinstance(niceness, bool) or not isinstance(niceness, int) or not 0 <= niceness <= 19:
+        raise ArgumentError(f"serve: niceness must be an int from 0 to 19, got {niceness!r}")
     helper_plan = HelperPlan.parse(
         cpu_helpers, cpus_per_helper, cpu_reserve_per_gpu, max_cpu_helpers, autoscale_interval_s
     )
@@ -239,6 +244,7 @@ def serve(
         max_restarts=max_restarts,
         max_task_retries=ACTOR_MAX_TASK_RETRIES if max_restarts else 0,
         startup_timeout_s=float(startup_timeout_s),
+        niceness=niceness,
     )
     coordinator = None
     try:

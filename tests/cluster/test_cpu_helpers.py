@@ -28,9 +28,9 @@ def cpu_node(cluster):
     cluster.remove_node(node)
 
 
-def _digests(name, files, world, **helpers):
+def _digests(name, files, world, **serve_args):
     """Every rank's batches of epochs 0 and 1 (labels, image hash), ranks in GPU-holding actors."""
-    svc = rp.serve(indexed, name=name, files=files, world_size=world, seed=5, replace=True, **helpers)
+    svc = rp.serve(indexed, name=name, files=files, world_size=world, seed=5, replace=True, **serve_args)
     ranks = [ray.remote(num_gpus=1)(RankProcess).remote() for _ in range(world)]
     try:
         out = {e: ray.get([r.epoch_digests.remote(name, i, world, e) for i, r in enumerate(ranks)]) for e in (0, 1)}
@@ -43,9 +43,11 @@ def _digests(name, files, world, **helpers):
 
 def test_batches_are_identical_with_a_helper_on_a_cpu_only_node(cpu_node, jpeg_files):
     without, _ = _digests("svc-nohelp", jpeg_files, 2)
-    with_helper, stats = _digests("svc-help", jpeg_files, 2, cpu_helpers=1)
+    with_helper, stats = _digests("svc-help", jpeg_files, 2, cpu_helpers=1, niceness=7)
     assert with_helper == without
     helpers = stats["helpers"]
+    assert [a["niceness"] for a in stats["actors"]] == [7, 7], "pipeline actors at the service's niceness"
+    assert helpers["details"][0]["niceness"] == 7, "so are its helpers"
     assert list(helpers["running"].values()) == [cpu_node], "the helper sits on the CPU-only node"
     assert helpers["details"][0]["samples"] > 0, "the helper ran samples"
     shipped = [a["offload"]["workers"] for a in stats["actors"] if a.get("available")]

@@ -8,6 +8,7 @@ import ray
 from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
 
 import raypipe as rp
+from actors import niceness
 from cluster.placement import locate_rank, require_resources
 
 
@@ -79,3 +80,19 @@ def test_asking_for_more_than_the_cluster_has_is_named_at_once(cluster):
         match=r"trainers: 6 x \{'CPU': 1.0, 'GPU': 1.0\} need CPU 6, GPU 6; the Ray cluster has CPU 5, GPU 4 in all",
     ):
         require_resources("trainers", 6, {"CPU": 1.0, "GPU": 1.0})
+
+
+@ray.remote(num_cpus=0)
+class _Probe:
+    def niceness(self) -> int:
+        return niceness.current()
+
+
+def test_ray_starts_a_worker_at_the_niceness_of_the_runtime_env(cluster, monkeypatch):
+    """The fallback, forced: the variable Ray reads is the one :func:`niceness.runtime_env` sets."""
+    monkeypatch.setattr(niceness, "may_lower_to", lambda _: False)
+    probe = _Probe.options(runtime_env=niceness.runtime_env(4)).remote()
+    try:
+        assert ray.get(probe.niceness.remote(), timeout=60) == 4
+    finally:
+        ray.kill(probe)
