@@ -1,10 +1,12 @@
 """The scheduling priority (niceness) of raypipe's actor processes.
 
 Ray starts worker processes at niceness 15. A pipeline actor there shares its cores with a
-training process at 0, and the kernel gives a runnable nice-0 thread about 28 times the CPU
-time of a nice-15 one: while the trainer computes, the actor's decoding threads all but stop.
-DALI's threads run inside the training process, at its priority; raypipe's actors run at
-the service's ``niceness`` (0 by default).
+training process at 0 (``torchrun``, ``horovodrun``, a job's driver), and the kernel gives a
+runnable nice-0 thread about 28 times the CPU time of a nice-15 one: while the trainer
+computes, the actor's decoding threads all but stop. DALI's threads run inside the training
+process, at its priority; a raypipe actor runs at the niceness of the process that starts it
+(a rank's pipeline actor at its rank's: 0 under ``torchrun``, 15 in a Ray Train worker), or at
+the service's ``niceness`` when given.
 
 Two ways there, cheapest first: the actor lowers its own niceness when this process may
 (:func:`may_lower_to`: CAP_SYS_NICE or a high enough RLIMIT_NICE), which keeps Ray's ready

@@ -14,14 +14,22 @@ The table gives img/s, the ratio to the driver, the pipeline process's CPU use (
 machine's cores), its CPU milliseconds per image, and the share of the machine's CPU time
 the hypervisor took (steal) while it ran: rows with unlike steal do not compare.
 
+The two Ray rows run at ``--niceness`` (the service's ``niceness``; 0 by default, this process's,
+which is what the rank's pipeline actor takes when none is given; 15 is Ray's for workers). ``--busy K`` keeps K busy processes at niceness 0 beside
+every round, as a training process computing on the same cores would be.
+
     python benchmarks/actor_overhead.py --rounds 3 --batches 45
+    python benchmarks/actor_overhead.py --busy 1 --niceness 15   # Ray's default priority
 """
 
 from __future__ import annotations
 
 import argparse
+import contextlib
 import os
 import statistics
+import subprocess
+import sys
 import tempfile
 import time
 from typing import Any
@@ -30,6 +38,7 @@ import psutil
 import ray
 
 import raypipe as rp
+from actors import niceness
 from raypipe.bench.cpu_share import CpuShare
 from raypipe.datasets import make_jpeg_folder
 from raypipe.presets import resnet50_train
@@ -61,7 +70,8 @@ def time_pipeline(root: str, batches: int, warmup: int, batch_size: int, threads
 class BareActor:
     """The recipe's loop in a Ray worker process, shipping nothing."""
 
-    def run(self, *args: Any) -> dict[str, float]:
+    def run(self, nice: int, *args: Any) -> dict[str, float]:
+        niceness.apply(nice, "the bare actor")
         return time_pipeline(*args)
 
 
@@ -74,7 +84,7 @@ def _endless(loader: Any) -> Any:
         epoch += 1
 
 
-def time_service(root: str, batches: int, batch_size: int, threads: int) -> dict[str, float]:
+def time_service(root: str, batches: int, batch_size: int, threads: int, nice: int) -> dict[str, float]:
     """The service with one rank (this process): an epoch to warm up, then ``batches`` batches
     timed, with the pipeline actor's CPU."""
     svc = rp.serve(
@@ -84,6 +94,7 @@ def time_service(root: str, batches: int, batch_size: int, threads: int) -> dict
         seed=0,
         last_batch="drop",
         replace=True,
+        niceness=nice,
         file_root=root,
         batch_size=batch_size,
         num_threads=threads,
@@ -115,6 +126,8 @@ def main() -> None:
     parser.add_argument("--warmup", type=int, default=20)
     parser.add_argument("--batch-size", type=int, default=64)
     parser.add_argument("--threads", type=int, default=2)
+    parser.add_argument("--niceness", type=int, default=0, help="of the Ray rows (serve's niceness)")
+    parser.add_argument("--busy", type=int, default=0, help="busy nice-0 processes beside every round")
     args = parser.parse_args()
 
     root = args.data or os.path.join(tempfile.gettempdir(), "raypipe-actor-overhead")
@@ -130,22 +143,36 @@ def main() -> None:
     )
     work = (root, args.batches, args.warmup, args.batch_size, args.threads)
     runs: dict[str, list[dict[str, float]]] = {"driver": [], "bare actor": [], "service": []}
+    with contextlib.ExitStack() as stack:
+        for _ in range(args.busy):
+            hog = subprocess.Popen([sys.executable, "-c", "while True: pass"])
+            stack.callback(hog.kill)
+        _rounds(args, root, work, runs)
+    _report(args, runs)
+
+
+def _rounds(args: argparse.Namespace, root: str, work: tuple, runs: dict[str, list[dict[str, float]]]) -> None:
     for round_ in range(args.rounds):
         with CpuShare() as share:
             runs["driver"].append(time_pipeline(*work))
         runs["driver"][-1].update(share.result or {})
         actor = BareActor.remote()
         with CpuShare() as share:
-            runs["bare actor"].append(ray.get(actor.run.remote(*work)))
+            runs["bare actor"].append(ray.get(actor.run.remote(args.niceness, *work)))
         runs["bare actor"][-1].update(share.result or {})
         ray.kill(actor)
         with CpuShare() as share:
-            runs["service"].append(time_service(root, args.batches, args.batch_size, args.threads))
+            runs["service"].append(time_service(root, args.batches, args.batch_size, args.threads, args.niceness))
         runs["service"][-1].update(share.result or {})
         print(f"round {round_ + 1}/{args.rounds}: " + ", ".join(f"{k} {v[-1]['img_s']:.0f}" for k, v in runs.items()))
 
+
+def _report(args: argparse.Namespace, runs: dict[str, list[dict[str, float]]]) -> None:
     driver = statistics.median(r["img_s"] for r in runs["driver"])
-    print(f"\n{args.batches} batches of {args.batch_size}, {args.threads} threads, medians of {args.rounds} rounds")
+    print(
+        f"\n{args.batches} batches of {args.batch_size}, {args.threads} threads, medians of {args.rounds} rounds; "
+        f"Ray rows at niceness {args.niceness}, {args.busy} busy nice-0 process(es) beside"
+    )
     print(
         f"{'where the pipeline runs':<24} {'img/s':>6} {'vs driver':>9} {'CPU %':>6} {'CPU ms/img':>10} {'steal %':>7}"
     )

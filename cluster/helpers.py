@@ -13,6 +13,7 @@ from typing import Any
 import ray
 from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
 
+from actors import niceness
 from actors.cpu_helper import CpuHelper
 from raypipe.errors import ArgumentError
 from raypipe.service_config import ServiceConfig
@@ -94,6 +95,7 @@ def start_helper(
     node = choose_node(cluster_nodes(), placed, plan.cpus, plan.reserve_per_gpu)
     if node is None:
         return None
+    nice = launch.niceness_here()
     handle = (
         ray.remote(CpuHelper)
         .options(
@@ -104,10 +106,10 @@ def start_helper(
             max_concurrency=plan.threads,
             max_restarts=-1,
             max_task_retries=0,
-            runtime_env=launch.runtime_env,
+            runtime_env=niceness.runtime_env(nice),
             scheduling_strategy=NodeAffinitySchedulingStrategy(node, soft=False),
         )
-        .remote(launch.pipeline, launch.pipeline_kwargs, config, index, launch.niceness)
+        .remote(launch.pipeline, launch.pipeline_kwargs, config, index, nice)
     )
     return handle, node
 

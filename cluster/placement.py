@@ -161,12 +161,11 @@ class ActorLaunch:
     max_restarts: int
     max_task_retries: int
     startup_timeout_s: float
-    niceness: int = 0
+    niceness: int | None = None
 
-    @property
-    def runtime_env(self) -> dict[str, Any] | None:
-        """The actors' runtime environment for their ``niceness`` (:func:`actors.niceness.runtime_env`)."""
-        return niceness.runtime_env(self.niceness)
+    def niceness_here(self) -> int:
+        """The niceness of an actor the calling process starts: ``niceness``, or the caller's own."""
+        return self.niceness if self.niceness is not None else niceness.current()
 
 
 def start_pipeline_actor(
@@ -178,6 +177,7 @@ def start_pipeline_actor(
 
     The actor reserves ``launch.num_cpus`` CPUs and no GPU. When the node cannot give it those
     CPUs in time, the error names the node, what it has and what is free."""
+    nice = launch.niceness_here()
     actor = (
         ray.remote(concurrency_groups=CONCURRENCY_GROUPS)(PipelineActor)
         .options(
@@ -188,7 +188,7 @@ def start_pipeline_actor(
             num_gpus=0,
             max_restarts=launch.max_restarts,
             max_task_retries=launch.max_task_retries,
-            runtime_env=launch.runtime_env,
+            runtime_env=niceness.runtime_env(nice),
             scheduling_strategy=NodeAffinitySchedulingStrategy(location.node_id, soft=False),
         )
         .remote(
@@ -198,7 +198,7 @@ def start_pipeline_actor(
             rank,
             location.as_dict(),
             (coordinator_name(config.name), NAMESPACE),
-            launch.niceness,
+            nice,
         )
     )
     timeout_s = launch.startup_timeout_s

@@ -165,7 +165,7 @@ def serve(
     detached: bool = False,
     max_restarts: int = ACTOR_MAX_RESTARTS,
     startup_timeout_s: float = 120.0,
-    niceness: int = 0,
+    niceness: int | None = None,
     **pipeline_kwargs: Any,
 ) -> Service:
     """Serve ``pipeline`` (a ``@pipeline_def`` factory) to ``world_size`` ranks under ``name``.
@@ -180,8 +180,10 @@ def serve(
     keep other Ray work off them). ``startup_timeout_s`` bounds the wait for an actor (a
     clear error names what is missing). ``detached`` keeps the coordinator alive after
     this driver exits. Pipeline actors and CPU helpers run at scheduling priority
-    ``niceness`` (0 to 19), not at Ray's default of 15 for workers: at 15 a busy training
-    process on the same cores (at 0) takes almost all of their CPU time.
+    ``niceness`` (0 to 19) when given, else at that of the process that starts them: a rank's
+    pipeline actor at its rank's, as DALI's threads run at their training process's (Ray
+    would give it 15, and a training process at 0 on the same cores then takes almost all
+    of its CPU time), and helpers at the coordinator's.
 
     ``cpu_helpers`` runs the CPU stage of every rank's pipeline also on CPU helper actors
     anywhere in the cluster (CPU-only nodes first; on GPU nodes leaving ``cpu_reserve_per_gpu``
@@ -206,8 +208,9 @@ def serve(
         raise ArgumentError(f"serve: num_cpus_per_actor must be a number >= 0, got {num_cpus_per_actor!r}")
     if not startup_timeout_s > 0:
         raise ArgumentError(f"serve: startup_timeout_s must be > 0, got {startup_timeout_s!r}")
-    if isinstance(niceness, bool) or not isinstance(niceness, int) or not 0 <= niceness <= 19:
-        raise ArgumentError(f"serve: niceness must be an int from 0 to 19, got {niceness!r}")
+    valid_niceness = isinstance(niceness, int) and not isinstance(niceness, bool) and 0 <= niceness <= 19
+    if niceness is not None and not valid_niceness:
+        raise ArgumentError(f"serve: niceness must be None or an int from 0 to 19, got {niceness!r}")
     helper_plan = HelperPlan.parse(
         cpu_helpers, cpus_per_helper, cpu_reserve_per_gpu, max_cpu_helpers, autoscale_interval_s
     )

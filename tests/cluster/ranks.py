@@ -19,8 +19,9 @@ class RankProcess:
         return ray.get_runtime_context().get_node_id()
 
     def home(self) -> dict:
-        """This rank's node, the GPUs Ray gave it and what its CUDA_VISIBLE_DEVICES says."""
+        """This rank's node, the GPUs Ray gave it, what its CUDA_VISIBLE_DEVICES says and its niceness."""
         return {
+            "niceness": os.getpriority(os.PRIO_PROCESS, 0),
             "node_id": ray.get_runtime_context().get_node_id(),
             "gpu_ids": [str(g) for g in ray.get_gpu_ids()],
             "cuda_visible_devices": os.environ.get("CUDA_VISIBLE_DEVICES"),

@@ -88,7 +88,7 @@ def test_pipeline_actors_share_their_ranks_gpus_and_reserve_none(cluster, jpeg_f
             assert actor["node_id"] == home["node_id"], f"rank {rank} on its node"
             assert len(home["gpu_ids"]) == 1 and actor["cuda_visible_devices"] == home["gpu_ids"][0], (actor, home)
             assert actor["gpu_found_by"] == "ray.get_gpu_ids()"
-            assert actor["niceness"] == 0, "not Ray's default of 15 for workers"
+            assert actor["niceness"] == home["niceness"], "at its rank's niceness"
         placed = {(a["node_id"], a["cuda_visible_devices"]) for a in actors}
         assert len(placed) == WORLD, "one pipeline actor per GPU"
     finally:
@@ -186,7 +186,7 @@ def test_errors_are_clear_and_early(cluster, jpeg_files, tmp_path):
     with pytest.raises(rp.ArgumentError, match="shuffle must be one of"):
         _serve(jpeg_files, "svc-bad", shuffle="random")
     for niceness in (-1, 20, 1.5, True):
-        with pytest.raises(rp.ArgumentError, match="niceness must be an int from 0 to 19"):
+        with pytest.raises(rp.ArgumentError, match="niceness must be None or an int from 0 to 19"):
             _serve(jpeg_files, "svc-bad", niceness=niceness)
     with pytest.raises(rp.ReaderError, match="does not exist"):
         _serve_root(tmp_path)
