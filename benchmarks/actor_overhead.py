@@ -14,9 +14,10 @@ The table gives img/s, the ratio to the driver, the pipeline process's CPU use (
 machine's cores), its CPU milliseconds per image, and the share of the machine's CPU time
 the hypervisor took (steal) while it ran: rows with unlike steal do not compare.
 
-The two Ray rows run at ``--niceness`` (the service's ``niceness``; 0 by default, this process's,
-which is what the rank's pipeline actor takes when none is given; 15 is Ray's for workers). ``--busy K`` keeps K busy processes at niceness 0 beside
-every round, as a training process computing on the same cores would be.
+The two Ray rows run at ``--niceness`` (the service's ``niceness``; 0 by default, this
+process's, which the rank's pipeline actor takes when none is given; 15 is Ray's for workers).
+``--busy K`` keeps K busy processes at niceness 0 beside every round, as a training process
+computing on the same cores would be.
 
     python benchmarks/actor_overhead.py --rounds 3 --batches 45
     python benchmarks/actor_overhead.py --busy 1 --niceness 15   # Ray's default priority

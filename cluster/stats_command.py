@@ -63,7 +63,7 @@ def format_stats(name: str, stats: dict[str, Any]) -> str:
     return "\n".join(lines)
 
 
-_ACTOR_HEADER = ["rank", "node", "threads", "cpu %", "rss MB", "shipped MB", "gpu MB", "cpu queue", "ready"]
+_ACTOR_HEADER = ["rank", "node", "threads", "nice", "cpu %", "rss MB", "shipped MB", "gpu MB", "cpu queue", "ready"]
 
 
 def _ranks(stats: dict[str, Any]) -> list[list[str]]:
@@ -85,6 +85,7 @@ def _actor_row(a: dict[str, Any]) -> list[str]:
         str(a["rank"]),
         a["node_id"][:8],
         str(a["threads"]),
+        str(a.get("niceness", "-")),
         f"{a['process']['cpu_percent']:.0f}",
         f"{a['process']['rss_bytes'] / 2**20:.0f}",
         f"{a['object_store_bytes'] / 2**20:.0f}",

@@ -9,6 +9,7 @@ control serves a fast pipeline to a rank whose step takes 100 ms: not input-boun
 from __future__ import annotations
 
 import json
+import os
 import time
 import urllib.request
 
@@ -81,6 +82,10 @@ def test_stats_and_doctor_commands(starved, capsys):
     assert main(["stats", "svc-starved", "--count", "1"]) == 0
     table = capsys.readouterr().out
     assert "svc-starved" in table and "python_function" in table and "stall %" in table
+    lines = [line.split() for line in table.splitlines()]
+    at = next(i for i, line in enumerate(lines) if line[:3] == ["rank", "node", "threads"])
+    header, row = lines[at], lines[at + 1]
+    assert header[3] == "nice" and row[3] == str(os.getpriority(os.PRIO_PROCESS, 0)), "the rank's niceness"
     assert main(["doctor", "svc-starved"]) == 0
     text = capsys.readouterr().out
     assert text.startswith("verdict: input-bound, limited by the cpu stage") and "num_threads" in text
