@@ -77,5 +77,5 @@ def apply(niceness: int, who: str) -> int:
             pass
     got = current()
     if got != niceness:
-        LOG.warning("%s runs at niceness %d, not the service's %d: the kernel refused the change", who, got, niceness)
+        LOG.warning("%s runs at niceness %d, not %d as asked: the kernel refused the change", who, got, niceness)
     return got
