@@ -27,6 +27,6 @@ def test_a_busy_round_leaves_less_idle_than_a_sleeping_one():
         while time.perf_counter() < end:
             pass
     for share in (sleeping.result, busy.result):
-        assert 0 <= share["steal_pct"] <= 100 - share["idle_pct"] <= 100
+        assert 0 <= share["steal_pct"] <= 100 - share["idle_pct"] + 1e-9 <= 100 + 1e-9  # float rounding
     # one core of the machine's kept busy: its share of the time is not idle
     assert busy.result["idle_pct"] < sleeping.result["idle_pct"]

@@ -5,6 +5,7 @@ trains, and a job asking for more than the cluster has fails fast, naming it."""
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import re
@@ -14,6 +15,7 @@ import socket
 import subprocess
 import sys
 import time
+from typing import IO
 
 import pytest
 
@@ -30,10 +32,10 @@ def _free_port() -> int:
         return s.getsockname()[1]
 
 
-@pytest.fixture(scope="module")
-def head():
-    """A ``ray start --head`` of its own (2 CPUs, 2 logical GPUs), in its own process group so
-    that stopping it touches no other Ray instance of the test session."""
+def _start_head(log: IO[str]) -> tuple[subprocess.Popen, str] | None:
+    """``ray start --head`` on free ports, writing to ``log``: the process and the job server's
+    address once it answers, or None when it exited first (another process took a port between
+    :func:`_free_port` and Ray binding it)."""
     port, dashboard = _free_port(), _free_port()
     env = {k: v for k, v in os.environ.items() if k != "RAY_ADDRESS"}
     proc = subprocess.Popen(
@@ -55,25 +57,51 @@ def head():
             "--disable-usage-stats",
         ],
         env=env,
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.DEVNULL,
+        stdout=log,
+        stderr=subprocess.STDOUT,
         start_new_session=True,
     )
     address = f"http://127.0.0.1:{dashboard}"
     GCS[address] = f"127.0.0.1:{port}"
+    deadline = time.monotonic() + 90
+    while _ray_job(address, "list", timeout=60).returncode != 0:
+        if proc.poll() is not None:
+            return None
+        if time.monotonic() > deadline:
+            _stop(proc)
+            return None
+        time.sleep(2)
+    return proc, address
+
+
+def _stop(proc: subprocess.Popen) -> None:
+    with contextlib.suppress(ProcessLookupError):
+        os.killpg(proc.pid, signal.SIGTERM)
     try:
-        deadline = time.monotonic() + 90
-        while _ray_job(address, "list", timeout=60).returncode != 0:
-            assert time.monotonic() < deadline and proc.poll() is None, "ray start --head did not come up"
-            time.sleep(2)
+        proc.wait(timeout=20)
+    except subprocess.TimeoutExpired:
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(proc.pid, signal.SIGKILL)
+        proc.wait()
+
+
+@pytest.fixture(scope="module")
+def head(tmp_path_factory):
+    """A ``ray start --head`` of its own (2 CPUs, 2 logical GPUs), in its own process group so
+    that stopping it touches no other Ray instance of the test session; up to 3 tries."""
+    log_path = tmp_path_factory.mktemp("ray-head") / "ray-start.log"
+    with open(log_path, "w") as log:
+        for _ in range(3):
+            started = _start_head(log)
+            if started is not None:
+                break
+        else:
+            raise AssertionError(f"ray start --head did not come up in 3 tries:\n{log_path.read_text()[-3000:]}")
+    proc, address = started
+    try:
         yield address
     finally:
-        os.killpg(proc.pid, signal.SIGTERM)
-        try:
-            proc.wait(timeout=20)
-        except subprocess.TimeoutExpired:
-            os.killpg(proc.pid, signal.SIGKILL)
-            proc.wait()
+        _stop(proc)
 
 
 def _ray_job(address: str, *args: str, timeout: float = 400) -> subprocess.CompletedProcess:
