@@ -27,6 +27,9 @@ def main() -> None:
     parser.add_argument("--images", type=int, default=512)
     parser.add_argument("--batch-size", type=int, default=64)
     parser.add_argument("--threads", type=int, default=2)
+    parser.add_argument(
+        "--settle", type=float, default=2.0, help="seconds Ray idles before each service (its workers start)"
+    )
     args = parser.parse_args()
 
     root = os.path.join(tempfile.gettempdir(), f"raypipe-first-batch-{args.images}")
@@ -46,6 +49,7 @@ def main() -> None:
     print("trial  serve s  loader s  first batch s  total s")
     for trial in range(args.trials):
         name = f"first-batch-{trial}"
+        time.sleep(args.settle)
         began = time.perf_counter()
         svc = rp.serve(
             resnet50_train,

@@ -1,6 +1,5 @@
-"""The coordinator: one named Ray actor per service holding its configuration, how to start
-a pipeline actor, where every rank attached, skipped samples and every rank's acknowledged
-progress.
+"""The coordinator: one named Ray actor per service holding where every rank attached,
+skipped samples, every rank's acknowledged progress and the service's CPU helpers.
 
 It is restarted by Ray whenever it dies (``max_restarts=-1``) and reads back its
 journaled state (:mod:`cluster.journal`); ranks never need it while iterating (they
@@ -48,9 +47,10 @@ def _busy_seconds(handles: dict[str, Any]) -> dict[str, float]:
 
 
 class Coordinator:
-    """Tells each rank how to start its pipeline actor, records where it attached and which
-    batches it acknowledged (the actors belong to the ranks, so a rank's actor goes with it),
-    and runs the service's CPU helpers: a fixed number, or as many as the ranks' stall asks for."""
+    """Records where each rank attached and which batches it acknowledged, and runs the service's
+    CPU helpers: a fixed number, or as many as the ranks' stall asks for. Ranks start their
+    pipeline actors from the service's record (:mod:`cluster.service_record`), not from here; the
+    actors belong to the ranks, so a rank's actor goes with it."""
 
     def __init__(self, config: ServiceConfig, launch: ActorLaunch, helpers: HelperPlan | None = None):
         self._config = config
@@ -165,11 +165,10 @@ class Coordinator:
     def config(self) -> ServiceConfig:
         return self._config
 
-    def attach(self, rank: int, location: dict[str, Any]) -> ActorLaunch:
-        """Rank ``rank`` trains at ``location`` (node, GPU): record it and say how to start its
-        pipeline actor there."""
+    def attach(self, rank: int, location: dict[str, Any]) -> None:
+        """Rank ``rank`` trains at ``location`` (node, GPU), where it has started its pipeline
+        actor: record it."""
         self._apply(("attach", rank, location))
-        return self._launch
 
     def ack(
         self,

@@ -23,6 +23,7 @@ import ray
 from actors.cuda_ipc import Importer, IpcArray, device_uuid
 from raypipe.errors import ArgumentError, RaypipeError
 
+from . import service_record
 from .naming import NAMESPACE, coordinator_name
 from .placement import locate_rank, parse_device, start_pipeline_actor
 from .rank_normalize import Normalize
@@ -63,11 +64,14 @@ class Loader:
             ray.init(address=os.environ.get("RAY_ADDRESS", "auto"), log_to_driver=False)
         try:
             self._coordinator = ray.get_actor(coordinator_name(name), namespace=NAMESPACE)
+            record = service_record.load(name)
         except ValueError:
+            record = None
+        if record is None:
             raise RaypipeError(
                 f"loader: no raypipe service named {name!r} on this Ray cluster (start it with rp.serve)"
-            ) from None
-        self.config = ray.get(self._coordinator.config.remote())
+            )
+        self.config, launch = record
         if world_size != self.config.world_size:
             raise ArgumentError(
                 f"loader: world_size={world_size} but service {name!r} serves {self.config.world_size} ranks"
@@ -81,8 +85,10 @@ class Loader:
         self._gpu_uuid = device_uuid(self._cuda_index) if output == "torch" and self._cuda_index is not None else None
         self._importer = Importer() if self._gpu_uuid is not None else None
         self.normalize = normalize
-        launch = ray.get(self._coordinator.attach.remote(rank, self.location.as_dict()))
+        # The actor starts while the coordinator may still be starting: both at once.
+        attached = self._coordinator.attach.remote(rank, self.location.as_dict())
         self._actor, self.actor_info = start_pipeline_actor(launch, self.config, rank, self.location)
+        _wait_attached(attached, name, launch.startup_timeout_s, self._actor)
         self._epoch, self._start, self._next = 0, 0, 0  # the rank's position: its only home
         self._resumed = False
         self.last_is_pad: np.ndarray | None = None
@@ -212,6 +218,18 @@ class Loader:
             f"cuda:{self._cuda_index}" if self._cuda_index is not None and torch.cuda.is_available() else None
         )
         return tensor.to(device, non_blocking=True) if device else tensor
+
+
+def _wait_attached(attached: ray.ObjectRef, name: str, timeout_s: float, actor: Any) -> None:
+    """Wait until the coordinator has recorded the rank's attachment (it may still be starting);
+    when it cannot, stop the rank's new pipeline actor and say why."""
+    try:
+        ray.get(attached, timeout=timeout_s)
+    except (ray.exceptions.RayActorError, ray.exceptions.GetTimeoutError) as exc:
+        ray.kill(actor, no_restart=True)
+        why = f"did not answer within {timeout_s:g} s" if isinstance(exc, ray.exceptions.GetTimeoutError) else "failed"
+        cause = "" if isinstance(exc, ray.exceptions.GetTimeoutError) else f": {str(exc).strip().splitlines()[-1]}"
+        raise RaypipeError(f"loader: the coordinator of service {name!r} {why}{cause}") from exc
 
 
 def _settle(refs: list) -> None:

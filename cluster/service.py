@@ -1,5 +1,5 @@
-"""``rp.serve``: validate, then start the coordinator that tells every rank how to start its
-pipeline actor, and hand back a handle with ``stats()`` and ``shutdown()``.
+"""``rp.serve``: validate, record what the service serves (:mod:`cluster.service_record`), start
+its coordinator, and hand back a handle with ``stats()`` and ``shutdown()``.
 
 The service reserves no GPU: each rank's pipeline actor is started by the rank's loader on
 the rank's node and GPU (:mod:`cluster.placement`), so a cluster with G GPUs hosts G ranks
@@ -19,7 +19,7 @@ from raypipe import log
 from raypipe.errors import ArgumentError, PipelineDefinitionError, RaypipeError
 from raypipe.service_config import ServiceConfig
 
-from . import journal
+from . import journal, service_record
 from .coordinator import Coordinator
 from .diagnosis import diagnose
 from .helper_policy import choose_node
@@ -130,7 +130,10 @@ def connect(name: str) -> Service:
         coordinator = ray.get_actor(coordinator_name(name), namespace=NAMESPACE)
     except ValueError:
         raise RaypipeError(f"no raypipe service named {name!r} on this Ray cluster (start it with rp.serve)") from None
-    return Service(name, ray.get(coordinator.config.remote()), coordinator)
+    record = service_record.load(name)
+    if record is None:
+        raise RaypipeError(f"service {name!r} has a coordinator but no record: it is shutting down")
+    return Service(name, record[0], coordinator)
 
 
 def _unavailable(rank: int, why: str) -> dict[str, Any]:
@@ -138,10 +141,11 @@ def _unavailable(rank: int, why: str) -> dict[str, Any]:
 
 
 def _release(name: str, actors: list) -> None:
-    """Kill ``actors`` (None entries skipped) and clear the service's journal."""
+    """Kill ``actors`` (None entries skipped) and clear the service's record and journal."""
     for actor in actors:
         if actor is not None:
             ray.kill(actor, no_restart=True)
+    service_record.clear(name)
     journal.clear(name)
 
 
@@ -177,8 +181,10 @@ def serve(
     Each rank's pipeline actor starts when the rank opens its loader, on the rank's node
     and GPU; it reserves no GPU and ``num_cpus_per_actor`` CPUs (default 0: like DALI's
     threads inside a training process, it uses the CPUs next to its rank; reserve some to
-    keep other Ray work off them). ``startup_timeout_s`` bounds the wait for an actor (a
-    clear error names what is missing). ``detached`` keeps the coordinator alive after
+    keep other Ray work off them). ``startup_timeout_s`` bounds a loader's wait for its actor
+    and for the coordinator (a clear error names what is missing). ``serve`` does not wait for
+    the coordinator to start: loaders start their actors meanwhile, from the service's record
+    (:mod:`cluster.service_record`). ``detached`` keeps the coordinator alive after
     this driver exits. Pipeline actors and CPU helpers run at scheduling priority
     ``niceness`` (0 to 19) when given, else at that of the process that starts them: a rank's
     pipeline actor at its rank's, as DALI's threads run at their training process's (Ray
@@ -249,6 +255,7 @@ def serve(
         startup_timeout_s=float(startup_timeout_s),
         niceness=niceness,
     )
+    service_record.save(name, config, launch)
     coordinator = None
     try:
         coordinator = (
@@ -263,7 +270,6 @@ def serve(
             )
             .remote(config, launch, helper_plan)
         )
-        ray.get(coordinator.config.remote(), timeout=startup_timeout_s)
     except BaseException:
         _release(name, [coordinator])
         raise

@@ -1,0 +1,40 @@
+"""What a service serves (its configuration and how its pipeline actors start), kept in Ray's
+GCS key-value store under the service's name.
+
+``rp.serve`` writes it before it starts the coordinator, and a rank's loader reads it from
+there, not from the coordinator: the loader starts its pipeline actor while the coordinator is
+still starting, so the two worker processes start at once instead of one after the other
+(about 0.8 s of the time to the first batch on 2 cores). It never changes while the service
+runs, and goes with the service's journal at shutdown.
+"""
+
+from __future__ import annotations
+
+from ray import cloudpickle
+from ray.experimental import internal_kv
+
+from raypipe.service_config import ServiceConfig
+
+from .naming import NAMESPACE
+from .placement import ActorLaunch
+
+
+def _key(service: str) -> bytes:
+    return f"raypipe/{service}/record".encode()
+
+
+def save(service: str, config: ServiceConfig, launch: ActorLaunch) -> None:
+    """Record what ``service`` serves (replacing the record of an earlier service of that name)."""
+    blob = cloudpickle.dumps((config, launch))
+    internal_kv._internal_kv_put(_key(service), blob, overwrite=True, namespace=NAMESPACE)
+
+
+def load(service: str) -> tuple[ServiceConfig, ActorLaunch] | None:
+    """``(config, launch)`` of ``service``, or None when no service of that name recorded one."""
+    blob = internal_kv._internal_kv_get(_key(service), namespace=NAMESPACE)
+    return None if blob is None else cloudpickle.loads(blob)
+
+
+def clear(service: str) -> None:
+    """Forget the record (at shutdown)."""
+    internal_kv._internal_kv_del(_key(service), namespace=NAMESPACE)

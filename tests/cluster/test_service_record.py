@@ -1,0 +1,80 @@
+"""The service's record in the GCS: what loaders start their pipeline actors from, without
+waiting for the coordinator (on the simulated cluster of ``conftest.py``)."""
+
+from __future__ import annotations
+
+import time
+
+import pytest
+import ray
+
+import raypipe as rp
+from cluster import service_record
+from cluster.loader import _wait_attached
+from cluster.service import connect
+from raypipe.errors import RaypipeError
+from tests.cluster.pipelines import indexed
+
+
+def test_serve_records_what_it_serves_and_shutdown_forgets_it(cluster, jpeg_files):
+    svc = rp.serve(indexed, name="rec", world_size=2, seed=3, files=jpeg_files[:8], niceness=4, replace=True)
+    try:
+        config, launch = service_record.load("rec")
+        assert config == svc.config
+        assert (config.world_size, config.seed, config.dataset_len) == (2, 3, 8)
+        assert launch.pipeline is indexed and launch.pipeline_kwargs == {"files": jpeg_files[:8]}
+        assert launch.niceness == 4
+        assert connect("rec").config == config
+        loaders = [rp.loader("rec", rank=r, world_size=2, output="numpy") for r in range(2)]
+        real = []
+        for loader in loaders:
+            loader.set_epoch(0)
+            for _, labels in loader:
+                real += [int(v) for v, pad in zip(labels.ravel(), loader.last_is_pad) if not pad]
+        assert sorted(real) == list(range(8)), "the ranks' actors, started from the record, read every sample once"
+        del loaders
+    finally:
+        svc.shutdown()
+    assert service_record.load("rec") is None
+    with pytest.raises(RaypipeError, match="no raypipe service named 'rec'"):
+        rp.loader("rec", rank=0, world_size=2)
+
+
+def test_a_record_left_by_a_dead_driver_is_not_a_service(cluster, jpeg_files):
+    """A driver that dies takes its coordinator along and leaves its record: loaders refuse it."""
+    svc = rp.serve(indexed, name="ghost", world_size=1, files=jpeg_files[:4], replace=True)
+    config, launch = service_record.load("ghost")
+    svc.shutdown()
+    service_record.save("ghost", config, launch)
+    try:
+        with pytest.raises(RaypipeError, match="no raypipe service named 'ghost'"):
+            rp.loader("ghost", rank=0, world_size=1)
+        with pytest.raises(RaypipeError, match="no raypipe service named 'ghost'"):
+            connect("ghost")
+    finally:
+        service_record.clear("ghost")
+
+
+@ray.remote(num_cpus=0)
+class _Stub:
+    def attach(self, rank, location):
+        return None
+
+    def ping(self):
+        return True
+
+
+def test_a_coordinator_that_dies_before_recording_the_rank_stops_its_new_actor(cluster):
+    coordinator, actor = _Stub.remote(), _Stub.remote()
+    ray.get([coordinator.ping.remote(), actor.ping.remote()])
+    ray.kill(coordinator, no_restart=True)
+    with pytest.raises(RaypipeError, match="the coordinator of service 'svc-x' failed"):
+        _wait_attached(coordinator.attach.remote(0, {}), "svc-x", 30.0, actor)
+    deadline = time.monotonic() + 30
+    while time.monotonic() < deadline:  # the kill takes effect asynchronously
+        try:
+            ray.get(actor.ping.remote(), timeout=30)
+        except ray.exceptions.RayActorError:
+            return
+        time.sleep(0.1)
+    pytest.fail("the rank's new pipeline actor still runs")
