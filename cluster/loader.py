@@ -64,9 +64,9 @@ class Loader:
             ray.init(address=os.environ.get("RAY_ADDRESS", "auto"), log_to_driver=False)
         try:
             self._coordinator = ray.get_actor(coordinator_name(name), namespace=NAMESPACE)
-            record = service_record.load(name)
         except ValueError:
-            record = None
+            self._coordinator = None
+        record = service_record.load(name) if self._coordinator is not None else None
         if record is None:
             raise RaypipeError(
                 f"loader: no raypipe service named {name!r} on this Ray cluster (start it with rp.serve)"
@@ -225,11 +225,15 @@ def _wait_attached(attached: ray.ObjectRef, name: str, timeout_s: float, actor: 
     when it cannot, stop the rank's new pipeline actor and say why."""
     try:
         ray.get(attached, timeout=timeout_s)
-    except (ray.exceptions.RayActorError, ray.exceptions.GetTimeoutError) as exc:
+    except ray.exceptions.GetTimeoutError as exc:
         ray.kill(actor, no_restart=True)
-        why = f"did not answer within {timeout_s:g} s" if isinstance(exc, ray.exceptions.GetTimeoutError) else "failed"
-        cause = "" if isinstance(exc, ray.exceptions.GetTimeoutError) else f": {str(exc).strip().splitlines()[-1]}"
-        raise RaypipeError(f"loader: the coordinator of service {name!r} {why}{cause}") from exc
+        raise RaypipeError(
+            f"loader: the coordinator of service {name!r} did not answer within {timeout_s:g} s"
+        ) from exc
+    except ray.exceptions.RayActorError as exc:
+        ray.kill(actor, no_restart=True)
+        cause = str(exc).strip().splitlines()[-1]
+        raise RaypipeError(f"loader: the coordinator of service {name!r} failed: {cause}") from exc
 
 
 def _settle(refs: list) -> None:

@@ -11,6 +11,7 @@ import ray
 import raypipe as rp
 from cluster import service_record
 from cluster.loader import _wait_attached
+from cluster.naming import NAMESPACE, coordinator_name
 from cluster.service import connect
 from raypipe.errors import RaypipeError
 from tests.cluster.pipelines import indexed
@@ -55,26 +56,24 @@ def test_a_record_left_by_a_dead_driver_is_not_a_service(cluster, jpeg_files):
         service_record.clear("ghost")
 
 
-@ray.remote(num_cpus=0)
-class _Stub:
-    def attach(self, rank, location):
-        return None
-
-    def ping(self):
-        return True
-
-
-def test_a_coordinator_that_dies_before_recording_the_rank_stops_its_new_actor(cluster):
-    coordinator, actor = _Stub.remote(), _Stub.remote()
-    ray.get([coordinator.ping.remote(), actor.ping.remote()])
-    ray.kill(coordinator, no_restart=True)
-    with pytest.raises(RaypipeError, match="the coordinator of service 'svc-x' failed"):
-        _wait_attached(coordinator.attach.remote(0, {}), "svc-x", 30.0, actor)
-    deadline = time.monotonic() + 30
-    while time.monotonic() < deadline:  # the kill takes effect asynchronously
-        try:
-            ray.get(actor.ping.remote(), timeout=30)
-        except ray.exceptions.RayActorError:
-            return
-        time.sleep(0.1)
-    pytest.fail("the rank's new pipeline actor still runs")
+def test_a_coordinator_that_dies_before_recording_the_rank_stops_its_new_actor(cluster, jpeg_files):
+    """The real coordinator and pipeline actor: the coordinator is gone when the loader waits for it."""
+    svc = rp.serve(indexed, name="orphan", world_size=1, files=jpeg_files[:4], replace=True)
+    try:
+        loader = rp.loader("orphan", rank=0, world_size=1, output="numpy")
+        actor = loader._actor
+        ray.get(actor.where.remote())
+        coordinator = ray.get_actor(coordinator_name("orphan"), namespace=NAMESPACE)
+        ray.kill(coordinator, no_restart=True)
+        with pytest.raises(RaypipeError, match="the coordinator of service 'orphan' failed"):
+            _wait_attached(coordinator.attach.remote(0, loader.location.as_dict()), "orphan", 30.0, actor)
+        deadline = time.monotonic() + 30
+        while time.monotonic() < deadline:  # the kill takes effect asynchronously
+            try:
+                ray.get(actor.where.remote(), timeout=30)
+            except ray.exceptions.RayActorError:
+                return
+            time.sleep(0.1)
+        pytest.fail("the rank's new pipeline actor still runs")
+    finally:
+        svc.shutdown()
