@@ -60,6 +60,16 @@ def diagnose(stats: dict[str, Any]) -> dict[str, Any]:
         return _report("input-bound", None, rank, [*evidence, why], suggestion, timing, complete=False)
     bottleneck, stage_evidence, operators = _stage(actor)
     suggestions = _suggestions(bottleneck, actor, stats, operators)
+    store = stats.get("object_store", {})
+    if store.get("spilled_bytes"):
+        stage_evidence.append(
+            f"Ray has spilled {store['spilled_bytes'] / 2**20:.0f} MiB of objects to disk since the cluster started "
+            f"(object store: {store['used_bytes'] / 2**20:.0f} of {store['capacity_bytes'] / 2**20:.0f} MiB in use)"
+        )
+        suggestions.append(
+            "keep batches in the object store: lower the loader's prefetch, ship uint8 (rp.Normalize on the rank) "
+            "or give the nodes a larger store (ray start --object-store-memory)"
+        )
     return _report("input-bound", bottleneck, rank, evidence + stage_evidence, suggestions, timing, operators)
 
 

@@ -23,9 +23,9 @@ import ray
 from actors.cuda_ipc import Importer, IpcArray, device_uuid
 from raypipe.errors import ArgumentError, RaypipeError
 
-from . import service_record
+from . import object_store, service_record
 from .naming import NAMESPACE, coordinator_name
-from .placement import locate_rank, parse_device, start_pipeline_actor
+from .placement import local_world_size, locate_rank, parse_device, start_pipeline_actor
 from .rank_normalize import Normalize
 
 OUTPUTS = ("torch", "numpy")
@@ -91,6 +91,7 @@ class Loader:
         _wait_attached(attached, name, launch.startup_timeout_s, self._actor)
         self._epoch, self._start, self._next = 0, 0, 0  # the rank's position: its only home
         self._resumed = False
+        self._store_checked = False
         self.last_is_pad: np.ndarray | None = None
         self.last_sample_indices: np.ndarray | None = None
 
@@ -138,6 +139,8 @@ class Loader:
                         f"loader: rank {self.rank} asked for batch {k} of epoch {epoch} and received batch "
                         f"{batch['index']} of epoch {batch['epoch']}"
                     )
+                if not self._store_checked:
+                    self._check_store(batch["outputs"])
                 self._next = k + 1
                 self.last_is_pad = batch["is_pad"]
                 self.last_sample_indices = batch["sample_indices"]
@@ -203,6 +206,19 @@ class Loader:
                 f"loader: the pipeline actor serving rank {self.rank} of {self.name!r} is gone at epoch {epoch}, "
                 f"batch {k} ({type(exc).__name__}); resume from state_dict() once the service is back"
             ) from exc
+
+    def _check_store(self, arrays: list) -> None:
+        """Warn once when this node's ranks' batches in flight may not fit its object store, where
+        Ray would spill them (see :mod:`cluster.object_store`); GPU batches (CUDA IPC) do not count."""
+        self._store_checked = True
+        batch_bytes = sum(a.nbytes for a in arrays if isinstance(a, np.ndarray))
+        if batch_bytes == 0:
+            return
+        store_bytes, gpus = object_store.node_store(self.location.node_id)
+        node_ranks = min(self.config.world_size, local_world_size() or max(1, gpus))
+        risk = object_store.spill_risk(batch_bytes, self.prefetch, node_ranks, store_bytes)
+        if risk is not None:
+            warnings.warn(f"loader: rank {self.rank} of {self.name!r}: {risk}", object_store.ObjectStoreWarning, 3)
 
     def _convert(self, array: np.ndarray | IpcArray) -> Any:
         if isinstance(array, IpcArray):

@@ -32,6 +32,7 @@ from raypipe.service_config import ServiceConfig
 from .naming import NAMESPACE, coordinator_name, pipeline_actor_name
 
 _LOCAL_RANK_VARS = ("LOCAL_RANK", "HOROVOD_LOCAL_RANK", "OMPI_COMM_WORLD_LOCAL_RANK")
+_LOCAL_SIZE_VARS = ("LOCAL_WORLD_SIZE", "HOROVOD_LOCAL_SIZE", "OMPI_COMM_WORLD_LOCAL_SIZE")
 
 
 @dataclasses.dataclass(frozen=True)
@@ -55,6 +56,15 @@ def local_rank() -> int:
         if key in os.environ:
             return int(os.environ[key])
     return 0
+
+
+def local_world_size() -> int | None:
+    """How many ranks the launcher started on this node (torchrun, horovodrun, mpirun), or None
+    when it does not say."""
+    for key in _LOCAL_SIZE_VARS:
+        if key in os.environ:
+            return int(os.environ[key])
+    return None
 
 
 def locate_rank(device: str | int | None = None) -> RankLocation:

@@ -19,7 +19,7 @@ from raypipe import log
 from raypipe.errors import ArgumentError, PipelineDefinitionError, RaypipeError
 from raypipe.service_config import ServiceConfig
 
-from . import journal, service_record
+from . import journal, object_store, service_record
 from .coordinator import Coordinator
 from .diagnosis import diagnose
 from .helper_policy import choose_node
@@ -67,8 +67,10 @@ class Service:
 
     def stats(self, timeout_s: float = 10.0) -> dict[str, Any]:
         """Per-rank acknowledged progress, where each rank attached, skipped samples
-        (``{"count", "files"}``) and, per rank, its pipeline actor: node, the GPU it shares
-        (``cuda_visible_devices``), batches served and busy time. A rank without an actor yet,
+        (``{"count", "files"}``), per rank its pipeline actor: node, the GPU it shares
+        (``cuda_visible_devices``), batches served and busy time; and the cluster's object stores
+        (``object_store``: bytes used and in all, spilled and restored since the cluster started,
+        or ``{"available": False, "why"}``). A rank without an actor yet,
         or whose actor does not answer within ``timeout_s`` (restarting, say), is listed as
         unavailable."""
         coordinator = self._coordinator.stats.remote()
@@ -96,6 +98,7 @@ class Service:
             except ray.exceptions.RayError as exc:
                 details.append({"name": name, "available": False, "why": type(exc).__name__})
         out["helpers"]["details"] = details
+        out["object_store"] = _store_usage()
         return out
 
     def report(self) -> dict[str, Any]:
@@ -134,6 +137,15 @@ def connect(name: str) -> Service:
     if record is None:
         raise RaypipeError(f"service {name!r} has a coordinator but no record: it is shutting down")
     return Service(name, record[0], coordinator)
+
+
+def _store_usage() -> dict[str, Any]:
+    """:func:`object_store.usage` for ``stats()``; Ray's memory-info call is internal, so a Ray whose
+    call has changed gives the reason instead of failing the whole report."""
+    try:
+        return {"available": True, **object_store.usage().as_dict()}
+    except Exception as exc:  # ray._private API: any failure leaves the rest of stats() intact
+        return {"available": False, "why": f"{type(exc).__name__}: {exc}"}
 
 
 def _unavailable(rank: int, why: str) -> dict[str, Any]:

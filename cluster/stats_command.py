@@ -60,7 +60,18 @@ def format_stats(name: str, stats: dict[str, Any]) -> str:
     skipped = stats.get("skipped", {})
     if skipped.get("count"):
         lines.append(f"skipped samples: {skipped['count']}")
+    lines.append(_store_line(stats.get("object_store", {})))
     return "\n".join(lines)
+
+
+def _store_line(store: dict[str, Any]) -> str:
+    if not store.get("available"):
+        return f"object store: unavailable ({store.get('why', 'not reported')})"
+    return (
+        f"object store: {store['used_bytes'] / 2**20:.0f} of {store['capacity_bytes'] / 2**20:.0f} MiB in use; "
+        f"spilled {store['spilled_bytes'] / 2**20:.0f} MiB ({store['spilled_objects']} objects), restored "
+        f"{store['restored_bytes'] / 2**20:.0f} MiB since the cluster started"
+    )
 
 
 _ACTOR_HEADER = ["rank", "node", "threads", "nice", "cpu %", "rss MB", "shipped MB", "gpu MB", "cpu queue", "ready"]

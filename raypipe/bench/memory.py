@@ -5,7 +5,7 @@ processes sharing them, so forked workers are not counted twice) of this process
 descendants that work for the contender: those started during the round (DataLoader workers,
 pipeline actors) and those whose title changes during it (a Ray worker that goes from
 ``ray::IDLE`` to running a task), but not idle Ray workers. Linux only (``/proc``); elsewhere it measures nothing.
-:class:`StorePeak` polls the Ray object store's bytes in use.
+:class:`StorePeak` polls the Ray object store's bytes in use and spilled.
 """
 
 from __future__ import annotations
@@ -105,17 +105,19 @@ class PeakMemory(_Poller):
 
 
 class StorePeak(_Poller):
-    """Peak bytes in use in the Ray object store (Ray's internal memory-info call)."""
+    """Peak bytes in use in the Ray object store, and bytes Ray spilled to disk meanwhile
+    (``spilled``; :func:`cluster.object_store.usage`)."""
 
     def __init__(self, interval_s: float = 0.1):
-        import ray
-        from ray._private.internal_api import get_memory_info_reply, get_state_from_address
+        from cluster import object_store
 
         super().__init__(interval_s)
-        self._reply = get_memory_info_reply
-        self._state = get_state_from_address(ray.get_runtime_context().gcs_address)
+        self._usage = object_store.usage
+        self._spilled_before = self._usage().spilled_bytes
         self.peak = 0
+        self.spilled = 0
 
     def sample(self) -> None:
-        used = self._reply(self._state).store_stats.object_store_bytes_used
-        self.peak = max(self.peak, used)
+        usage = self._usage()
+        self.peak = max(self.peak, usage.used_bytes)
+        self.spilled = usage.spilled_bytes - self._spilled_before

@@ -10,7 +10,8 @@ NOTES = (
     "img/s: median over rounds, after the first batch and the warm-up; MP/s: img/s x the mean source megapixels",
     "1st batch s: from start-up (building the pipeline, starting workers, serve) to the first batch, median",
     "peak MiB: most memory (PSS) of this process and the contender's worker processes above this process's own "
-    "at the start of the round; store MiB: peak Ray object store in use; both medians over rounds",
+    "at the start of the round; store MiB: peak Ray object store in use; both medians over rounds; spill MiB: "
+    "bytes Ray spilled from the object store to disk during a round, the most of any round",
     "idle %: the machine's CPU time left idle during a round (start-up included); steal %: taken by the "
     "hypervisor for other guests (a virtual machine's noise: compare rows whose steal is alike); both of all "
     "CPUs, medians over rounds",
@@ -37,7 +38,18 @@ def format_report(summary: dict[str, Any]) -> str:
         "",
     ]
     ratio_header = "vs DALI" if reference["name"] == "dali-cpu" else f"vs {reference['name'] or 'ref'}"
-    header = ("contender", "img/s", "MP/s", ratio_header, "1st batch s", "peak MiB", "store MiB", "idle %", "steal %")
+    header = (
+        "contender",
+        "img/s",
+        "MP/s",
+        ratio_header,
+        "1st batch s",
+        "peak MiB",
+        "store MiB",
+        "spill MiB",
+        "idle %",
+        "steal %",
+    )
     rows = [
         (
             row["label"],
@@ -47,6 +59,7 @@ def format_report(summary: dict[str, Any]) -> str:
             _number(row["first_batch_s"], ".2f"),
             _number(row["peak_memory_mib"], ".0f"),
             "-" if row["store_peak_mib"] is None else f"{row['store_peak_mib']:.0f}",
+            "-" if row.get("store_spilled_mib") is None else f"{row['store_spilled_mib']:.0f}",
             _number(row["idle_pct"], ".0f"),
             _number(row["steal_pct"], ".1f"),
         )

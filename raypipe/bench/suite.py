@@ -94,6 +94,7 @@ def _one_round(contender: Contender, work: Workload) -> dict[str, Any]:
         "first_batch_s": timing.first_batch_s,
         "peak_memory_mib": None if memory.extra_bytes is None else memory.extra_bytes / MIB,
         "store_peak_mib": store.peak / MIB if contender.uses_ray else None,
+        "store_spilled_mib": store.spilled / MIB if contender.uses_ray else None,
         "idle_pct": share.get("idle_pct"),
         "steal_pct": share.get("steal_pct"),
     }
@@ -134,6 +135,7 @@ def summarize(
                 "first_batch_s": statistics.median(r["first_batch_s"] for r in rounds),
                 "peak_memory_mib": _median(r["peak_memory_mib"] for r in rounds),
                 "store_peak_mib": _median(r["store_peak_mib"] for r in rounds),
+                "store_spilled_mib": _max(r.get("store_spilled_mib") for r in rounds),
                 "idle_pct": _median(r["idle_pct"] for r in rounds),
                 "steal_pct": _median(r["steal_pct"] for r in rounds),
                 "rounds": rounds,
@@ -162,6 +164,12 @@ def _median(values: Iterable[float | None]) -> float | None:
     """The median, or None when a round could not measure (memory outside Linux)."""
     values = list(values)
     return None if None in values else statistics.median(values)
+
+
+def _max(values: Iterable[float | None]) -> float | None:
+    """The largest, or None when a round did not measure (contenders without Ray)."""
+    values = list(values)
+    return None if None in values else max(values)
 
 
 def _reference(records: list[Record], skipped: dict[Contender, str], rows: list[dict]) -> dict[str, Any]:

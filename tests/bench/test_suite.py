@@ -86,6 +86,8 @@ def test_service_with_one_rank(tmp_path, jpeg_root, capsys):
     _check_rows(summary, ["raypipe-cpu-f32", "service-1rank"])
     service = summary["contenders"][1]
     assert service["store_peak_mib"] > 0 and summary["contenders"][0]["store_peak_mib"] is None
+    # a normal epoch keeps its batches in the object store (``cluster.object_store``)
+    assert service["store_spilled_mib"] == 0 and summary["contenders"][0]["store_spilled_mib"] is None
     assert summary["reference"]["name"] is None and service["ratio"] is None
     assert "n/a" in capsys.readouterr().out
     assert not ray.is_initialized(), "the run's Ray is shut down"

@@ -33,6 +33,15 @@ def large(files):
     return images, labels
 
 
+@rp.pipeline_def(batch_size=8, num_threads=1)
+def big_batches(files):
+    """Batches of 8 x 512 x 512 x 3 uint8 (6 MiB) labelled with their sample index: a dozen fill a
+    small object store."""
+    jpegs, labels = fn.readers.file(files=files, labels=list(range(len(files))), name="Reader")
+    images = fn.resize(fn.decoders.image(jpegs), resize_x=512, resize_y=512)
+    return images, labels
+
+
 @rp.pipeline_def(batch_size=5, num_threads=1)
 def broken_in_actors(files):
     """Builds in the driver, fails in every pipeline actor (to test a serve that fails part-way)."""
