@@ -74,10 +74,20 @@ def resize(image: np.ndarray, width: int, height: int, box: Box | None = None) -
         image = np.ascontiguousarray(image)
     # the views are numpy's: torch's own view calls each release and retake the GIL
     source = torch.from_numpy(image.transpose(2, 0, 1)[None])
-    out = torch.nn.functional.interpolate(source, size=(height, width), mode="bilinear", antialias=True)
-    # torch writes the planes (NCHW): hand out their HWC view, not a transposed copy; a CHW consumer
-    # (crop_mirror_normalize) then reads contiguous planes
-    return out.numpy()[0].transpose(1, 2, 0)
+    out = np.empty((height, width, image.shape[2]), np.uint8)
+    # F.interpolate's own op, told to write HWC: torch then packs its 4-byte working pixels into
+    # rows, 100-150 us per 224x224 image faster than into the planes interpolate would return,
+    # more than a CHW consumer (crop_mirror_normalize) pays to read HWC
+    _antialiased_bilinear(torch)(
+        source, [height, width], False, None, None, out=torch.from_numpy(out).permute(2, 0, 1)[None]
+    )
+    return out
+
+
+@cache
+def _antialiased_bilinear(torch: Any) -> Any:
+    """The ATen op behind ``F.interpolate(..., mode="bilinear", antialias=True)``, writing into ``out``."""
+    return torch.ops.aten._upsample_bilinear2d_aa.out
 
 
 def pil_resize(image: np.ndarray, width: int, height: int, box: Box | None = None) -> np.ndarray:

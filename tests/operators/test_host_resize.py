@@ -74,3 +74,15 @@ def test_strided_and_reversed_views_resize_like_their_copies():
     image = _image(301, 203, seed=3)
     for view in (image[:, 17:250], image[:, ::-1], image[::-1, 5:100]):
         assert np.array_equal(host_resize.resize(view, 64, 48), host_resize.resize(np.ascontiguousarray(view), 64, 48))
+
+
+@needs_torch
+def test_torch_results_are_interpolate_exactly_in_contiguous_hwc():
+    import torch
+
+    image = _image(333, 251, seed=4)
+    got = host_resize.resize(image, 224, 160)
+    planes = torch.from_numpy(np.ascontiguousarray(image.transpose(2, 0, 1)))[None]
+    expected = torch.nn.functional.interpolate(planes, size=(160, 224), mode="bilinear", antialias=True)
+    assert got.flags.c_contiguous and got.shape == (160, 224, 3)
+    assert np.array_equal(got, expected[0].permute(1, 2, 0).numpy())
