@@ -17,18 +17,20 @@ from tests.cluster.pipelines import big_batches
 
 STORE = 80 * 2**20  # the node's whole object store: a dozen of big_batches' 6 MiB batches overflow it
 BATCH_BYTES = 8 * 512 * 512 * 3
+PAUSE_S, STEP_S = 3.0, 0.05
 
 
 class SlowRank:
-    """A rank that trains ``step_s`` per batch, so its prefetched batches wait in the store."""
+    """A rank whose first step takes ``PAUSE_S`` (an evaluation, a checkpoint) and every other
+    ``STEP_S``: its prefetched batches wait in the store meanwhile, all of them during the pause."""
 
-    def read_epoch(self, service: str, prefetch: int, step_s: float) -> dict:
+    def read_epoch(self, service: str, prefetch: int) -> dict:
         with warnings.catch_warnings(record=True) as caught:
             warnings.simplefilter("always", object_store.ObjectStoreWarning)
             loader = rp.loader(service, rank=0, world_size=1, output="numpy", prefetch=prefetch)
             labels = []
-            for _, batch_labels in loader:
-                time.sleep(step_s)
+            for step, (_, batch_labels) in enumerate(loader):
+                time.sleep(PAUSE_S if step == 0 else STEP_S)
                 labels += batch_labels.ravel().tolist()
         return {
             "labels": labels,
@@ -46,28 +48,29 @@ def small_store_node(cluster):
     cluster.remove_node(node)
 
 
-def _epoch_on_small_node(files: list[str], name: str, prefetch: int, step_s: float) -> tuple[dict, int]:
+def _epoch_on_small_node(files: list[str], name: str, prefetch: int) -> tuple[dict, int]:
     """One epoch read by a rank on the small-store node: what it saw and the bytes Ray spilled meanwhile."""
     svc = rp.serve(big_batches, name=name, world_size=1, seed=1, files=files, replace=True)
     rank = ray.remote(SlowRank).options(num_cpus=0, resources={"small_store": 0.01}).remote()
     try:
         before = object_store.usage().spilled_bytes
-        seen = ray.get(rank.read_epoch.remote(name, prefetch, step_s), timeout=180)
+        seen = ray.get(rank.read_epoch.remote(name, prefetch), timeout=180)
         return seen, object_store.usage().spilled_bytes - before
     finally:
         ray.kill(rank)
         svc.shutdown()
 
 
+@pytest.mark.slow
 def test_a_normal_epoch_spills_nothing_and_an_oversized_prefetch_is_warned_about(small_store_node, jpeg_files):
     files = jpeg_files * 7  # 168 samples: 21 batches of 6 MiB, 126 MiB in all, more than the store
-    normal, spilled = _epoch_on_small_node(files, "store-normal", prefetch=2, step_s=0.05)
+    normal, spilled = _epoch_on_small_node(files, "store-normal", prefetch=2)
     assert normal["node"] == small_store_node.node_id
     assert sorted(normal["labels"]) == list(range(len(files))), "every sample exactly once"
     assert normal["warnings"] == []
     assert spilled == 0, f"Ray spilled {spilled} bytes during a normal epoch"
 
-    hoarding, spilled = _epoch_on_small_node(files, "store-hoarding", prefetch=16, step_s=0.2)
+    hoarding, spilled = _epoch_on_small_node(files, "store-hoarding", prefetch=16)
     assert sorted(hoarding["labels"]) == list(range(len(files))), "spilled batches still arrive, exactly once"
     [warning] = hoarding["warnings"]
     assert "prefetch=16" in warning and "80.0 MiB object store" in warning and "spill" in warning
