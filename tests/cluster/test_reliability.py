@@ -16,7 +16,7 @@ import pytest
 import ray
 
 import raypipe as rp
-from cluster import journal
+from cluster import journal, object_store
 from cluster.naming import NAMESPACE, coordinator_name
 from tests.cluster.pipelines import broken_in_actors, indexed, large, skipping
 
@@ -237,13 +237,6 @@ def test_chaos_every_epoch_exactly_once_and_bit_identical(cluster, jpeg_files):
         svc.shutdown()
 
 
-def _store_bytes() -> int:
-    from ray._private.internal_api import get_memory_info_reply, get_state_from_address
-
-    state = get_state_from_address(ray.get_runtime_context().gcs_address)
-    return get_memory_info_reply(state).store_stats.object_store_bytes_used
-
-
 def _wait_until(condition, timeout_s=30.0):
     deadline = time.monotonic() + timeout_s
     while time.monotonic() < deadline:
@@ -268,7 +261,7 @@ time.sleep(600)
 def test_a_killed_rank_process_releases_its_prefetched_batches(cluster, jpeg_files):
     svc = rp.serve(large, name="rel-rank", world_size=1, files=jpeg_files, num_cpus_per_actor=0.25, replace=True)
     try:
-        baseline = _store_bytes()
+        baseline = object_store.usage().used_bytes
         rank = subprocess.Popen(
             [sys.executable, "-c", RANK_SCRIPT, cluster.address, "rel-rank"],
             cwd=ROOT,
@@ -277,12 +270,12 @@ def test_a_killed_rank_process_releases_its_prefetched_batches(cluster, jpeg_fil
         )
         try:
             assert rank.stdout.readline().strip() == "ready"
-            held = _store_bytes()
+            held = object_store.usage().used_bytes
             assert held >= baseline + 4 * 300 * 1024, (baseline, held)
         finally:
             rank.kill()
             rank.wait()
-        assert _wait_until(lambda: _store_bytes() <= baseline), (baseline, _store_bytes())
+        assert _wait_until(lambda: object_store.usage().used_bytes <= baseline), object_store.usage()
     finally:
         svc.shutdown()
 
