@@ -42,11 +42,26 @@ class StoreUsage:
 
 
 def usage() -> StoreUsage:
-    """The object stores of the cluster this process is connected to, as Ray reports them."""
-    from ray._private.internal_api import get_memory_info_reply, get_state_from_address
+    """The object stores of the cluster this process is connected to, as Ray reports them.
 
-    state = get_state_from_address(ray.get_runtime_context().gcs_address)
-    stats = get_memory_info_reply(state).store_stats
+    Any raylet gathers the counters of every node (Ray's ``FormatGlobalMemoryInfo``, what
+    ``ray memory`` calls). The raylet is found through this process's own Ray connection and the
+    channel is closed on return: a fresh GCS client per call would leave native threads behind
+    that crash the interpreter at exit."""
+    from ray._common.network_utils import build_address
+    from ray._private.grpc_utils import init_grpc_channel
+    from ray._private.internal_api import MAX_MESSAGE_LENGTH
+    from ray.core.generated import node_manager_pb2, node_manager_pb2_grpc
+
+    raylet = next(node for node in ray.nodes() if node.get("Alive"))
+    options = [
+        ("grpc.max_send_message_length", MAX_MESSAGE_LENGTH),
+        ("grpc.max_receive_message_length", MAX_MESSAGE_LENGTH),
+    ]
+    with init_grpc_channel(build_address(raylet["NodeManagerAddress"], raylet["NodeManagerPort"]), options) as channel:
+        request = node_manager_pb2.FormatGlobalMemoryInfoRequest(include_memory_info=False)
+        reply = node_manager_pb2_grpc.NodeManagerServiceStub(channel).FormatGlobalMemoryInfo(request, timeout=60.0)
+    stats = reply.store_stats
     return StoreUsage(
         used_bytes=int(stats.object_store_bytes_used),
         capacity_bytes=int(stats.object_store_bytes_avail),

@@ -7,15 +7,53 @@ tests run the compiled kernels.
 
 from __future__ import annotations
 
+import faulthandler
 import os
+import sys
 
 import pytest
 
 from raypipe.backend import gpu_available
 from raypipe.datasets import make_jpeg_folder
 
+# Enabled before pytest's own faulthandler plugin starts, so that pytest enables it again once the
+# session is over: a crash while the interpreter exits (after the summary) then prints every
+# thread's stack instead of a bare "Segmentation fault".
+faulthandler.enable()
+
 if not gpu_available():
     os.environ.setdefault("NUMBA_ENABLE_CUDASIM", "1")
+
+_SESSION = pytest.StashKey["pytest.Session"]()
+
+
+def pytest_sessionfinish(session: pytest.Session) -> None:
+    session.config.stash[_SESSION] = session
+
+
+@pytest.hookimpl(trylast=True)
+def pytest_unconfigure(config: pytest.Config) -> None:
+    """End a test process that used Ray with its exit status, without the interpreter's teardown.
+
+    This process starts and stops dozens of Ray sessions and simulated clusters. Ray leaves
+    native gRPC and GCS-client threads running after each ``ray.shutdown()`` (it does not
+    support restarting in one process: ray-project/ray#31145), and the C++ static destructors
+    that run at exit can then crash under them, after every test has passed and the summary is
+    out. Behaviour at exit of raypipe's own processes is tested in subprocesses, not here."""
+    session = config.stash.get(_SESSION, None)
+    if session is None or "ray" not in sys.modules:
+        return
+    import ray
+
+    if ray.is_initialized():
+        ray.shutdown()
+    capture = config.pluginmanager.getplugin("capturemanager")
+    if capture is not None:
+        capture.stop_global_capturing()
+    for stream in (sys.stdout, sys.stderr, sys.__stdout__, sys.__stderr__):
+        if stream is not None:
+            stream.flush()
+    os._exit(int(session.exitstatus))
 
 
 @pytest.fixture(scope="session")
