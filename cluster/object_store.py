@@ -53,7 +53,9 @@ def usage() -> StoreUsage:
     from ray._private.internal_api import MAX_MESSAGE_LENGTH
     from ray.core.generated import node_manager_pb2, node_manager_pb2_grpc
 
-    raylet = next(node for node in ray.nodes() if node.get("Alive"))
+    raylet = next((node for node in ray.nodes() if node.get("Alive")), None)
+    if raylet is None:
+        raise RuntimeError("Ray lists no live node to ask for the object store's use")
     options = [
         ("grpc.max_send_message_length", MAX_MESSAGE_LENGTH),
         ("grpc.max_receive_message_length", MAX_MESSAGE_LENGTH),
