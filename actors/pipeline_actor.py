@@ -12,6 +12,7 @@ for.
 
 from __future__ import annotations
 
+import dataclasses
 import itertools
 import os
 import time
@@ -28,7 +29,7 @@ from raypipe.replacement import fill_skipped
 from raypipe.service_config import ServiceConfig
 from raypipe.tensor_list import TensorList
 
-from . import niceness
+from . import host_ring, niceness
 from .cpu_helper import build_service_pipeline, remote_worker
 from .cuda_ipc import Exporter, device_uuid, use_ipc
 from .meters import ProcessMeter, QueueMeter
@@ -70,6 +71,9 @@ class PipelineActor:
         self._shipped_bytes = 0  # host batches handed to the object store
         self._exported = float("-inf")
         self._gpu_uuid = device_uuid(0) if device_id is not None else None
+        self._host = host_ring.Exporter() if host_ring.supported() else None
+        self._host_spare = 0  # batches the rank may hold, beyond the pipeline's own queues
+        self._size_host_pool(3)  # the loader's default prefetch of 2, plus one
         self._exporter: Exporter | None = None
         self._ipc_fallbacks = 0
         self._cursor: tuple[int, int, int] | None = None  # (epoch, start, k) produced next
@@ -125,17 +129,36 @@ class PipelineActor:
             "gpu_found_by": self.location["how"],
             "pid": os.getpid(),
             "niceness": niceness.current(),
+            "host_channel": self._host_channel(),
         }
 
+    def _host_channel(self) -> dict[str, Any] | None:
+        """Where a rank checks that it can map this actor's shared-memory batches (None: it cannot)."""
+        return dataclasses.asdict(self._host.channel()) if self._host is not None else None
+
     def get_batch(
-        self, epoch: int, start: int, k: int, gpu_uuid: bytes | None = None, ipc_ring: int = 3
+        self,
+        epoch: int,
+        start: int,
+        k: int,
+        gpu_uuid: bytes | None = None,
+        ipc_ring: int = 3,
+        host: str | None = None,
+        released: tuple[int, ...] = (),
     ) -> dict[str, Any]:
         """Batch ``k`` of ``epoch`` (begun at stream position ``start``) for this actor's rank: outputs as
         host arrays (or CUDA IPC handles into a ring of ``ipc_ring`` buffers per output when the
-        rank runs on this actor's GPU, ``gpu_uuid``),
+        rank runs on this actor's GPU, ``gpu_uuid``; or shared-memory :class:`host_ring.HostArray`
+        descriptors when ``host`` names this actor's host exporter, which the rank has checked it
+        can map; ``released`` are the tokens of such batches the rank no longer uses),
         padding flags and sample indices. Skipped samples are replaced (see
-        :mod:`raypipe.replacement`) and reported under ``"skipped"``."""
+        :mod:`raypipe.replacement`) and reported under ``"skipped"``. A reply to a request that
+        does not name the host exporter carries its ``"host_channel"`` for the rank to check."""
         began = time.perf_counter()
+        ring = self._host is not None and host == self._host.exporter_id
+        if ring:
+            self._host.release(released)
+        self._size_host_pool(ipc_ring)
         self._refresh_helpers()
         self._queues.sample(self.pipe.queue_stats())
         outputs, info = self._produce(epoch, start, k)
@@ -147,7 +170,7 @@ class PipelineActor:
             )
         self._served += 1
         self._skipped += len(info.skipped)
-        shipped = [self._ship(o, rows, gpu_uuid, (epoch, k), ipc_ring * len(outputs)) for o in outputs]
+        shipped = [self._ship(o, rows, gpu_uuid, (epoch, k), ipc_ring * len(outputs), ring) for o in outputs]
         self._shipped_bytes += sum(a.nbytes for a in shipped if isinstance(a, np.ndarray))
         self._busy_s += time.perf_counter() - began
         if time.monotonic() - self._exported > EXPORT_INTERVAL_S:
@@ -161,7 +184,15 @@ class PipelineActor:
             "start": start,
             "index": k,
             "skipped": [(info.epoch, s.sample_index, s.source, s.reason) for s in info.skipped],
+            "host_channel": None if ring else self._host_channel(),
         }
+
+    def _size_host_pool(self, rank_slots: int) -> None:
+        """Batch arrays in shared memory, with a spare for each batch the rank may hold: the
+        ``rank_slots`` (prefetch + 1) it has asked for, and one it has dropped but not yet released."""
+        if self._host is not None and rank_slots + 1 != self._host_spare:
+            self._host_spare = rank_slots + 1
+            self.pipe.set_host_allocator(self._host.allocate, spare=self._host_spare)
 
     def _produce(self, epoch: int, start: int, k: int) -> tuple[tuple[TensorList, ...], Any]:
         """Run the pipeline to the requested batch, re-seeking when the executor is elsewhere."""
@@ -206,6 +237,7 @@ class PipelineActor:
         gpu_uuid: bytes | None,
         token: tuple[int, int],
         ipc_slots: int,
+        ring: bool,
     ) -> Any:
         tensor = output.as_tensor()
         if rows is not None:
@@ -216,7 +248,12 @@ class PipelineActor:
             if shipped is not None:
                 return shipped
             self._ipc_fallbacks += 1  # every buffer is held by the rank: through host memory
-        return to_host(tensor)
+        tensor = to_host(tensor)
+        if ring:
+            shipped = self._host.export(tensor)
+            if shipped is not None:
+                return shipped
+        return tensor
 
     def _ring(self, slots: int) -> Exporter:
         if self._exporter is None or self._exporter.size != slots:
@@ -262,6 +299,7 @@ class PipelineActor:
             "process": self._process.report(),
             "object_store_bytes": self._shipped_bytes,
             "ipc_fallbacks": self._ipc_fallbacks,
+            "host_ring": self._host.stats() if self._host is not None else None,
             "memory": self.pipe.memory_stats(),
             "seeks": self._seeks,
             "skipped": self._skipped,

@@ -3,9 +3,10 @@
 Finds the service by name, starts this rank's pipeline actor on the rank's node and GPU
 (:mod:`cluster.placement`; the actor belongs to this process and goes with it), and
 yields this rank's batches of the current epoch, keeping ``prefetch`` requests in flight.
-Host batches arrive through the node's shared-memory object store and become torch
-tensors without a copy (read-only: clone before writing in place); on a GPU node they
-are moved to the rank's GPU.
+Host batches arrive through shared memory and become torch tensors without a copy
+(read-only: clone before writing in place): the pipeline actor's own segments where this
+process can map them (:mod:`actors.host_ring`), else the node's object store; on a GPU
+node they are moved to the rank's GPU.
 """
 
 from __future__ import annotations
@@ -20,6 +21,7 @@ from typing import Any
 import numpy as np
 import ray
 
+from actors import host_ring
 from actors.cuda_ipc import Importer, IpcArray, device_uuid
 from raypipe.errors import ArgumentError, RaypipeError
 
@@ -31,6 +33,8 @@ from .rank_normalize import Normalize
 OUTPUTS = ("torch", "numpy")
 #: How long an abandoned iteration waits for its requests in flight (see :func:`_settle`).
 SETTLE_TIMEOUT_S = 10.0
+#: ``RAYPIPE_HOST_RING=0`` in a rank's environment keeps its host batches in the object store.
+HOST_RING_ENV = "RAYPIPE_HOST_RING"
 
 
 class Loader:
@@ -84,11 +88,16 @@ class Loader:
         self._cuda_index = self.location.cuda_index
         self._gpu_uuid = device_uuid(self._cuda_index) if output == "torch" and self._cuda_index is not None else None
         self._importer = Importer() if self._gpu_uuid is not None else None
+        self._host = host_ring.Importer() if os.environ.get(HOST_RING_ENV, "1") != "0" else None
+        self._host_exporter: str | None = None  # the actor's host exporter, once checked
+        # how host batches arrive, and why not through shared memory
+        self.host_transport = "object store" if self._host is not None else f"object store ({HOST_RING_ENV}=0)"
         self.normalize = normalize
         # The actor starts while the coordinator may still be starting: both at once.
         attached = self._coordinator.attach.remote(rank, self.location.as_dict())
         self._actor, self.actor_info = start_pipeline_actor(launch, self.config, rank, self.location)
         _wait_attached(attached, name, launch.startup_timeout_s, self._actor)
+        self._take_channel(self.actor_info.get("host_channel"))
         self._epoch, self._start, self._next = 0, 0, 0  # the rank's position: its only home
         self._resumed = False
         self._store_checked = False
@@ -126,7 +135,7 @@ class Loader:
         try:
             while self._next < total:
                 while len(pending) < self.prefetch and requested < total:
-                    ref = self._actor.get_batch.remote(epoch, start, requested, self._gpu_uuid, self.prefetch + 1)
+                    ref = self._request(epoch, start, requested)
                     pending.append((requested, ref))
                     requested += 1
                 k, ref = pending.popleft()
@@ -139,7 +148,8 @@ class Loader:
                         f"loader: rank {self.rank} asked for batch {k} of epoch {epoch} and received batch "
                         f"{batch['index']} of epoch {batch['epoch']}"
                     )
-                if not self._store_checked:
+                self._take_channel(batch.get("host_channel"))
+                if not self._store_checked and self._host_exporter is None:
                     self._check_store(batch["outputs"])
                 self._next = k + 1
                 self.last_is_pad = batch["is_pad"]
@@ -166,9 +176,30 @@ class Loader:
         k = self._next if self._next < len(self) else 0
         if self._next >= len(self):
             epoch, start = epoch + 1, 0
-        batch = self._fetch(self._actor.get_batch.remote(epoch, start, k, None), epoch, k)
+        batch = self._fetch(self._request(epoch, start, k), epoch, k)
+        self._take_channel(batch.get("host_channel"))
         outputs = tuple(self._convert(a) for a in batch["outputs"])
         return self.normalize.apply(outputs) if self.normalize is not None else outputs
+
+    def _request(self, epoch: int, start: int, k: int) -> ray.ObjectRef:
+        """Ask the pipeline actor for batch ``k``, handing back the shared-memory batches this rank
+        no longer uses."""
+        exporter = self._host_exporter
+        released = self._host.released(exporter) if exporter is not None else []
+        return self._actor.get_batch.remote(
+            epoch, start, k, self._gpu_uuid, self.prefetch + 1, exporter, tuple(released)
+        )
+
+    def _take_channel(self, channel: dict[str, Any] | None) -> None:
+        """Check the host channel an actor offers (when it starts, and again after a restart):
+        from the next request on, host batches come through its shared memory when this process
+        can map it."""
+        if channel is None or self._host is None:
+            return
+        channel = host_ring.Channel(**channel)
+        why = self._host.check(channel)
+        self._host_exporter = channel.exporter if why is None else None
+        self.host_transport = "shared memory" if why is None else f"object store ({why})"
 
     def report_synthetic(self, batches: int, trained_s: float) -> None:
         """Tell the service this rank trained ``batches`` steps on synthetic data in ``trained_s``
@@ -220,9 +251,11 @@ class Loader:
         if risk is not None:
             warnings.warn(f"loader: rank {self.rank} of {self.name!r}: {risk}", object_store.ObjectStoreWarning, 3)
 
-    def _convert(self, array: np.ndarray | IpcArray) -> Any:
+    def _convert(self, array: np.ndarray | IpcArray | host_ring.HostArray) -> Any:
         if isinstance(array, IpcArray):
             return self._importer.to_torch(array, self._cuda_index)
+        if isinstance(array, host_ring.HostArray):
+            array = self._host.to_array(array)
         if self.output == "numpy":
             return array
         import torch

@@ -74,7 +74,9 @@ def _store_line(store: dict[str, Any]) -> str:
     )
 
 
-_ACTOR_HEADER = ["rank", "node", "threads", "nice", "cpu %", "rss MB", "shipped MB", "gpu MB", "cpu queue", "ready"]
+_ACTOR_HEADER = [
+    "rank", "node", "threads", "nice", "cpu %", "rss MB", "shm MB", "store MB", "gpu MB", "cpu queue", "ready",
+]  # fmt: skip
 
 
 def _ranks(stats: dict[str, Any]) -> list[list[str]]:
@@ -99,6 +101,7 @@ def _actor_row(a: dict[str, Any]) -> list[str]:
         str(a.get("niceness", "-")),
         f"{a['process']['cpu_percent']:.0f}",
         f"{a['process']['rss_bytes'] / 2**20:.0f}",
+        f"{a['host_ring']['exported_bytes'] / 2**20:.0f}" if a.get("host_ring") else "-",
         f"{a['object_store_bytes'] / 2**20:.0f}",
         f"{a['memory']['pool_used_mb']:.0f}",
         fill.get("cpu", "-"),

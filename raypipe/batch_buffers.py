@@ -6,7 +6,9 @@ output writes each sample straight into its row of a batch array
 (:class:`BatchOutputs`), and the arrays come from a :class:`BufferPool` that hands an
 array out again only once nothing outside the pool refers to it: every numpy view
 of an array keeps a reference to it (its ``base``), so a batch the caller still holds,
-or any slice or tensor made from it, is never overwritten.
+or any slice or tensor made from it, is never overwritten. A pool's arrays may come from
+another allocator (:meth:`BufferPool.set_allocator`): a pipeline actor has them made in
+shared memory its rank maps, so a finished batch reaches the rank without a copy.
 """
 
 from __future__ import annotations
@@ -19,16 +21,33 @@ from typing import Any
 import numpy as np
 
 Allocate = Callable[[tuple[int, ...], np.dtype], "np.ndarray | None"]
+#: Makes a new batch array of a shape and dtype (``np.empty`` by default).
+Allocator = Callable[[tuple[int, ...], np.dtype], np.ndarray]
+
+
+#: Host outputs whose samples are stacked into a pooled batch array: at least this many bytes
+#: (smaller ones cost little to stack afresh, and would evict large arrays from the pool).
+STACK_POOLED_BYTES = 1 << 20
 
 
 class BufferPool:
     """Up to ``capacity`` batch arrays, each reused once it is free."""
 
-    def __init__(self, capacity: int):
+    def __init__(self, capacity: int, allocate: Allocator = np.empty):
         self._capacity = capacity
+        self._allocate = allocate
         self._buffers: list[np.ndarray] = []
         self._lock = threading.Lock()
         self.allocated = 0  # arrays created, for tests and statistics
+
+    def set_allocator(self, allocate: Allocator, capacity: int | None = None) -> None:
+        """Make arrays with ``allocate`` from now on, keeping up to ``capacity`` of them when given;
+        the arrays kept so far are forgotten (those in use stay valid for their holders)."""
+        with self._lock:
+            self._allocate = allocate
+            self._buffers = []
+            if capacity is not None:
+                self._capacity = capacity
 
     def take(self, shape: tuple[int, ...], dtype: np.dtype) -> np.ndarray:
         """A free array of ``shape`` and ``dtype`` from the pool, or a new one (kept for reuse while
@@ -42,13 +61,20 @@ class BufferPool:
                 if self._buffers[i].shape == shape and self._buffers[i].dtype == dtype:
                     return self._buffers[i]
                 spare = i
-            buffer = np.empty(shape, dtype)
+            buffer = self._allocate(shape, dtype)
             self.allocated += 1
             if len(self._buffers) < self._capacity:
                 self._buffers.append(buffer)
             elif spare is not None:
                 self._buffers[spare] = buffer
             return buffer
+
+    def stack_target(self, shape: tuple[int, ...], dtype: np.dtype) -> np.ndarray:
+        """Where to stack a batch of ``shape``: a pooled array when it is large
+        (:data:`STACK_POOLED_BYTES`), a new one otherwise."""
+        if int(np.prod(shape, dtype=np.int64)) * np.dtype(dtype).itemsize >= STACK_POOLED_BYTES:
+            return self.take(tuple(shape), dtype)
+        return np.empty(shape, dtype)
 
     def clear(self) -> None:
         """Forget every array (those still in use stay valid for their holders)."""

@@ -37,7 +37,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from .backend import DeviceContext
-from .batch_buffers import BatchOutputs, BufferPool
+from .batch_buffers import Allocator, BatchOutputs, BufferPool
 from .batch_spec import BatchSpec
 from .cpu_stage import CpuStage, SkippedSample
 from .errors import DecodeError, SampleError
@@ -128,7 +128,7 @@ class Executor:
         self._threads: list[threading.Thread] = []
         self._pool: ThreadPoolExecutor | None = None
         self._decoder: GpuImageDecoder | None = None
-        self._buffers = BufferPool(cpu_size + gpu_size + 4)
+        self._buffers = BufferPool(self._pool_capacity(0))
         self._reader = graph.reader.op if graph.reader is not None else None
         self._profile: Profile | None = None
         self._offload: Offload | None = None
@@ -155,6 +155,16 @@ class Executor:
     def offload_stats(self) -> dict[str, Any]:
         """Units of samples run here and by each remote worker (see :meth:`Offload.stats`)."""
         return self._offload.stats() if self._offload is not None else {}
+
+    def _pool_capacity(self, spare: int) -> int:
+        """Batch arrays kept for reuse: one per batch the queues hold, four more (the caller's and
+        the batches on their way), and ``spare`` for batches held elsewhere."""
+        return self._cpu_size + self._gpu_size + 4 + spare
+
+    def set_allocator(self, allocate: Allocator, spare: int = 0) -> None:
+        """Make host batch arrays with ``allocate`` from the next one on, keeping ``spare`` more of
+        them for reuse (see :meth:`raypipe.pipeline.Pipeline.set_host_allocator`)."""
+        self._buffers.set_allocator(allocate, self._pool_capacity(spare))
 
     def queue_stats(self) -> dict[str, dict[str, int]]:
         """How full each bounded queue is now, ``{"used", "size"}`` in batches: ``cpu`` (batches in
@@ -480,7 +490,7 @@ class Executor:
         dense = outputs.dense(d, positions, host[d])
         if dense is not None:
             return TensorList(dense, d.device, layout)
-        return TensorList.from_samples(host[d], d.device, layout)
+        return TensorList.from_samples(host[d], d.device, layout, allocate=self._buffers.stack_target)
 
     def _get_or_stop(self, q: queue.Queue) -> Any:
         while not self._stop.is_set():

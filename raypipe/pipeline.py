@@ -14,6 +14,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from .backend import DeviceContext
+from .batch_buffers import Allocator
 from .batch_spec import BatchSpec
 from .cpu_stage import CpuStage
 from .errors import ArgumentError, PipelineDefinitionError
@@ -246,6 +247,14 @@ class Pipeline:
         ``unit_timeout_s`` goes to another."""
         self.build()
         self._executor.set_remote_workers(workers, unit_timeout_s)
+
+    def set_host_allocator(self, allocate: Allocator, spare: int = 0) -> None:
+        """Make the host batch arrays that operators write samples into with ``allocate(shape,
+        dtype)`` from the next batch on, keeping ``spare`` more of them for reuse than the queues
+        need. A pipeline actor passes its shared-memory allocator (:mod:`actors.host_ring`) and as
+        many spares as its rank may hold batches, so finished batches reach the rank uncopied."""
+        self.build()
+        self._executor.set_allocator(allocate, spare)
 
     def offload_stats(self) -> dict[str, Any]:
         """Units of samples run locally and by each CPU helper, reassignments, bytes received."""

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import operator
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from typing import Any
 
 import numpy as np
@@ -35,12 +35,23 @@ class TensorList:
         self._layout = layout
 
     @classmethod
-    def from_samples(cls, samples: Sequence[Any], device: str, layout: str = "", xp=np) -> TensorList:
-        """Stack samples into one dense array when their shapes and dtypes agree; an array
-        that already holds the whole batch is taken as it is."""
+    def from_samples(
+        cls,
+        samples: Sequence[Any],
+        device: str,
+        layout: str = "",
+        xp=np,
+        allocate: Callable[[tuple[int, ...], np.dtype], np.ndarray] | None = None,
+    ) -> TensorList:
+        """Stack samples into one dense array when their shapes and dtypes agree (into
+        ``allocate(shape, dtype)`` when given, for host samples); an array that already holds
+        the whole batch is taken as it is."""
         if not isinstance(samples, (list, tuple)):
             return cls(samples, device, layout)
         if samples and _uniform(samples):
+            first = samples[0]
+            if allocate is not None and isinstance(first, np.ndarray):
+                return cls(np.stack(samples, out=allocate((len(samples), *first.shape), first.dtype)), device, layout)
             return cls(xp.stack(samples), device, layout)
         return cls(list(samples), device, layout)
 

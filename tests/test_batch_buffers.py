@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 
 import raypipe as rp
-from raypipe import fn, types
+from raypipe import batch_buffers, fn, types
 from raypipe.batch_buffers import BatchOutputs, BufferPool
 
 
@@ -96,3 +96,53 @@ def test_narrow_outputs_in_place(jpeg_files, dtype):
         (out,) = p.run()
     tensor = out.as_tensor()
     assert tensor.dtype == types.to_numpy_dtype(dtype) and tensor.shape == (4, 3, 16, 16)
+
+
+def test_arrays_come_from_the_allocator_once_one_is_set():
+    made = []
+
+    def allocate(shape, dtype):
+        made.append(shape)
+        return np.full(shape, 9, dtype)
+
+    pool = BufferPool(capacity=1)
+    kept = pool.take((2, 2), np.uint8)
+    pool.set_allocator(allocate, capacity=2)
+    first = pool.take((2, 2), np.uint8)
+    assert made == [(2, 2)] and first[0, 0] == 9 and not np.shares_memory(first, kept), "kept arrays forgotten"
+    second = pool.take((2, 2), np.uint8)  # the first is in use: a second, kept by the larger pool
+    del first, second
+    assert pool.take((2, 2), np.uint8)[0, 0] == 9 and len(made) == 2, "reused, not made again"
+
+
+def test_large_stacked_outputs_go_to_the_pool_and_small_ones_do_not():
+    pool = BufferPool(capacity=2)
+    small = pool.stack_target((64,), np.int32)
+    large_shape = (4, batch_buffers.STACK_POOLED_BYTES // 4)
+    large = pool.stack_target(large_shape, np.uint8)
+    assert pool.allocated == 1 and small.shape == (64,) and large.shape == large_shape
+    del large
+    assert pool.take(large_shape, np.uint8) is not None and pool.allocated == 1, "the large one was pooled"
+
+
+def test_a_pipeline_stacks_its_large_outputs_into_pooled_arrays(jpeg_files):
+    """An output made of per-sample arrays (no operator writes rows) is stacked into the pool's
+    arrays, so a pipeline actor's allocator (shared memory) receives it too."""
+    made = []
+
+    @rp.pipeline_def(batch_size=4, num_threads=1, seed=1)
+    def resized():
+        jpegs, labels = fn.readers.file(files=jpeg_files[:4])
+        return fn.resize(fn.decoders.image(jpegs), resize_x=512, resize_y=512), labels
+
+    def allocate(shape, dtype):
+        made.append(tuple(shape))
+        return np.empty(shape, dtype)
+
+    with resized() as plain:
+        reference = plain.run()[0].as_tensor().copy()
+    with resized() as pipe:
+        pipe.set_host_allocator(allocate)
+        images, labels = pipe.run()
+        np.testing.assert_array_equal(images.as_tensor(), reference)
+    assert set(made) == {(4, 512, 512, 3)}, "the images are pooled, the small labels are not"

@@ -85,8 +85,10 @@ def test_service_with_one_rank(tmp_path, jpeg_root, capsys):
     assert code == 0
     _check_rows(summary, ["raypipe-cpu-f32", "service-1rank"])
     service = summary["contenders"][1]
-    assert service["store_peak_mib"] > 0 and summary["contenders"][0]["store_peak_mib"] is None
-    # a normal epoch keeps its batches in the object store (``cluster.object_store``)
+    assert service["store_peak_mib"] is not None and summary["contenders"][0]["store_peak_mib"] is None
+    # the batches (8 x 3 x 224 x 224 float32, 4.6 MiB) come through the pipeline actor's shared
+    # memory (``actors.host_ring``): the object store never holds one, and spills nothing
+    assert service["store_peak_mib"] < 4.5
     assert service["store_spilled_mib"] == 0 and summary["contenders"][0]["store_spilled_mib"] is None
     assert summary["reference"]["name"] is None and service["ratio"] is None
     assert "n/a" in capsys.readouterr().out

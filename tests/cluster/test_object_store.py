@@ -1,5 +1,7 @@
 """Batches in the object store: a normal epoch spills nothing, the loader warns when its prefetch
-cannot fit the node's store (and Ray then does spill), and ``stats()`` reports the store."""
+cannot fit the node's store (and Ray then does spill), and ``stats()`` reports the store. Ranks
+that map their actor's shared memory (:mod:`actors.host_ring`) leave the store out, whatever
+their prefetch; ``RAYPIPE_HOST_RING=0`` sends their batches through it."""
 
 from __future__ import annotations
 
@@ -12,6 +14,7 @@ import ray
 import raypipe as rp
 from cluster import object_store
 from cluster.diagnosis import diagnose
+from cluster.loader import HOST_RING_ENV
 from cluster.stats_command import format_stats
 from tests.cluster.pipelines import big_batches
 
@@ -34,6 +37,7 @@ class SlowRank:
                 labels += batch_labels.ravel().tolist()
         return {
             "labels": labels,
+            "transport": loader.host_transport,
             "node": ray.get_runtime_context().get_node_id(),
             "warnings": [str(w.message) for w in caught if issubclass(w.category, object_store.ObjectStoreWarning)],
         }
@@ -48,10 +52,12 @@ def small_store_node(cluster):
     cluster.remove_node(node)
 
 
-def _epoch_on_small_node(files: list[str], name: str, prefetch: int) -> tuple[dict, int]:
-    """One epoch read by a rank on the small-store node: what it saw and the bytes Ray spilled meanwhile."""
+def _epoch_on_small_node(files: list[str], name: str, prefetch: int, ring: bool) -> tuple[dict, int]:
+    """One epoch read by a rank on the small-store node, its batches through the actor's shared
+    memory (``ring``) or the object store: what it saw and the bytes Ray spilled meanwhile."""
     svc = rp.serve(big_batches, name=name, world_size=1, seed=1, files=files, replace=True)
-    rank = ray.remote(SlowRank).options(num_cpus=0, resources={"small_store": 0.01}).remote()
+    env = {} if ring else {"env_vars": {HOST_RING_ENV: "0"}}
+    rank = ray.remote(SlowRank).options(num_cpus=0, resources={"small_store": 0.01}, runtime_env=env).remote()
     try:
         before = object_store.usage().spilled_bytes
         seen = ray.get(rank.read_epoch.remote(name, prefetch), timeout=180)
@@ -64,17 +70,29 @@ def _epoch_on_small_node(files: list[str], name: str, prefetch: int) -> tuple[di
 @pytest.mark.slow
 def test_a_normal_epoch_spills_nothing_and_an_oversized_prefetch_is_warned_about(small_store_node, jpeg_files):
     files = jpeg_files * 7  # 168 samples: 21 batches of 6 MiB, 126 MiB in all, more than the store
-    normal, spilled = _epoch_on_small_node(files, "store-normal", prefetch=2)
+    normal, spilled = _epoch_on_small_node(files, "store-normal", prefetch=2, ring=False)
     assert normal["node"] == small_store_node.node_id
+    assert normal["transport"] == f"object store ({HOST_RING_ENV}=0)"
     assert sorted(normal["labels"]) == list(range(len(files))), "every sample exactly once"
     assert normal["warnings"] == []
     assert spilled == 0, f"Ray spilled {spilled} bytes during a normal epoch"
 
-    hoarding, spilled = _epoch_on_small_node(files, "store-hoarding", prefetch=16)
+    hoarding, spilled = _epoch_on_small_node(files, "store-hoarding", prefetch=16, ring=False)
     assert sorted(hoarding["labels"]) == list(range(len(files))), "spilled batches still arrive, exactly once"
     [warning] = hoarding["warnings"]
     assert "prefetch=16" in warning and "80.0 MiB object store" in warning and "spill" in warning
     assert spilled > 0, "the warned-about prefetch did make Ray spill: the check above has teeth"
+
+
+@pytest.mark.slow
+def test_batches_in_the_actors_shared_memory_leave_the_store_out_whatever_the_prefetch(small_store_node, jpeg_files):
+    files = jpeg_files * 7
+    hoarding, spilled = _epoch_on_small_node(files, "store-ring", prefetch=16, ring=True)
+    assert hoarding["node"] == small_store_node.node_id
+    assert hoarding["transport"] == "shared memory"
+    assert sorted(hoarding["labels"]) == list(range(len(files))), "every sample exactly once"
+    assert hoarding["warnings"] == [], "nothing in flight is in the store, so nothing to warn about"
+    assert spilled == 0, f"Ray spilled {spilled} bytes with batches in the actor's shared memory"
 
 
 def test_spill_risk_counts_every_rank_on_the_node():

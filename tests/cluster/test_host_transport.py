@@ -1,0 +1,113 @@
+"""Host batches through the pipeline actor's shared memory (:mod:`actors.host_ring`) on the
+simulated cluster: the same bytes as through the object store, batches a rank keeps are never
+overwritten and are released once dropped, and a restarted actor is picked up again."""
+
+from __future__ import annotations
+
+import gc
+import os
+import signal
+
+import numpy as np
+import pytest
+
+import raypipe as rp
+from actors import host_ring
+from cluster.loader import HOST_RING_ENV
+from tests.cluster.pipelines import big_batches
+
+pytestmark = pytest.mark.skipif(not host_ring.supported(), reason="memfd segments need Linux")
+
+
+def _epoch(loader, epoch: int) -> list[tuple[np.ndarray, np.ndarray]]:
+    loader.set_epoch(epoch)
+    return list(loader)
+
+
+def _drain(loader, epoch: int) -> int:
+    """Read an epoch, dropping each batch as the next comes, as a training loop does."""
+    loader.set_epoch(epoch)
+    return sum(1 for _ in loader)
+
+
+def _serve(name: str, files: list[str]):
+    return rp.serve(big_batches, name=name, world_size=1, seed=3, files=files, replace=True)
+
+
+def _actor(svc) -> dict:
+    [actor] = svc.stats()["actors"]
+    return actor
+
+
+def test_batches_through_shared_memory_are_those_of_the_object_store(cluster, jpeg_files, monkeypatch):
+    svc = _serve("ring-same", jpeg_files)
+    try:
+        loader = rp.loader("ring-same", rank=0, world_size=1, output="numpy")
+        assert loader.host_transport == "shared memory"
+        through_ring = [(images.copy(), labels.copy()) for images, labels in _epoch(loader, 1)]
+        actor = _actor(svc)
+        assert actor["host_ring"]["exported"] == len(through_ring) == 3
+        image_bytes = through_ring[0][0].nbytes
+        assert actor["object_store_bytes"] < image_bytes, "only the small labels went through the store"
+    finally:
+        svc.shutdown()
+    monkeypatch.setenv(HOST_RING_ENV, "0")
+    svc = _serve("ring-same", jpeg_files)
+    try:
+        loader = rp.loader("ring-same", rank=0, world_size=1, output="numpy")
+        assert loader.host_transport == f"object store ({HOST_RING_ENV}=0)"
+        through_store = _epoch(loader, 1)
+        assert _actor(svc)["host_ring"]["exported"] == 0
+    finally:
+        svc.shutdown()
+    assert len(through_store) == len(through_ring)
+    for (ring_images, ring_labels), (store_images, store_labels) in zip(through_ring, through_store):
+        np.testing.assert_array_equal(ring_images, store_images)
+        np.testing.assert_array_equal(ring_labels, store_labels)
+
+
+def test_kept_batches_are_never_overwritten_and_dropped_ones_are_released(cluster, jpeg_files):
+    svc = _serve("ring-keep", jpeg_files * 2)  # 6 batches an epoch
+    try:
+        loader = rp.loader("ring-keep", rank=0, world_size=1)  # torch tensors
+        kept = _epoch(loader, 0) + _epoch(loader, 1)  # every batch of two epochs, uncopied
+        copies = [images.clone() for images, _ in kept]
+        _drain(loader, 2)  # the actor goes on making batches meanwhile
+        for (images, _), copy in zip(kept, copies):
+            assert images.equal(copy), "a batch the rank keeps is never reused by the actor"
+        held = _actor(svc)["host_ring"]["held"]
+        assert held >= len(kept)
+        del kept, images
+        gc.collect()
+        _drain(loader, 3)  # its requests hand the dropped batches back
+        ring = _actor(svc)["host_ring"]
+        assert ring["held"] <= loader.prefetch + 1 < held
+        assert ring["exported"] == 4 * 6, "every batch of the four epochs went through shared memory"
+    finally:
+        svc.shutdown()
+
+
+def test_a_restarted_actor_is_mapped_again_and_kept_batches_survive_it(cluster, jpeg_files):
+    svc = _serve("ring-restart", jpeg_files * 2)
+    try:
+        loader = rp.loader("ring-restart", rank=0, world_size=1, output="numpy")
+        reference = [(images.copy(), labels.copy()) for images, labels in _epoch(loader, 0)]
+        loader.set_epoch(0)
+        it = iter(loader)
+        first, _ = next(it)
+        os.kill(loader.actor_info["pid"], signal.SIGKILL)
+        rest = list(it)
+        np.testing.assert_array_equal(first, reference[0][0])  # mapped memory outlives its actor
+        for (images, labels), (ref_images, ref_labels) in zip(rest, reference[1:]):
+            np.testing.assert_array_equal(images, ref_images)
+            np.testing.assert_array_equal(labels, ref_labels)
+        assert len(rest) == len(reference) - 1
+        again = _epoch(loader, 0)
+        actor = _actor(svc)
+        assert actor["pid"] != loader.actor_info["pid"], "the actor was restarted"
+        assert loader.host_transport == "shared memory"
+        assert actor["host_ring"]["exported"] >= len(again), "the new actor's batches come through its segments"
+        for (images, _), (ref_images, _) in zip(again, reference):
+            np.testing.assert_array_equal(images, ref_images)
+    finally:
+        svc.shutdown()
