@@ -82,6 +82,7 @@ class PipelineActor:
         self._skipped = 0
         self._busy_s = 0.0
         self._coordinator = coordinator  # (name, namespace): where the current CPU helpers are listed
+        self._coordinator_handle = None
         self._helpers_ref = None
         self._helpers_asked = float("-inf")
         self._helpers: tuple[str, ...] = ()
@@ -113,8 +114,9 @@ class PipelineActor:
         if time.monotonic() - self._helpers_asked > HELPER_REFRESH_S:
             self._helpers_asked = time.monotonic()
             try:
-                coordinator = ray.get_actor(self._coordinator[0], namespace=self._coordinator[1])
-                self._helpers_ref = coordinator.helpers.remote()
+                if self._coordinator_handle is None:  # looked up once: Ray restarts it under the same handle
+                    self._coordinator_handle = ray.get_actor(self._coordinator[0], namespace=self._coordinator[1])
+                self._helpers_ref = self._coordinator_handle.helpers.remote()
             except ValueError:
                 pass
 

@@ -176,29 +176,32 @@ class Coordinator:
         epoch: int,
         next_batch: int,
         skipped: list[tuple[int, int, str]] = (),
-        timing: tuple[float, float, int, int] | None = None,
+        timings: list[tuple[float, float, int, int, float]] = (),
     ) -> None:
         """Rank ``rank`` has consumed every batch of ``epoch`` before ``next_batch``; ``skipped``
-        lists (epoch, sample index, file) of samples its batches replaced; ``timing`` is how long
-        the rank waited for that batch and trained on the one before (seconds), the requests it
-        still had queued and its prefetch depth."""
+        lists (epoch, sample index, file) of samples its batches replaced; ``timings`` has one entry
+        per batch since its last acknowledgement: how long the rank waited for that batch and
+        trained on the one before (seconds), the requests it still had queued, its prefetch depth,
+        and when (the rank's monotonic clock)."""
         for epoch_, index, source in skipped:
             self._apply(("skip", epoch_, index, source))
         self._apply(("ack", rank, epoch, next_batch))
-        if timing is not None:
-            waited, trained, in_flight, prefetch = timing
-            with self._lock:
-                acc = self._timing.setdefault(rank, [0.0, 0.0])
+        if not timings:
+            return
+        with self._lock:
+            acc = self._timing.setdefault(rank, [0.0, 0.0])
+            meter = self._meters.setdefault(rank, RankMeter())
+            meter.acks += 1
+            for waited, trained, in_flight, prefetch, at in timings:
                 acc[0] += waited
                 acc[1] += trained
-                meter = self._meters.setdefault(rank, RankMeter())
-                meter.add(waited, trained, in_flight, prefetch)
-                export = time.monotonic() - self._exported.get(rank, float("-inf")) > EXPORT_INTERVAL_S
-                if export:
-                    self._exported[rank] = time.monotonic()
-                    report = meter.report()
+                meter.add(waited, trained, in_flight, prefetch, now=at)
+            export = time.monotonic() - self._exported.get(rank, float("-inf")) > EXPORT_INTERVAL_S
             if export:
-                export_rank(self._config.name, rank, report)
+                self._exported[rank] = time.monotonic()
+                report = meter.report()
+        if export:
+            export_rank(self._config.name, rank, report)
 
     def synthetic(self, rank: int, batches: int, trained_s: float) -> None:
         """Rank ``rank`` trained ``batches`` steps on a synthetic loader in ``trained_s`` seconds

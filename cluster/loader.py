@@ -33,6 +33,10 @@ from .rank_normalize import Normalize
 OUTPUTS = ("torch", "numpy")
 #: How long an abandoned iteration waits for its requests in flight (see :func:`_settle`).
 SETTLE_TIMEOUT_S = 10.0
+#: How often a rank acknowledges its progress and timings to the coordinator while iterating (and
+#: at the end of every pass): one call per batch cost the coordinator about 1.3 ms of CPU and the
+#: rank about 0.6 ms, each batch.
+ACK_INTERVAL_S = 0.25
 #: ``RAYPIPE_HOST_RING=0`` in a rank's environment keeps its host batches in the object store.
 HOST_RING_ENV = "RAYPIPE_HOST_RING"
 
@@ -97,6 +101,7 @@ class Loader:
         attached = self._coordinator.attach.remote(rank, self.location.as_dict())
         self._actor, self.actor_info = start_pipeline_actor(launch, self.config, rank, self.location)
         _wait_attached(attached, name, launch.startup_timeout_s, self._actor)
+        self._acks = _Acks(self._coordinator, rank)
         self._take_channel(self.actor_info.get("host_channel"))
         self._epoch, self._start, self._next = 0, 0, 0  # the rank's position: its only home
         self._resumed = False
@@ -117,6 +122,7 @@ class Loader:
         if not (self._resumed and epoch == self._epoch):
             self._epoch, self._start, self._next = epoch, 0, 0
         self._resumed = False
+        self._acks.flush()
         self._coordinator.ack.remote(self.rank, self._epoch, self._next)
 
     def __len__(self) -> int:
@@ -155,7 +161,7 @@ class Loader:
                 self.last_is_pad = batch["is_pad"]
                 self.last_sample_indices = batch["sample_indices"]
                 skipped = [(e, i, src) for e, i, src, _ in batch["skipped"]]
-                self._coordinator.ack.remote(self.rank, epoch, self._next, skipped, timing)
+                self._acks.add(epoch, self._next, skipped, timing, last=self._next == total)
                 outputs = tuple(self._convert(a) for a in batch["outputs"])
                 if any(isinstance(a, IpcArray) for a in batch["outputs"]):
                     self._actor.release.remote((epoch, k))
@@ -165,6 +171,7 @@ class Loader:
                 yield outputs
                 trained = time.perf_counter() - handed  # the caller trained on the batch until it asked again
         except GeneratorExit:  # the caller broke off the epoch (an error gets no wait)
+            self._acks.flush()
             _settle([ref for _, ref in pending])
             raise
         self._epoch, self._start, self._next = epoch + 1, 0, 0
@@ -267,6 +274,45 @@ class Loader:
             f"cuda:{self._cuda_index}" if self._cuda_index is not None and torch.cuda.is_available() else None
         )
         return tensor.to(device, non_blocking=True) if device else tensor
+
+
+class _Acks:
+    """A rank's acknowledgements, sent to the coordinator together: at most every
+    :data:`ACK_INTERVAL_S`, at once when samples were skipped (they are journaled), and at the end
+    of a pass. Each batch's timing keeps this process's clock reading, so the coordinator's rates
+    stay per batch."""
+
+    def __init__(self, coordinator: Any, rank: int):
+        self._coordinator = coordinator
+        self._rank = rank
+        self._position: tuple[int, int] | None = None
+        self._skipped: list[tuple[int, int, str]] = []
+        self._timings: list[tuple[float, float, int, int, float]] = []
+        self._sent = time.monotonic()
+
+    def add(
+        self,
+        epoch: int,
+        next_batch: int,
+        skipped: list[tuple[int, int, str]],
+        timing: tuple[float, float, int, int],
+        last: bool,
+    ) -> None:
+        """The rank has consumed every batch of ``epoch`` before ``next_batch``; ``last``: the pass ends."""
+        now = time.monotonic()
+        self._position = (epoch, next_batch)
+        self._skipped += skipped
+        self._timings.append((*timing, now))
+        if last or skipped or now - self._sent >= ACK_INTERVAL_S:
+            self.flush()
+
+    def flush(self) -> None:
+        """Send what is waiting, if anything."""
+        if self._position is None:
+            return
+        self._coordinator.ack.remote(self._rank, *self._position, self._skipped, self._timings)
+        self._position, self._skipped, self._timings = None, [], []
+        self._sent = time.monotonic()
 
 
 def _wait_attached(attached: ray.ObjectRef, name: str, timeout_s: float, actor: Any) -> None:

@@ -26,6 +26,7 @@ class RankMeter:
     """Sums and a recent window of one rank's per-batch timings."""
 
     batches: int = 0
+    acks: int = 0  # acknowledgements that brought them (a rank sends several batches' timings in one)
     waited_s: float = 0.0
     trained_s: float = 0.0
     in_flight: int = 0
@@ -60,6 +61,7 @@ class RankMeter:
         span = recent[-1][0] - recent[0][0] if len(recent) > 1 else 0.0
         out: dict[str, Any] = {
             "batches": self.batches,
+            "acks": self.acks,
             "batches_per_s": round((len(recent) - 1) / span, 3) if span > 0 else None,
             "stall": round(stall_fraction(waited, trained), 4) if recent else None,
             "stall_total": round(stall_fraction(self.waited_s, self.trained_s), 4) if self.batches else None,

@@ -10,8 +10,8 @@ NOTES = (
     "img/s: median over rounds, after the first batch and the warm-up; MP/s: img/s x the mean source megapixels",
     "1st batch s: from start-up (building the pipeline, starting workers, serve) to the first batch, median",
     "peak MiB: most memory (PSS) of this process and the contender's worker processes above this process's own "
-    "at the start of the round; store MiB: peak Ray object store in use; both medians over rounds; spill MiB: "
-    "bytes Ray spilled from the object store to disk during a round, the most of any round",
+    "at the start of the round; store MiB: peak Ray object store in use (sampled each second); both medians "
+    "over rounds; spill MiB: bytes Ray spilled from the object store to disk during a round, the most of any round",
     "idle %: the machine's CPU time left idle during a round (start-up included); steal %: taken by the "
     "hypervisor for other guests (a virtual machine's noise: compare rows whose steal is alike); both of all "
     "CPUs, medians over rounds",

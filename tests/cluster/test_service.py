@@ -402,6 +402,27 @@ def test_next_epoch_is_prepared_without_a_barrier(cluster, jpeg_files):
         svc.shutdown()
 
 
+def test_a_rank_acknowledges_every_batch_in_fewer_calls_and_exactly_at_each_pass_end(cluster, jpeg_files):
+    svc = _serve(jpeg_files * 4, "svc-acks", world_size=1, batch_size=3)  # 96 samples: 32 batches an epoch
+    try:
+        ld = rp.loader("svc-acks", rank=0, world_size=1)
+        for epoch in range(2):
+            ld.set_epoch(epoch)
+            assert sum(1 for _ in ld) == 32
+        stats = svc.stats()
+        assert stats["progress"] == {0: [1, 32]}, "the end of a pass is acknowledged at once"
+        rank = stats["ranks"][0]
+        assert rank["batches"] == 64, "every batch's timing arrives"
+        assert 2 <= rank["acks"] < 64, "sent together, at most every ACK_INTERVAL_S and at each pass end"
+        ld.set_epoch(2)
+        for k, _ in enumerate(ld):
+            if k == 4:
+                break
+        assert svc.stats()["progress"] == {0: [2, 5]}, "a pass broken off acknowledges where it stopped"
+    finally:
+        svc.shutdown()
+
+
 def test_uint8_batches_normalized_on_the_rank_equal_the_pipelines_float_output(cluster, jpeg_files):
     """The host path for pipelines without a GPU stage: ship uint8 (4x fewer bytes), normalize
     on the rank's device with rp.Normalize; same values as crop_mirror_normalize in the pipeline."""
