@@ -243,9 +243,14 @@ class _Lease(np.ndarray):
     keeps it alive, and its finalizer hands the batch's token back."""
 
 
-def _open(channel_pid: int, fd: int, size: int) -> mmap.mmap:
-    with open(f"/proc/{channel_pid}/fd/{fd}", "rb") as f:
-        return mmap.mmap(f.fileno(), size, access=mmap.ACCESS_READ)
+def _open(pid: int, fd: int, size: int) -> mmap.mmap:
+    """Map segment ``fd`` of process ``pid`` shared and writable, as Ray maps its object store: a
+    batch's arrays are read-only, but a tensor made from one can still be changed in place, which
+    must neither fault (a read-only mapping) nor leave private page copies in a mapping that later
+    batches reuse (copy-on-write). The write lands in the actor's array, which the actor does not
+    touch until the rank has released the batch, and then overwrites."""
+    with open(f"/proc/{pid}/fd/{fd}", "r+b") as f:
+        return mmap.mmap(f.fileno(), size, access=mmap.ACCESS_WRITE)
 
 
 def _header(mapping: mmap.mmap) -> tuple[bytes, str, int]:
@@ -326,7 +331,9 @@ class Importer:
                 self._mappings.popitem(last=False)
         lease = np.ndarray.__new__(_Lease, host.shape, np.dtype(host.dtype), buffer=mapping, offset=host.offset)
         weakref.finalize(lease, self._released.append, (host.exporter, host.token))
-        return lease.view(np.ndarray)
+        array = lease.view(np.ndarray)
+        array.flags.writeable = False  # as batches from the object store are
+        return array
 
     def released(self, exporter: str) -> list[int]:
         """The tokens of ``exporter``'s batches that are gone since the last call (others dropped)."""

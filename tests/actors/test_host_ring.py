@@ -95,6 +95,27 @@ def test_a_batch_crosses_without_a_copy_and_is_released_when_every_view_is_gone(
     assert call("stats")["held"] == 0
 
 
+def test_a_batch_changed_in_place_on_the_rank_neither_faults_nor_stales_later_batches(child):
+    channel, call, _ = child
+    importer = host_ring.Importer()
+    assert importer.check(channel) is None
+    first = call("make", 2.0)
+    batch = importer.to_array(first)
+    import torch
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        tensor = torch.from_numpy(batch)
+    tensor.mul_(3.0)  # a training script normalizing in place
+    assert float(tensor[0, 0, 0, 0]) == 6.0 and float(batch[3, 2, 255, 255]) == 6.0
+    del batch, tensor
+    gc.collect()
+    assert call("release", importer.released(channel.exporter)) == 1
+    second = call("make", 5.0)
+    assert second.serial == first.serial, "the same array, through the mapping the rank already has"
+    assert np.all(importer.to_array(second) == 5.0), "the rank sees the new batch, no stale page of its own"
+
+
 def test_a_held_batch_is_never_overwritten_and_a_released_one_is_reused(child):
     channel, call, _ = child
     importer = host_ring.Importer()
