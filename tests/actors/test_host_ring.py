@@ -64,10 +64,17 @@ def child():
         process.join(10)
 
 
-def test_a_batch_crosses_without_a_copy_and_is_released_when_every_view_is_gone(child):
+@pytest.fixture
+def mapped(child):
+    """The child's channel, a way to call it, and an importer that has checked the channel."""
     channel, call, _ = child
     importer = host_ring.Importer()
     assert importer.check(channel) is None and importer.usable(channel.exporter)
+    return channel, call, importer
+
+
+def test_a_batch_crosses_without_a_copy_and_is_released_when_every_view_is_gone(mapped):
+    channel, call, importer = mapped
     shipped = call("make", 7.0)
     assert isinstance(shipped, host_ring.HostArray) and shipped.shape == SHAPE
     batch = importer.to_array(shipped)
@@ -95,10 +102,8 @@ def test_a_batch_crosses_without_a_copy_and_is_released_when_every_view_is_gone(
     assert call("stats")["held"] == 0
 
 
-def test_a_batch_changed_in_place_on_the_rank_neither_faults_nor_stales_later_batches(child):
-    channel, call, _ = child
-    importer = host_ring.Importer()
-    assert importer.check(channel) is None
+def test_a_batch_changed_in_place_on_the_rank_neither_faults_nor_stales_later_batches(mapped):
+    channel, call, importer = mapped
     first = call("make", 2.0)
     batch = importer.to_array(first)
     import torch
@@ -116,10 +121,8 @@ def test_a_batch_changed_in_place_on_the_rank_neither_faults_nor_stales_later_ba
     assert np.all(importer.to_array(second) == 5.0), "the rank sees the new batch, no stale page of its own"
 
 
-def test_a_held_batch_is_never_overwritten_and_a_released_one_is_reused(child):
-    channel, call, _ = child
-    importer = host_ring.Importer()
-    assert importer.check(channel) is None
+def test_a_held_batch_is_never_overwritten_and_a_released_one_is_reused(mapped):
+    channel, call, importer = mapped
     first = call("make", 1.0)
     kept = importer.to_array(first)
     second = call("make", 2.0)
@@ -157,10 +160,8 @@ def test_a_channel_this_process_cannot_map_is_refused_and_remembered(child):
     assert "not visible here" in host_ring.Importer().check(other)
 
 
-def test_a_descriptor_that_names_another_segment_is_an_error_not_wrong_data(child):
-    channel, call, _ = child
-    importer = host_ring.Importer()
-    assert importer.check(channel) is None
+def test_a_descriptor_that_names_another_segment_is_an_error_not_wrong_data(mapped):
+    channel, call, importer = mapped
     shipped = call("make", 1.0)
     wrong = host_ring.HostArray(**{**shipped.__dict__, "serial": shipped.serial + 1})
     with pytest.raises(RaypipeError, match=f"is not segment {shipped.serial + 1}"):

@@ -385,13 +385,20 @@ def test_each_rank_is_served_from_its_own_node(cluster, jpeg_files):
         svc.shutdown()
 
 
+def _passes(loader, epochs: int) -> list[int]:
+    """Batches read in each of the first ``epochs`` epochs."""
+    counts = []
+    for epoch in range(epochs):
+        loader.set_epoch(epoch)
+        counts.append(sum(1 for _ in loader))
+    return counts
+
+
 def test_next_epoch_is_prepared_without_a_barrier(cluster, jpeg_files):
     svc = _serve(jpeg_files, "svc-runon", world_size=2)
     try:
         ld = rp.loader("svc-runon", rank=1, world_size=2)
-        for epoch in range(3):
-            ld.set_epoch(epoch)
-            assert sum(1 for _ in ld) == 3
+        assert _passes(ld, 3) == [3, 3, 3]
         stats = svc.stats()
         actor = next(a for a in stats["actors"] if a["rank"] == 1)
         assert actor["batches"] == 9 and actor["seeks"] == 1, actor
@@ -406,9 +413,7 @@ def test_a_rank_acknowledges_every_batch_in_fewer_calls_and_exactly_at_each_pass
     svc = _serve(jpeg_files * 4, "svc-acks", world_size=1, batch_size=3)  # 96 samples: 32 batches an epoch
     try:
         ld = rp.loader("svc-acks", rank=0, world_size=1)
-        for epoch in range(2):
-            ld.set_epoch(epoch)
-            assert sum(1 for _ in ld) == 32
+        assert _passes(ld, 2) == [32, 32]
         stats = svc.stats()
         assert stats["progress"] == {0: [1, 32]}, "the end of a pass is acknowledged at once"
         rank = stats["ranks"][0]
