@@ -56,6 +56,19 @@ def test_a_record_left_by_a_dead_driver_is_not_a_service(cluster, jpeg_files):
         service_record.clear("ghost")
 
 
+def _wait_dead(call, what: str, timeout_s: float = 30.0) -> None:
+    """Wait until ``call()`` (a remote call) fails because its actor is gone (a kill takes effect
+    asynchronously); fail the test saying that ``what`` still runs after ``timeout_s``."""
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        try:
+            ray.get(call(), timeout=timeout_s)
+        except ray.exceptions.RayActorError:
+            return
+        time.sleep(0.05)
+    pytest.fail(f"{what} still runs")
+
+
 def test_a_coordinator_that_dies_before_recording_the_rank_stops_its_new_actor(cluster, jpeg_files):
     """The real coordinator and pipeline actor: the coordinator is gone when the loader waits for it."""
     svc = rp.serve(indexed, name="orphan", world_size=1, files=jpeg_files[:4], replace=True)
@@ -65,15 +78,9 @@ def test_a_coordinator_that_dies_before_recording_the_rank_stops_its_new_actor(c
         ray.get(actor.where.remote())
         coordinator = ray.get_actor(coordinator_name("orphan"), namespace=NAMESPACE)
         ray.kill(coordinator, no_restart=True)
+        _wait_dead(coordinator.config.remote, "the killed coordinator")  # or attach might still run
         with pytest.raises(RaypipeError, match="the coordinator of service 'orphan' failed"):
             _wait_attached(coordinator.attach.remote(0, loader.location.as_dict()), "orphan", 30.0, actor)
-        deadline = time.monotonic() + 30
-        while time.monotonic() < deadline:  # the kill takes effect asynchronously
-            try:
-                ray.get(actor.where.remote(), timeout=30)
-            except ray.exceptions.RayActorError:
-                return
-            time.sleep(0.1)
-        pytest.fail("the rank's new pipeline actor still runs")
+        _wait_dead(actor.where.remote, "the rank's new pipeline actor")
     finally:
         svc.shutdown()
