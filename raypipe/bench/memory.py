@@ -17,9 +17,9 @@ import threading
 
 IDLE = b"ray::IDLE"  # the title of a Ray worker process waiting for work
 PAGE = os.sysconf("SC_PAGE_SIZE") if hasattr(os, "sysconf") else 4096
-#: A process's PSS is read again only when its RSS moved by more than this share (or 4 MiB)
-#: since the last read: a PSS read walks its page tables, an RSS read is a counter.
-RSS_SLACK = 0.02
+#: A process's PSS is read again only when its RSS moved by more than this many bytes since the
+#: last read: a PSS read walks its page tables, an RSS read is a counter.
+RSS_SLACK = 4 << 20
 
 
 def _pss(pid: int) -> int | None:
@@ -124,7 +124,7 @@ class PeakMemory(_Poller):
     def _pss(self, pid: int) -> int | None:
         rss = _rss(pid)
         known = self._known.get(pid)
-        if rss is not None and known is not None and abs(rss - known[0]) <= max(4 << 20, RSS_SLACK * known[0]):
+        if rss is not None and known is not None and abs(rss - known[0]) <= RSS_SLACK:
             return known[1]
         pss = _pss(pid)
         if rss is not None and pss is not None:
