@@ -197,3 +197,18 @@ def test_a_segment_closes_with_its_array_and_close_drops_held_arrays():
     gc.collect()
     assert exporter.stats()["segments_live"] == 0 and exporter.held == 0
     assert _open_fds() == before, "every segment's descriptors and the probe's are closed"
+
+
+def test_the_ranks_mappings_go_with_its_importer_and_batches(child):
+    channel, call, _ = child
+    importer = host_ring.Importer()  # not the fixture's: this test drops it
+    assert importer.check(channel) is None
+    before = _open_fds()
+    batches = [importer.to_array(call("make", float(i))) for i in range(2)]
+    assert _open_fds() == before + 2, "one descriptor per mapped segment"
+    del importer
+    gc.collect()
+    assert _open_fds() == before + 2 and float(batches[1].mean()) == 1.0, "the batches keep their mappings"
+    del batches
+    gc.collect()
+    assert _open_fds() == before
