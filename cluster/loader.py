@@ -171,9 +171,10 @@ class Loader:
                 yield outputs
                 trained = time.perf_counter() - handed  # the caller trained on the batch until it asked again
         except GeneratorExit:  # the caller broke off the epoch (an error gets no wait)
-            self._acks.flush()
             _settle([ref for _, ref in pending])
             raise
+        finally:  # where the rank got to, also when it broke off or failed
+            self._acks.flush()
         self._epoch, self._start, self._next = epoch + 1, 0, 0
 
     def example_batch(self) -> tuple[Any, ...]:
