@@ -249,10 +249,11 @@ class Pipeline:
         self._executor.set_remote_workers(workers, unit_timeout_s)
 
     def set_host_allocator(self, allocate: Allocator, spare: int = 0) -> None:
-        """Make the host batch arrays that operators write samples into with ``allocate(shape,
-        dtype)`` from the next batch on, keeping ``spare`` more of them for reuse than the queues
-        need. A pipeline actor passes its shared-memory allocator (:mod:`actors.host_ring`) and as
-        many spares as its rank may hold batches, so finished batches reach the rank uncopied."""
+        """Make the host batch arrays (those operators write samples into, and large stacked
+        outputs) with ``allocate(shape, dtype)`` from the next batch on, keeping ``spare`` more of
+        them for reuse than the queues need. A pipeline actor passes its shared-memory allocator
+        (:mod:`actors.host_ring`) and as many spares as its rank may hold batches, so finished
+        batches reach the rank uncopied."""
         self.build()
         self._executor.set_allocator(allocate, spare)
 

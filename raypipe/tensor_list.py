@@ -3,12 +3,13 @@
 from __future__ import annotations
 
 import operator
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Iterator, Sequence
 from typing import Any
 
 import numpy as np
 
 from .backend import is_device_array, to_host
+from .batch_buffers import Allocator
 from .types import DALIDataType, to_dali_type
 
 
@@ -41,7 +42,7 @@ class TensorList:
         device: str,
         layout: str = "",
         xp=np,
-        allocate: Callable[[tuple[int, ...], np.dtype], np.ndarray] | None = None,
+        allocate: Allocator | None = None,
     ) -> TensorList:
         """Stack samples into one dense array when their shapes and dtypes agree (into
         ``allocate(shape, dtype)`` when given, for host samples); an array that already holds
