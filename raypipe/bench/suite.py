@@ -37,7 +37,10 @@ class Record:
 
 @contextlib.contextmanager
 def local_ray(cpus: int, gpus: int) -> Iterator[None]:
-    """A local Ray for the whole run, with ``gpus`` logical GPUs for the service's ranks."""
+    """A fresh local Ray for one round of one contender, with ``gpus`` logical GPUs for the
+    service's ranks. Fresh each time, as a job has it: Ray Data leaves actors of its own running
+    (``_StatsActor``, ``_AutoscalingCoordinatorActor``, about 1.3 % of a core each), which would
+    otherwise take CPU from every later round on Ray."""
     import ray
 
     if ray.is_initialized():
@@ -62,30 +65,30 @@ def run_rounds(
     """Every contender once per round, in order, ``rounds`` times, under a progress bar (on a
     terminal); a contender that raises is recorded as failed and left out of later rounds."""
     records = [Record(c) for c in contenders]
-    ranks = max((c.ranks for c in contenders), default=0)
-    uses_ray = any(c.uses_ray for c in contenders)
-    with local_ray(threads, ranks) if uses_ray else contextlib.nullcontext():
-        bar = tqdm(total=rounds * len(records), unit="run", file=sys.stderr, disable=None, leave=False)
-        with bar:
-            for r in range(rounds):
-                work = Workload(dataset.root, dataset.paths, batch_size, threads, r, warmup)
-                for record in records:
-                    bar.set_postfix_str(f"round {r + 1}: {record.contender.name}")
-                    if record.failure is None:
-                        try:
-                            record.rounds.append(_one_round(record.contender, work))
-                        except Exception as exc:
-                            record.failure = f"round {r + 1}: {type(exc).__name__}: {exc}"
-                            bar.write(f"{record.contender.name} failed in {record.failure}", file=sys.stderr)
-                    bar.update()
+    bar = tqdm(total=rounds * len(records), unit="run", file=sys.stderr, disable=None, leave=False)
+    with bar:
+        for r in range(rounds):
+            work = Workload(dataset.root, dataset.paths, batch_size, threads, r, warmup)
+            for record in records:
+                bar.set_postfix_str(f"round {r + 1}: {record.contender.name}")
+                if record.failure is None:
+                    try:
+                        record.rounds.append(_one_round(record.contender, work))
+                    except Exception as exc:
+                        record.failure = f"round {r + 1}: {type(exc).__name__}: {exc}"
+                        bar.write(f"{record.contender.name} failed in {record.failure}", file=sys.stderr)
+                bar.update()
     return records
 
 
 def _one_round(contender: Contender, work: Workload) -> dict[str, Any]:
-    """Time one round, watching memory (and the object store for contenders on Ray)."""
-    store = StorePeak() if contender.uses_ray else contextlib.nullcontext()
-    with PeakMemory() as memory, store, CpuShare() as cpu:
-        timing = contender.run(work)
+    """Time one round, watching memory (and the object store for contenders on Ray, each on a
+    fresh local Ray started before the probes, so its daemons are not counted)."""
+    on_ray = contender.uses_ray
+    with local_ray(work.threads, contender.ranks) if on_ray else contextlib.nullcontext():
+        store = StorePeak() if on_ray else contextlib.nullcontext()
+        with PeakMemory() as memory, store, CpuShare() as cpu:
+            timing = contender.run(work)
     share = cpu.result or {}
     return {
         "round": work.round + 1,
@@ -93,8 +96,8 @@ def _one_round(contender: Contender, work: Workload) -> dict[str, Any]:
         "images_per_s": timing.images_per_s,
         "first_batch_s": timing.first_batch_s,
         "peak_memory_mib": None if memory.extra_bytes is None else memory.extra_bytes / MIB,
-        "store_peak_mib": store.peak / MIB if contender.uses_ray else None,
-        "store_spilled_mib": store.spilled / MIB if contender.uses_ray else None,
+        "store_peak_mib": store.peak / MIB if on_ray else None,
+        "store_spilled_mib": store.spilled / MIB if on_ray else None,
         "idle_pct": share.get("idle_pct"),
         "steal_pct": share.get("steal_pct"),
     }

@@ -95,6 +95,41 @@ def test_service_with_one_rank(tmp_path, jpeg_root, capsys):
     assert not ray.is_initialized(), "the run's Ray is shut down"
 
 
+def test_every_round_on_ray_gets_a_fresh_ray_with_the_contenders_gpus_and_the_others_none(tmp_path, jpeg_root):
+    import ray
+
+    from raypipe.bench.contenders import Contender, Timing
+    from raypipe.bench.dataset import prepare
+    from raypipe.bench.suite import run_rounds
+
+    if ray.is_initialized():
+        pytest.skip("raypipe bench starts its own Ray; this test process already has one")
+    seen: list[tuple[str, object]] = []
+
+    def on_ray(work):
+        seen.append(("ray", (ray.get_runtime_context().get_node_id(), ray.cluster_resources().get("GPU"))))
+        return Timing(0.1, 8, 80.0)
+
+    def off_ray(work):
+        seen.append(("plain", ray.is_initialized()))
+        return Timing(0.1, 8, 80.0)
+
+    records = run_rounds(
+        [Contender("a", "a", on_ray, uses_ray=True, ranks=2), Contender("b", "b", off_ray)],
+        prepare(jpeg_root, 16),
+        batch_size=8,
+        threads=2,
+        rounds=2,
+    )
+    assert [r.failure for r in records] == [None, None] and [len(r.rounds) for r in records] == [2, 2]
+    assert [kind for kind, _ in seen] == ["ray", "plain", "ray", "plain"]
+    (first_node, first_gpus), (second_node, second_gpus) = seen[0][1], seen[2][1]
+    assert first_node != second_node, "each round on Ray starts a Ray of its own"
+    assert first_gpus == second_gpus == 2
+    assert seen[1][1] is False and seen[3][1] is False, "no Ray runs during the other contenders' rounds"
+    assert not ray.is_initialized()
+
+
 def test_a_failing_contender_is_reported_and_the_others_go_on(tmp_path, jpeg_root, capsys, monkeypatch):
     import raypipe.bench.contenders as module
 
