@@ -1,4 +1,4 @@
-"""The raypipe service contender: ``rp.serve`` the recipe on the run's local Ray, and read two
+"""The raypipe service contender: ``rp.serve`` the recipe on the round's local Ray, and read two
 epochs through ``rp.loader`` from ranks that are Ray actors holding one logical GPU each (as
 Ray Train workers are). Each round serves afresh and shuts the service down, so nothing of
 it runs during the other contenders' rounds; its time to first batch runs from ``serve`` to
