@@ -299,10 +299,6 @@ class Importer:
             self._refused[channel.exporter] = why
         return why
 
-    def usable(self, exporter: str | None) -> bool:
-        """True when ``exporter``'s channel was checked and works."""
-        return exporter in self._verified
-
     def to_array(self, host: HostArray) -> np.ndarray:
         """The batch ``host`` as a read-only array on the shared segment; its token is queued for
         release once it and everything made from it are gone."""
