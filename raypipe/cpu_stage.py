@@ -19,7 +19,7 @@ from .errors import DecodeError, SampleError
 from .graph import DataNode, StagedGraph
 from .keyed_random import SampleContext
 from .operator import Skip
-from .profile import SAMPLE, Profile
+from .profile import COUNTED, SAMPLE, Profile
 
 
 @dataclass(frozen=True)
@@ -48,6 +48,8 @@ class CpuStage:
             and hasattr(node.op, "run_sample_into")
         }
         self.profile: Profile | None = None  # set to collect time per operator
+        self._labels = [node.label for node in graph.host_nodes]
+        self._labels_and_sample = [*self._labels, SAMPLE]
 
     def run_chunk(
         self,
@@ -72,29 +74,37 @@ class CpuStage:
         the sample's row of the batch array (``outputs``) where it can."""
         env: dict[DataNode, Any] = {}
         profile = self.profile
-        began = time.perf_counter() if profile is not None else 0.0
-        for node in self.graph.host_nodes:
+        turn = profile.timing_turn() if profile is not None else COUNTED
+        timed = turn != COUNTED
+        began = time.perf_counter() if timed else 0.0
+        for done, node in enumerate(self.graph.host_nodes):
             inputs = [env[d] for d in node.inputs]
             args = {k: env[d] for k, d in node.arg_inputs.items()}
-            called = time.perf_counter() if profile is not None else 0.0
+            called = time.perf_counter() if timed else 0.0
             try:
                 if outputs is not None and node in self.in_place:
                     out = node.op.run_sample_into(inputs, args, ctx, outputs.allocator(self.in_place[node], position))
                 else:
                     out = node.op.run_sample(inputs, args, ctx)
-                if profile is not None:
-                    profile.add("cpu", node.label, time.perf_counter() - called)
+                if timed:
+                    profile.add("cpu", node.label, time.perf_counter() - called, turn)
             except Exception as exc:
+                if profile is not None and not timed:
+                    profile.count("cpu", self._labels[:done])
                 raise self.sample_error(node.label, ctx, exc) from exc
             if isinstance(out, Skip):
+                if profile is not None and not timed:
+                    profile.count("cpu", self._labels[: done + 1])
                 return SkippedSample(ctx.epoch, ctx.sample_index, self.source_of(ctx.sample_index), out.reason)
             if len(node.outputs) == 1:
                 env[node.outputs[0]] = out
             else:
                 for d, value in zip(node.outputs, out):
                     env[d] = value
-        if profile is not None:
-            profile.add("cpu", SAMPLE, time.perf_counter() - began)
+        if timed:
+            profile.add("cpu", SAMPLE, time.perf_counter() - began, turn)
+        elif profile is not None:
+            profile.count("cpu", self._labels_and_sample)
         return {d: env[d] for d in self.graph.host_results}
 
     def sample_error(self, label: str, ctx: SampleContext, exc: Exception) -> SampleError:
