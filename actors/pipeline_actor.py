@@ -15,6 +15,7 @@ from __future__ import annotations
 import dataclasses
 import itertools
 import os
+import threading
 import time
 from collections.abc import Callable, Iterator
 from typing import Any
@@ -29,7 +30,7 @@ from raypipe.replacement import fill_skipped
 from raypipe.service_config import ServiceConfig
 from raypipe.tensor_list import TensorList
 
-from . import host_ring, niceness
+from . import host_ring, niceness, request_channel
 from .cpu_helper import build_service_pipeline, remote_worker
 from .cuda_ipc import Exporter, device_uuid, use_ipc
 from .meters import ProcessMeter, QueueMeter
@@ -73,6 +74,10 @@ class PipelineActor:
         self._gpu_uuid = device_uuid(0) if device_id is not None else None
         self._host = host_ring.Exporter() if host_ring.supported() else None
         self._host_spare = 0  # batches the rank may hold, beyond the pipeline's own queues
+        # Batch requests come through Ray or, from a rank on this machine, a socket
+        # (:mod:`actors.request_channel`); one at a time, as do the calls that move the pipeline.
+        self._serving = threading.Lock()
+        self._requests = request_channel.RequestServer(self.get_batch) if self._host is not None else None
         self._size_host_pool(3)  # the loader's default prefetch of 2, plus one
         self._exporter: Exporter | None = None
         self._ipc_fallbacks = 0
@@ -132,7 +137,12 @@ class PipelineActor:
             "pid": os.getpid(),
             "niceness": niceness.current(),
             "host_channel": self._host_channel(),
+            "requests": self._requests_address(),
         }
+
+    def _requests_address(self) -> str | None:
+        """Where a rank that can map this actor's shared memory sends its batch requests."""
+        return self._requests.address if self._requests is not None else None
 
     def _host_channel(self) -> dict[str, Any] | None:
         """Where a rank checks that it can map this actor's shared-memory batches (None: it cannot)."""
@@ -155,7 +165,22 @@ class PipelineActor:
         can map; ``released`` are the tokens of such batches the rank no longer uses),
         padding flags and sample indices. Skipped samples are replaced (see
         :mod:`raypipe.replacement`) and reported under ``"skipped"``. A reply to a request that
-        does not name the host exporter carries its ``"host_channel"`` for the rank to check."""
+        does not name the host exporter carries its ``"host_channel"`` for the rank to check, and
+        the address for its ``"requests"``. Called by Ray, or from a rank's socket
+        (:mod:`actors.request_channel`)."""
+        with self._serving:
+            return self._get_batch(epoch, start, k, gpu_uuid, ipc_ring, host, released)
+
+    def _get_batch(
+        self,
+        epoch: int,
+        start: int,
+        k: int,
+        gpu_uuid: bytes | None,
+        ipc_ring: int,
+        host: str | None,
+        released: tuple[int, ...],
+    ) -> dict[str, Any]:
         began = time.perf_counter()
         ring = self._host is not None and host == self._host.exporter_id
         if ring:
@@ -187,6 +212,7 @@ class PipelineActor:
             "index": k,
             "skipped": [(info.epoch, s.sample_index, s.source, s.reason) for s in info.skipped],
             "host_channel": None if ring else self._host_channel(),
+            "requests": None if ring else self._requests_address(),
         }
 
     def _size_host_pool(self, rank_slots: int) -> None:
@@ -223,14 +249,16 @@ class PipelineActor:
 
     def release(self, token: tuple[int, int]) -> None:
         """The rank has copied the IPC-shipped outputs of batch ``token``: their buffers are free."""
-        if self._exporter is not None:
-            self._exporter.release(token)
+        with self._serving:
+            if self._exporter is not None:
+                self._exporter.release(token)
 
     def release_all(self) -> None:
         """The rank starts a new iteration and abandons its in-flight batches: every IPC buffer
         is free. (Ordered after the rank's earlier requests, so no buffer it copies is reused.)"""
-        if self._exporter is not None:
-            self._exporter.reset()
+        with self._serving:
+            if self._exporter is not None:
+                self._exporter.reset()
 
     def _ship(
         self,
@@ -267,9 +295,10 @@ class PipelineActor:
     def pause(self) -> None:
         """Stop preparing batches ahead (frees the CPUs); the next request restarts the pipeline
         and attaches the CPU helpers again."""
-        self.pipe.close()
-        self._cursor = None
-        self._helpers, self._helpers_asked = (), float("-inf")
+        with self._serving:
+            self.pipe.close()
+            self._cursor = None
+            self._helpers, self._helpers_asked = (), float("-inf")
 
     def state_dict(self) -> dict[str, Any] | None:
         """The position of the batch this actor's pipeline produces next for its rank (the
@@ -282,7 +311,8 @@ class PipelineActor:
     def load_state_dict(self, state: dict[str, Any], strict: bool = True) -> None:
         """Start preparing the rank's batches at ``state`` now, ahead of its first request."""
         epoch, start = self.config.resume(state, owner="pipeline actor", strict=strict)
-        self._seek(epoch, start, 0)
+        with self._serving:
+            self._seek(epoch, start, 0)
 
     @ray.method(concurrency_group=CONTROL)
     def stats(self) -> dict[str, Any]:
@@ -302,6 +332,7 @@ class PipelineActor:
             "object_store_bytes": self._shipped_bytes,
             "ipc_fallbacks": self._ipc_fallbacks,
             "host_ring": self._host.stats() if self._host is not None else None,
+            "socket_requests": self._requests.served if self._requests is not None else 0,
             "memory": self.pipe.memory_stats(),
             "seeks": self._seeks,
             "skipped": self._skipped,

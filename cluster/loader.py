@@ -6,12 +6,14 @@ yields this rank's batches of the current epoch, keeping ``prefetch`` requests i
 Host batches arrive through shared memory and become torch tensors without a copy
 (read-only: clone before writing in place): the pipeline actor's own segments where this
 process can map them (:mod:`actors.host_ring`), else the node's object store; on a GPU
-node they are moved to the rank's GPU.
+node they are moved to the rank's GPU. Where it maps them, the rank also sends its batch
+requests over the actor's socket instead of through Ray (:mod:`actors.request_channel`).
 """
 
 from __future__ import annotations
 
 import collections
+import dataclasses
 import os
 import time
 import warnings
@@ -21,7 +23,7 @@ from typing import Any
 import numpy as np
 import ray
 
-from actors import host_ring
+from actors import host_ring, request_channel
 from actors.cuda_ipc import Importer, IpcArray, device_uuid
 from raypipe.errors import ArgumentError, RaypipeError
 
@@ -39,6 +41,8 @@ SETTLE_TIMEOUT_S = 10.0
 ACK_INTERVAL_S = 0.25
 #: ``RAYPIPE_HOST_RING=0`` in a rank's environment keeps its host batches in the object store.
 HOST_RING_ENV = "RAYPIPE_HOST_RING"
+#: ``RAYPIPE_REQUEST_SOCKET=0`` keeps a rank's batch requests on Ray.
+REQUEST_SOCKET_ENV = "RAYPIPE_REQUEST_SOCKET"
 
 
 class Loader:
@@ -96,13 +100,16 @@ class Loader:
         self._host_exporter: str | None = None  # the actor's host exporter, once checked
         # how host batches arrive, and why not through shared memory
         self.host_transport = "object store" if self._host is not None else f"object store ({HOST_RING_ENV}=0)"
+        self._requests: request_channel.RequestClient | None = None
+        # how batch requests travel, and why not over the actor's socket
+        self.request_transport = "ray"
         self.normalize = normalize
         # The actor starts while the coordinator may still be starting: both at once.
         attached = self._coordinator.attach.remote(rank, self.location.as_dict())
         self._actor, self.actor_info = start_pipeline_actor(launch, self.config, rank, self.location)
         _wait_attached(attached, name, launch.startup_timeout_s, self._actor)
         self._acks = _Acks(self._coordinator, rank)
-        self._take_channel(self.actor_info.get("host_channel"))
+        self._take_channel(self.actor_info.get("host_channel"), self.actor_info.get("requests"))
         self._epoch, self._start, self._next = 0, 0, 0  # the rank's position: its only home
         self._resumed = False
         self._store_checked = False
@@ -154,7 +161,7 @@ class Loader:
                         f"loader: rank {self.rank} asked for batch {k} of epoch {epoch} and received batch "
                         f"{batch['index']} of epoch {batch['epoch']}"
                     )
-                self._take_channel(batch.get("host_channel"))
+                self._take_channel(batch.get("host_channel"), batch.get("requests"))
                 if not self._store_checked and self._host_exporter is None:
                     self._check_store(batch["outputs"])
                 self._next = k + 1
@@ -171,7 +178,7 @@ class Loader:
                 yield outputs
                 trained = time.perf_counter() - handed  # the caller trained on the batch until it asked again
         except GeneratorExit:  # the caller broke off the epoch (an error gets no wait)
-            _settle([ref for _, ref in pending])
+            _settle([ref for _, ref in pending], self._requests)
             raise
         finally:  # where the rank got to, also when it broke off or failed
             self._acks.flush()
@@ -185,29 +192,64 @@ class Loader:
         if self._next >= len(self):
             epoch, start = epoch + 1, 0
         batch = self._fetch(self._request(epoch, start, k), epoch, k)
-        self._take_channel(batch.get("host_channel"))
+        self._take_channel(batch.get("host_channel"), batch.get("requests"))
         outputs = tuple(self._convert(a) for a in batch["outputs"])
         return self.normalize.apply(outputs) if self.normalize is not None else outputs
 
-    def _request(self, epoch: int, start: int, k: int) -> ray.ObjectRef:
-        """Ask the pipeline actor for batch ``k``, handing back the shared-memory batches this rank
-        no longer uses."""
+    def _request(self, epoch: int, start: int, k: int) -> ray.ObjectRef | _Sent:
+        """Ask the pipeline actor for batch ``k`` (over its socket when connected, else through
+        Ray), handing back the shared-memory batches this rank no longer uses."""
         exporter = self._host_exporter
         released = self._host.released(exporter) if exporter is not None else []
-        return self._actor.get_batch.remote(
-            epoch, start, k, self._gpu_uuid, self.prefetch + 1, exporter, tuple(released)
-        )
+        args = (epoch, start, k, self._gpu_uuid, self.prefetch + 1, exporter, tuple(released))
+        if self._requests is not None:
+            try:
+                return _Sent(self._requests, self._requests.send(args), args)
+            except OSError as exc:
+                self._lose_requests(exc)
+        return self._actor.get_batch.remote(*args)
 
-    def _take_channel(self, channel: dict[str, Any] | None) -> None:
+    def _take_channel(self, channel: dict[str, Any] | None, requests: str | None = None) -> None:
         """Check the host channel an actor offers (when it starts, and again after a restart):
         from the next request on, host batches come through its shared memory when this process
-        can map it."""
+        can map it, and requests go over its socket (``requests``) when this process reaches it."""
         if channel is None or self._host is None:
             return
         channel = host_ring.Channel(**channel)
         why = self._host.check(channel)
         self._host_exporter = channel.exporter if why is None else None
         self.host_transport = "shared memory" if why is None else f"object store ({why})"
+        if why is None:
+            self._connect(requests)
+
+    def _connect(self, address: str | None) -> None:
+        """Send requests over the actor's socket at ``address`` from now on, where this rank can
+        (CUDA IPC batches keep their Ray calls: their releases are ordered with them)."""
+        if self._requests is not None and self._requests.address == address and not self._requests.broken:
+            return
+        if self._requests is not None:
+            self._requests.close()
+            self._requests = None
+        if address is None:
+            self.request_transport = "ray (the actor has no socket)"
+        elif os.environ.get(REQUEST_SOCKET_ENV, "1") == "0":
+            self.request_transport = f"ray ({REQUEST_SOCKET_ENV}=0)"
+        elif self._gpu_uuid is not None:
+            self.request_transport = "ray (batches come by CUDA IPC)"
+        else:
+            try:
+                self._requests = request_channel.RequestClient(address)
+                self.request_transport = "socket"
+            except OSError as exc:
+                self.request_transport = f"ray (cannot reach the actor's socket: {exc})"
+
+    def _lose_requests(self, exc: BaseException) -> None:
+        """The socket broke (the actor died): requests go through Ray, which waits for a restarted
+        actor (whose first reply offers its own socket) or says the actor is gone."""
+        if self._requests is not None:
+            self._requests.close()
+            self._requests = None
+        self.request_transport = f"ray (the actor's socket broke: {exc or type(exc).__name__})"
 
     def report_synthetic(self, batches: int, trained_s: float) -> None:
         """Tell the service this rank trained ``batches`` steps on synthetic data in ``trained_s``
@@ -232,7 +274,14 @@ class Loader:
     def _plan(self):
         return self.config.plan(self._epoch, self._start)
 
-    def _fetch(self, ref, epoch: int, k: int) -> dict[str, Any]:
+    def _fetch(self, ref: ray.ObjectRef | _Sent, epoch: int, k: int) -> dict[str, Any]:
+        if isinstance(ref, _Sent):
+            try:
+                return ref.client.receive(ref.seq)
+            except (OSError, EOFError) as exc:  # the actor died: ask again through Ray
+                if ref.client is self._requests:
+                    self._lose_requests(exc)
+                ref = self._actor.get_batch.remote(*ref.args)
         try:
             return ray.get(ref)
         except ray.exceptions.RayTaskError as exc:
@@ -275,6 +324,16 @@ class Loader:
             f"cuda:{self._cuda_index}" if self._cuda_index is not None and torch.cuda.is_available() else None
         )
         return tensor.to(device, non_blocking=True) if device else tensor
+
+
+@dataclasses.dataclass(frozen=True)
+class _Sent:
+    """A batch request sent over the actor's socket: its sequence number there, and its arguments
+    to send again through Ray if the socket breaks before the reply."""
+
+    client: request_channel.RequestClient
+    seq: int
+    args: tuple
 
 
 class _Acks:
@@ -332,10 +391,13 @@ def _wait_attached(attached: ray.ObjectRef, name: str, timeout_s: float, actor: 
         raise RaypipeError(f"loader: the coordinator of service {name!r} failed: {cause}") from exc
 
 
-def _settle(refs: list) -> None:
+def _settle(refs: list, requests: request_channel.RequestClient | None) -> None:
     """Wait (a bounded time) for the requests an abandoned iteration left in flight, so that a
     service shut down right after a ``break`` does not kill its actors mid-request (Ray then
-    logs each as a failed task it will retry)."""
+    logs each as a failed task it will retry), and the socket's next reply is the next request's."""
+    if requests is not None:
+        requests.drain(SETTLE_TIMEOUT_S)
+    refs = [ref for ref in refs if not isinstance(ref, _Sent)]
     if not refs:
         return
     try:

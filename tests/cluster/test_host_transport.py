@@ -1,6 +1,7 @@
-"""Host batches through the pipeline actor's shared memory (:mod:`actors.host_ring`) on the
-simulated cluster: the same bytes as through the object store, batches a rank keeps are never
-overwritten and are released once dropped, and a restarted actor is picked up again."""
+"""Host batches through the pipeline actor's shared memory (:mod:`actors.host_ring`), requested
+over its socket (:mod:`actors.request_channel`), on the simulated cluster: the same bytes as
+through the object store and Ray calls, batches a rank keeps are never overwritten and are
+released once dropped, and a restarted actor is picked up again."""
 
 from __future__ import annotations
 
@@ -13,7 +14,7 @@ import pytest
 
 import raypipe as rp
 from actors import host_ring
-from cluster.loader import HOST_RING_ENV
+from cluster.loader import HOST_RING_ENV, REQUEST_SOCKET_ENV
 from tests.cluster.pipelines import big_batches
 
 pytestmark = pytest.mark.skipif(not host_ring.supported(), reason="memfd segments need Linux")
@@ -43,27 +44,38 @@ def test_batches_through_shared_memory_are_those_of_the_object_store(cluster, jp
     svc = _serve("ring-same", jpeg_files)
     try:
         loader = rp.loader("ring-same", rank=0, world_size=1, output="numpy")
-        assert loader.host_transport == "shared memory"
+        assert (loader.host_transport, loader.request_transport) == ("shared memory", "socket")
         through_ring = [(images.copy(), labels.copy()) for images, labels in _epoch(loader, 1)]
         actor = _actor(svc)
         assert actor["host_ring"]["exported"] == len(through_ring) == 3
+        assert actor["socket_requests"] == 3, "every request came over the socket"
         image_bytes = through_ring[0][0].nbytes
         assert actor["object_store_bytes"] < image_bytes, "only the small labels went through the store"
+    finally:
+        svc.shutdown()
+    monkeypatch.setenv(REQUEST_SOCKET_ENV, "0")
+    svc = _serve("ring-same", jpeg_files)
+    try:
+        loader = rp.loader("ring-same", rank=0, world_size=1, output="numpy")
+        assert loader.request_transport == f"ray ({REQUEST_SOCKET_ENV}=0)"
+        through_ray = _epoch(loader, 1)
+        assert (_actor(svc)["host_ring"]["exported"], _actor(svc)["socket_requests"]) == (3, 0)
     finally:
         svc.shutdown()
     monkeypatch.setenv(HOST_RING_ENV, "0")
     svc = _serve("ring-same", jpeg_files)
     try:
         loader = rp.loader("ring-same", rank=0, world_size=1, output="numpy")
-        assert loader.host_transport == f"object store ({HOST_RING_ENV}=0)"
+        assert loader.host_transport == f"object store ({HOST_RING_ENV}=0)" and loader.request_transport == "ray"
         through_store = _epoch(loader, 1)
         assert _actor(svc)["host_ring"]["exported"] == 0
     finally:
         svc.shutdown()
-    assert len(through_store) == len(through_ring)
-    for (ring_images, ring_labels), (store_images, store_labels) in zip(through_ring, through_store):
-        np.testing.assert_array_equal(ring_images, store_images)
-        np.testing.assert_array_equal(ring_labels, store_labels)
+    for other in (through_ray, through_store):
+        assert len(other) == len(through_ring)
+        for (ring_images, ring_labels), (images, labels) in zip(through_ring, other):
+            np.testing.assert_array_equal(ring_images, images)
+            np.testing.assert_array_equal(ring_labels, labels)
 
 
 def test_kept_batches_are_never_overwritten_and_dropped_ones_are_released(cluster, jpeg_files):
@@ -105,9 +117,29 @@ def test_a_restarted_actor_is_mapped_again_and_kept_batches_survive_it(cluster, 
         again = _epoch(loader, 0)
         actor = _actor(svc)
         assert actor["pid"] != loader.actor_info["pid"], "the actor was restarted"
-        assert loader.host_transport == "shared memory"
+        assert (loader.host_transport, loader.request_transport) == ("shared memory", "socket")
+        assert actor["socket_requests"] >= len(again) - 1, "the new actor's socket took over after one Ray call"
         assert actor["host_ring"]["exported"] >= len(again), "the new actor's batches come through its segments"
         for (images, _), (ref_images, _) in zip(again, reference):
             np.testing.assert_array_equal(images, ref_images)
+    finally:
+        svc.shutdown()
+
+
+def test_an_epoch_broken_off_and_read_again_over_the_socket_has_every_batch_in_order(cluster, jpeg_files):
+    svc = _serve("ring-again", jpeg_files * 2)  # 6 batches an epoch
+    try:
+        loader = rp.loader("ring-again", rank=0, world_size=1, output="numpy", prefetch=3)
+        reference = [labels.copy() for _, labels in _epoch(loader, 0)]
+        loader.set_epoch(0)
+        for k, _ in enumerate(loader):
+            if k == 1:
+                break  # two requests still in flight: their replies must not answer the next ones
+        again = [labels.copy() for _, labels in _epoch(loader, 0)]
+        assert loader.request_transport == "socket"
+        assert len(again) == len(reference) == 6
+        for labels, ref in zip(again, reference):
+            np.testing.assert_array_equal(labels, ref)
+        assert _actor(svc)["socket_requests"] == 6 + 4 + 6, "two epochs, two batches read, two in flight at the break"
     finally:
         svc.shutdown()

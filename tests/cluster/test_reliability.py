@@ -17,6 +17,7 @@ import ray
 
 import raypipe as rp
 from cluster import journal, object_store
+from cluster.loader import REQUEST_SOCKET_ENV
 from cluster.naming import NAMESPACE, coordinator_name
 from tests.cluster.pipelines import broken_in_actors, indexed, large, skipping
 
@@ -267,6 +268,7 @@ def test_a_killed_rank_process_releases_its_prefetched_batches(cluster, jpeg_fil
             cwd=ROOT,
             stdout=subprocess.PIPE,
             text=True,
+            env=os.environ | {REQUEST_SOCKET_ENV: "0"},  # replies through Ray: their batches wait in the store
         )
         try:
             assert rank.stdout.readline().strip() == "ready"
@@ -309,6 +311,7 @@ def test_an_actor_that_cannot_start_is_named_and_leaves_nothing_behind(cluster, 
 
 DRIVER_SCRIPT = """
 import sys, ray, raypipe as rp
+from cluster.loader import REQUEST_SOCKET_ENV
 from tests.cluster.pipelines import indexed
 ray.init(address=sys.argv[1], log_to_driver=False)
 files = sys.argv[4:]

@@ -1,0 +1,120 @@
+"""Batch requests over a Unix socket across two real processes: a server in a spawned child
+answers in order, its exceptions arrive as raised, replies to abandoned requests are skipped,
+and a server that dies breaks the connection at once instead of hanging the client."""
+
+from __future__ import annotations
+
+import multiprocessing
+import threading
+import time
+
+import pytest
+
+from actors import request_channel
+from raypipe.errors import RaypipeError
+
+pytestmark = pytest.mark.skipif(not request_channel.supported(), reason="abstract Unix sockets need Linux")
+
+
+class Unpicklable(Exception):
+    def __init__(self, message: str):
+        super().__init__(message)
+        self.lock = threading.Lock()
+
+
+def _handle(kind: str, *args):
+    if kind == "echo":
+        return args[0]
+    if kind == "slow":
+        time.sleep(args[0])
+        return args[1]
+    if kind == "fail":
+        raise ValueError(args[0])
+    if kind == "unpicklable":
+        raise Unpicklable("holds a lock")
+    if kind == "die":
+        import os
+
+        os._exit(3)
+    raise AssertionError(kind)
+
+
+def _child(conn) -> None:
+    server = request_channel.RequestServer(_handle)
+    conn.send(server.address)
+    conn.recv()  # until the test is done
+    conn.send(server.served)
+
+
+@pytest.fixture()
+def server():
+    ctx = multiprocessing.get_context("spawn")
+    parent, child = ctx.Pipe()
+    process = ctx.Process(target=_child, args=(child,), daemon=True)
+    process.start()
+    address = parent.recv()
+    yield address, parent, process
+    if process.is_alive():
+        process.kill()
+    process.join(10)
+
+
+def test_requests_in_flight_are_answered_in_order_from_another_process(server):
+    address, _, _ = server
+    client = request_channel.RequestClient(address)
+    seqs = [client.send(("slow", 0.05 * (3 - i), i)) for i in range(3)]  # the first is the slowest
+    assert [client.receive(seq) for seq in seqs] == [0, 1, 2]
+    big = bytes(range(256)) * 4096  # 1 MiB: more than a socket buffer holds
+    assert client.receive(client.send(("echo", big))) == big
+
+
+def test_an_exception_arrives_as_raised_or_named_when_it_cannot_travel(server):
+    address, _, _ = server
+    client = request_channel.RequestClient(address)
+    with pytest.raises(ValueError, match="bad sample 7"):
+        client.receive(client.send(("fail", "bad sample 7")))
+    with pytest.raises(RaypipeError, match="Unpicklable: holds a lock"):
+        client.receive(client.send(("unpicklable",)))
+    assert client.receive(client.send(("echo", "still open"))) == "still open"
+
+
+def test_replies_to_abandoned_requests_are_skipped_and_drain_reads_them_all(server):
+    address, parent, _ = server
+    client = request_channel.RequestClient(address)
+    client.send(("echo", "abandoned"))
+    wanted = client.send(("echo", "wanted"))
+    assert client.receive(wanted) == "wanted"
+    for i in range(3):
+        client.send(("slow", 0.05, i))
+    client.drain(timeout_s=10)
+    assert client.receive(client.send(("echo", "next"))) == "next", "no reply of the drained requests is left"
+    with pytest.raises(RaypipeError, match="no request 99 waiting"):
+        client.receive(99)
+    client.close()
+    parent.send("done")
+    assert parent.recv() == 6, "every request was answered, the abandoned ones too"
+
+
+def test_a_server_that_dies_breaks_the_connection_at_once(server):
+    address, _, process = server
+    client = request_channel.RequestClient(address)
+    waiting = client.send(("slow", 60, "never"))
+    killer = threading.Timer(0.3, process.kill)
+    killer.start()
+    began = time.monotonic()
+    with pytest.raises(ConnectionError, match="closed the connection"):
+        client.receive(waiting)
+    assert time.monotonic() - began < 30 and client.broken
+    with pytest.raises(ConnectionError, match="broke earlier"):
+        client.send(("echo", 1))
+    with pytest.raises(OSError):
+        request_channel.RequestClient(address)  # nobody listens there any more
+
+
+def test_a_request_that_kills_its_server_breaks_the_connection(server):
+    address, _, _ = server
+    client = request_channel.RequestClient(address)
+    with pytest.raises(ConnectionError):
+        client.receive(client.send(("die",)))
+    assert client.broken
+    client.drain(timeout_s=1)  # nothing to wait for on a broken connection
