@@ -137,12 +137,13 @@ class PipelineActor:
             "pid": os.getpid(),
             "niceness": niceness.current(),
             "host_channel": self._host_channel(),
-            "requests": self._requests_address(),
+            "requests": self._requests_offer(),
         }
 
-    def _requests_address(self) -> str | None:
-        """Where a rank that can map this actor's shared memory sends its batch requests."""
-        return self._requests.address if self._requests is not None else None
+    def _requests_offer(self) -> dict[str, str] | None:
+        """Where (and with which token) a rank that can map this actor's shared memory sends its
+        batch requests."""
+        return self._requests.offer() if self._requests is not None else None
 
     def _host_channel(self) -> dict[str, Any] | None:
         """Where a rank checks that it can map this actor's shared-memory batches (None: it cannot)."""
@@ -166,7 +167,7 @@ class PipelineActor:
         padding flags and sample indices. Skipped samples are replaced (see
         :mod:`raypipe.replacement`) and reported under ``"skipped"``. A reply to a request that
         does not name the host exporter carries its ``"host_channel"`` for the rank to check, and
-        the address for its ``"requests"``. Called by Ray, or from a rank's socket
+        the address and token for its ``"requests"``. Called by Ray, or from a rank's socket
         (:mod:`actors.request_channel`)."""
         with self._serving:
             return self._get_batch(epoch, start, k, gpu_uuid, ipc_ring, host, released)
@@ -212,7 +213,7 @@ class PipelineActor:
             "index": k,
             "skipped": [(info.epoch, s.sample_index, s.source, s.reason) for s in info.skipped],
             "host_channel": None if ring else self._host_channel(),
-            "requests": None if ring else self._requests_address(),
+            "requests": None if ring else self._requests_offer(),
         }
 
     def _size_host_pool(self, rank_slots: int) -> None:

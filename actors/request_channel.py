@@ -11,10 +11,18 @@ starting, placing and restarting the actor, and its control calls.
 A request that cannot go this way goes through Ray: no socket here, or a connection that broke
 (the actor died), in which case Ray waits for the restarted actor or says it is gone. The socket
 is in Linux's abstract namespace: nothing on disk, and it goes with the actor's process.
+
+Abstract sockets have no file permissions and their names are listed in ``/proc/net/unix``, and
+requests are pickles, so the server trusts a connection only when its peer runs as the same
+user (``SO_PEERCRED``; the same bar as mapping the actor's memory through ``/proc``) and its
+first message is the server's random token, which the rank got through Ray. Nothing is
+unpickled before both checks.
 """
 
 from __future__ import annotations
 
+import hmac
+import os
 import pickle
 import socket
 import struct
@@ -28,11 +36,17 @@ from typing import Any
 from raypipe.errors import RaypipeError
 
 _LENGTH = struct.Struct("<Q")
+_CREDENTIALS = struct.Struct("3i")  # struct ucred: pid, uid, gid
+TOKEN_BYTES = 16
 
 
 def supported() -> bool:
     """True where abstract Unix sockets exist (Linux)."""
     return sys.platform.startswith("linux") and hasattr(socket, "AF_UNIX")
+
+
+def _peer_uid(conn: socket.socket) -> int:
+    return _CREDENTIALS.unpack(conn.getsockopt(socket.SOL_SOCKET, socket.SO_PEERCRED, _CREDENTIALS.size))[1]
 
 
 def _send(conn: socket.socket, message: Any) -> None:
@@ -75,17 +89,20 @@ def _portable(exc: Exception) -> Exception:
 
 
 class RequestServer:
-    """The actor's side: answers each connection's requests in order with ``handle(*args)``, on a
-    thread per connection (a rank has one; a new one may come after a broken one)."""
+    """The actor's side: answers each trusted connection's requests in order with
+    ``handle(*args)``, on a thread per connection (a rank has one; a new one may come after a
+    broken one). :meth:`offer` is what a rank needs to connect."""
 
     def __init__(self, handle: Callable[..., Any]):
         self._handle = handle
+        self._token = os.urandom(TOKEN_BYTES)
         self.address = f"\0raypipe-requests-{uuid.uuid4().hex}"
         self._socket = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
         self._socket.bind(self.address)
         self._socket.listen(4)
         self._finalizer = weakref.finalize(self, self._socket.close)
         self.served = 0  # requests answered
+        self.refused = 0  # connections closed unheard (another user, or no token)
         threading.Thread(target=self._accept, name="raypipe-requests", daemon=True).start()
 
     def _accept(self) -> None:
@@ -96,8 +113,27 @@ class RequestServer:
                 return
             threading.Thread(target=self._serve, args=(conn,), name="raypipe-request-conn", daemon=True).start()
 
+    def offer(self) -> dict[str, str]:
+        """The socket's address and token, for the rank (through Ray)."""
+        return {"address": self.address, "token": self._token.hex()}
+
+    def _trusted(self, conn: socket.socket) -> bool:
+        """The peer runs as this process's user and its first message is the token."""
+        try:
+            if _peer_uid(conn) != os.getuid():
+                return False
+            conn.settimeout(10.0)
+            token = _read_exactly(conn, TOKEN_BYTES)
+            conn.settimeout(None)
+        except OSError:
+            return False
+        return token is not None and hmac.compare_digest(token, self._token)
+
     def _serve(self, conn: socket.socket) -> None:
         with conn:
+            if not self._trusted(conn):
+                self.refused += 1
+                return
             while True:
                 try:
                     request = _receive(conn)
@@ -122,17 +158,19 @@ class RequestServer:
 
 
 class RequestClient:
-    """The rank's side: one connection; :meth:`send` returns a sequence number that
+    """The rank's side: one connection to the server at ``address`` (``token`` from its
+    :meth:`RequestServer.offer`); :meth:`send` returns a sequence number that
     :meth:`receive` waits for, discarding replies to requests abandoned before it.
 
     Any failure on the connection (the actor died, an interrupt mid-message) marks the client
     ``broken``, and every call after raises ConnectionError."""
 
-    def __init__(self, address: str):
+    def __init__(self, address: str, token: str):
         self.address = address
         self._socket = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
         try:
             self._socket.connect(address)
+            self._socket.sendall(bytes.fromhex(token))
         except OSError:
             self._socket.close()
             raise

@@ -209,7 +209,7 @@ class Loader:
                 self._lose_requests(exc)
         return self._actor.get_batch.remote(*args)
 
-    def _take_channel(self, channel: dict[str, Any] | None, requests: str | None = None) -> None:
+    def _take_channel(self, channel: dict[str, Any] | None, requests: dict[str, str] | None = None) -> None:
         """Check the host channel an actor offers (when it starts, and again after a restart):
         from the next request on, host batches come through its shared memory when this process
         can map it, and requests go over its socket (``requests``) when this process reaches it."""
@@ -222,15 +222,17 @@ class Loader:
         if why is None:
             self._connect(requests)
 
-    def _connect(self, address: str | None) -> None:
-        """Send requests over the actor's socket at ``address`` from now on, where this rank can
-        (CUDA IPC batches keep their Ray calls: their releases are ordered with them)."""
+    def _connect(self, offer: dict[str, str] | None) -> None:
+        """Send requests over the actor's socket (``offer``: its address and token) from now on,
+        where this rank can (CUDA IPC batches keep their Ray calls: their releases are ordered
+        with them)."""
+        address = offer["address"] if offer is not None else None
         if self._requests is not None and self._requests.address == address and not self._requests.broken:
             return
         if self._requests is not None:
             self._requests.close()
             self._requests = None
-        if address is None:
+        if offer is None:
             self.request_transport = "ray (the actor has no socket)"
         elif os.environ.get(REQUEST_SOCKET_ENV, "1") == "0":
             self.request_transport = f"ray ({REQUEST_SOCKET_ENV}=0)"
@@ -238,7 +240,7 @@ class Loader:
             self.request_transport = "ray (batches come by CUDA IPC)"
         else:
             try:
-                self._requests = request_channel.RequestClient(address)
+                self._requests = request_channel.RequestClient(offer["address"], offer["token"])
                 self.request_transport = "socket"
             except OSError as exc:
                 self.request_transport = f"ray (cannot reach the actor's socket: {exc})"
