@@ -5,7 +5,6 @@ copy, and releases each batch only once every view and tensor of it is gone."""
 from __future__ import annotations
 
 import gc
-import multiprocessing
 import os
 import warnings
 
@@ -14,6 +13,7 @@ import pytest
 
 from actors import host_ring
 from raypipe.errors import RaypipeError
+from tests.actors.spawn import spawn_child
 
 pytestmark = pytest.mark.skipif(not host_ring.supported(), reason="memfd segments need Linux")
 
@@ -48,10 +48,7 @@ def _child(conn) -> None:
 
 @pytest.fixture
 def child():
-    ctx = multiprocessing.get_context("spawn")
-    ours, theirs = ctx.Pipe()
-    process = ctx.Process(target=_child, args=(theirs,), daemon=True)
-    process.start()
+    ours, process = spawn_child(_child)
     channel = ours.recv()
 
     def call(*message):

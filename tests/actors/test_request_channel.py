@@ -14,6 +14,7 @@ import pytest
 
 from actors import request_channel
 from raypipe.errors import RaypipeError
+from tests.actors.spawn import spawn_child
 
 pytestmark = pytest.mark.skipif(not request_channel.supported(), reason="abstract Unix sockets need Linux")
 
@@ -63,10 +64,7 @@ def _client(offer: dict, uid: int | None, out) -> None:
 
 @pytest.fixture()
 def server():
-    ctx = multiprocessing.get_context("spawn")
-    parent, child = ctx.Pipe()
-    process = ctx.Process(target=_child, args=(child,), daemon=True)
-    process.start()
+    parent, process = spawn_child(_child)
     offer = parent.recv()
     yield offer, parent, process
     if process.is_alive():
