@@ -54,7 +54,7 @@ def _send(conn: socket.socket, message: Any) -> None:
     conn.sendall(_LENGTH.pack(len(data)) + data)
 
 
-def _read_exactly(conn: socket.socket, size: int) -> bytes | None:
+def _read_exactly(conn: socket.socket, size: int) -> bytearray | None:
     """``size`` bytes, or None at a clean end of the stream before the first byte."""
     data = bytearray(size)
     view, got = memoryview(data), 0
@@ -65,7 +65,7 @@ def _read_exactly(conn: socket.socket, size: int) -> bytes | None:
                 return None
             raise ConnectionError("request channel: the stream ended inside a message")
         got += n
-    return bytes(data)
+    return data
 
 
 def _receive(conn: socket.socket) -> Any:
@@ -152,10 +152,6 @@ class RequestServer:
                 except OSError:  # the rank went away
                     return
 
-    def close(self) -> None:
-        """Stop accepting connections (those open end with their rank or this process)."""
-        self._socket.close()
-
 
 class RequestClient:
     """The rank's side: one connection to the server at ``address`` (``token`` from its
@@ -185,7 +181,7 @@ class RequestClient:
         try:
             _send(self._socket, (self._sent + 1, args))
         except BaseException:
-            self._break()
+            self.close()
             raise
         self._sent += 1
         return self._sent
@@ -205,7 +201,7 @@ class RequestClient:
                 if got == seq:
                     break
         except BaseException:
-            self._break()
+            self.close()
             raise
         if not ok:
             raise value
@@ -224,9 +220,9 @@ class RequestClient:
                     raise ConnectionError("request channel: the pipeline actor closed the connection")
                 self._received = message[0]
         except Exception:
-            self._break()
+            self.close()
         except BaseException:
-            self._break()
+            self.close()
             raise
         finally:
             if not self.broken:
@@ -236,11 +232,7 @@ class RequestClient:
         if self.broken:
             raise ConnectionError("request channel: the connection to the pipeline actor broke earlier")
 
-    def _break(self) -> None:
-        self.broken = True
-        self._socket.close()
-
     def close(self) -> None:
-        """Close the connection. Idempotent."""
+        """Close the connection (it is ``broken`` from now on). Idempotent."""
         self.broken = True
         self._socket.close()

@@ -209,7 +209,7 @@ class Loader:
                 self._lose_requests(exc)
         return self._actor.get_batch.remote(*args)
 
-    def _take_channel(self, channel: dict[str, Any] | None, requests: dict[str, str] | None = None) -> None:
+    def _take_channel(self, channel: dict[str, Any] | None, requests: dict[str, str] | None) -> None:
         """Check the host channel an actor offers (when it starts, and again after a restart):
         from the next request on, host batches come through its shared memory when this process
         can map it, and requests go over its socket (``requests``) when this process reaches it."""
@@ -229,9 +229,7 @@ class Loader:
         address = offer["address"] if offer is not None else None
         if self._requests is not None and self._requests.address == address and not self._requests.broken:
             return
-        if self._requests is not None:
-            self._requests.close()
-            self._requests = None
+        self._close_requests()
         if offer is None:
             self.request_transport = "ray (the actor has no socket)"
         elif os.environ.get(REQUEST_SOCKET_ENV, "1") == "0":
@@ -248,10 +246,13 @@ class Loader:
     def _lose_requests(self, exc: BaseException) -> None:
         """The socket broke (the actor died): requests go through Ray, which waits for a restarted
         actor (whose first reply offers its own socket) or says the actor is gone."""
+        self._close_requests()
+        self.request_transport = f"ray (the actor's socket broke: {exc or type(exc).__name__})"
+
+    def _close_requests(self) -> None:
         if self._requests is not None:
             self._requests.close()
             self._requests = None
-        self.request_transport = f"ray (the actor's socket broke: {exc or type(exc).__name__})"
 
     def report_synthetic(self, batches: int, trained_s: float) -> None:
         """Tell the service this rank trained ``batches`` steps on synthetic data in ``trained_s``
