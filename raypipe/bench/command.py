@@ -15,6 +15,7 @@ import argparse
 import dataclasses
 import fnmatch
 import json
+import math
 import os
 import sys
 
@@ -27,8 +28,8 @@ from .report import format_report
 from .suite import run_rounds, summarize
 
 HELP = "time the ResNet-50 pipeline through raypipe, DALI, torch and Ray Data on the same files"
-DEFAULTS = {"images": 1000, "batch_size": 64, "rounds": 3, "warmup": 15}
-QUICK = {"images": 64, "batch_size": 16, "rounds": 2, "warmup": 1}
+DEFAULTS = {"images": 1000, "batch_size": 64, "rounds": 3, "warmup": 15, "seconds": 5.0}
+QUICK = {"images": 64, "batch_size": 16, "rounds": 2, "warmup": 1, "seconds": 0.0}
 
 
 @dataclasses.dataclass(frozen=True)
@@ -41,6 +42,7 @@ class Options:
     threads: int
     rounds: int
     warmup: int
+    seconds: float
     contenders: list[Contender]
     json_path: str | None
     quick: bool
@@ -69,6 +71,13 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         metavar="W",
         help="batches untimed after the first in each round, so contenders are timed in their steady state "
         "(default 15, an epoch of the default data; --quick: 1; the service rows always warm up for an epoch)",
+    )
+    parser.add_argument(
+        "--seconds",
+        type=float,
+        metavar="S",
+        help="time each contender over whole epochs until S seconds have passed (default 5; --quick: 0, one "
+        "epoch): a window of one epoch, under a second here, mostly measures how fast a contender settles",
     )
     parser.add_argument("--only", metavar="NAME,...", help="run only these contenders (shell patterns: 'raypipe-*')")
     parser.add_argument("--skip", metavar="NAME,...", help="leave these contenders out")
@@ -102,12 +111,15 @@ def run(args: argparse.Namespace) -> int:
         "batch_size": options.batch_size,
         "threads": options.threads,
         "rounds": options.rounds,
-        "batches_per_round": len(dataset.paths) // options.batch_size,
+        "batches_per_epoch": len(dataset.paths) // options.batch_size,
         "warmup_batches": options.warmup,
+        "timed_seconds": options.seconds,
         "quick": options.quick,
         "selected": [c.name for c in options.contenders],
     }
-    records = run_rounds(selected, dataset, options.batch_size, options.threads, options.rounds, options.warmup)
+    records = run_rounds(
+        selected, dataset, options.batch_size, options.threads, options.rounds, options.warmup, options.seconds
+    )
     summary = summarize(records, skipped, dataset, settings)
     print(format_report(summary))
     if options.json_path:
@@ -125,10 +137,11 @@ def check(args: argparse.Namespace) -> Options:
     for key, value in sizes.items():
         if value is None:
             sizes[key] = (QUICK if args.quick else DEFAULTS)[key]
-    if sizes["warmup"] < 0:
-        raise UsageError(f"--warmup must be at least 0, got {sizes['warmup']}")
+    for key in ("warmup", "seconds"):
+        if not 0 <= sizes[key] < math.inf:  # nor NaN
+            raise UsageError(f"--{key} must be a finite number at least 0, got {sizes[key]}")
     for key, value in [*sizes.items(), ("threads", args.threads)]:
-        if key != "warmup" and value < 1:
+        if key not in ("warmup", "seconds") and value < 1:
             raise UsageError(f"--{key.replace('_', '-')} must be at least 1, got {value}")
     chosen = _select(contenders(args.threads), args.only, args.skip)
     if args.data is not None:

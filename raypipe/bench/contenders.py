@@ -2,7 +2,8 @@
 endless stream of batches over the round's files (epoch after epoch), timed by
 :func:`time_batches`: time to the first batch, start-up included; then ``warmup`` batches
 untimed, so that every contender is measured in its steady state, as a training job sees
-it; then images/s over one epoch's worth of batches.
+it; then images/s over whole epochs' worth of batches until ``seconds`` have passed (a window
+of one epoch, under a second, mostly measured how fast a contender settled after start-up).
 
 Every contender makes the same thing, a random-area crop resized to 224x224, mirrored at
 random, normalized, CHW float32 (raypipe's in-process uint8 rows stop before normalizing; the
@@ -33,8 +34,9 @@ from .reference import SIZE, decode_pillow, decode_turbo, reference_sample, turb
 @dataclasses.dataclass(frozen=True)
 class Workload:
     """What a contender reads in one round: ``root``'s files (``paths``, reader order), timed over
-    ``len(paths) // batch_size`` batches after the first and ``warmup`` more, on ``threads``
-    threads or workers. ``round`` (from 0) seeds the round's shuffle and crops."""
+    whole epochs of ``len(paths) // batch_size`` batches, after the first and ``warmup`` more,
+    until at least ``seconds`` have passed, on ``threads`` threads or workers. ``round`` (from 0)
+    seeds the round's shuffle and crops."""
 
     root: str
     paths: list[str]
@@ -42,9 +44,11 @@ class Workload:
     threads: int
     round: int
     warmup: int = 0
+    seconds: float = 0.0
 
     @property
     def batches(self) -> int:
+        """Full batches in one epoch of the files."""
         return len(self.paths) // self.batch_size
 
 
@@ -72,10 +76,11 @@ class Contender:
     reference: bool = False
 
 
-def time_batches(batches: Iterable[int], warmup: int, count: int) -> Timing:
+def time_batches(batches: Iterable[int], warmup: int, per_epoch: int, seconds: float = 0.0) -> Timing:
     """Time an endless iterable of batch sizes that does its start-up on the first ``next``: the
-    first batch, ``warmup`` batches untimed, then ``count`` timed ones; the iterable is closed
-    after (its pipeline or workers stop)."""
+    first batch, ``warmup`` batches untimed, then epochs of ``per_epoch`` batches, timed, until
+    ``seconds`` have passed (at least one epoch); the iterable is closed after (its pipeline or
+    workers stop)."""
     it = iter(batches)
     try:
         start = time.perf_counter()
@@ -84,8 +89,11 @@ def time_batches(batches: Iterable[int], warmup: int, count: int) -> Timing:
         for _ in range(warmup):
             next(it)
         began = time.perf_counter()
-        images = sum(next(it) for _ in range(count))
-        return Timing(first - start, images, images / (time.perf_counter() - began))
+        images, elapsed = 0, 0.0
+        while images == 0 or elapsed < seconds:
+            images += sum(next(it) for _ in range(per_epoch))
+            elapsed = time.perf_counter() - began
+        return Timing(first - start, images, images / elapsed)
     finally:
         close = getattr(it, "close", None)
         if close is not None:
@@ -216,7 +224,7 @@ def contenders(threads: int) -> list[Contender]:
     from .service import service_round
 
     def timed(batches: Callable[..., Iterable[int]], *args: Any) -> Callable[[Workload], Timing]:
-        return lambda work: time_batches(batches(work, *args), work.warmup, work.batches)
+        return lambda work: time_batches(batches(work, *args), work.warmup, work.batches, work.seconds)
 
     def service(name: str, label: str, ranks: int, uint8: bool) -> Contender:
         run = lambda work: service_round(work, ranks=ranks, uint8=uint8)  # noqa: E731

@@ -34,7 +34,8 @@ def format_report(summary: dict[str, Any]) -> str:
         + ("" if d["source"] == d["root"] else f" ({d['source']})"),
         f"settings: batch {s['batch_size']}, {s['threads']} threads (or workers) per contender, {s['rounds']} "
         f"alternating round(s); each contender: a first batch (start-up), {s['warmup_batches']} batches untimed, "
-        f"{s['batches_per_round']} batches timed (the service rows: an epoch, then an epoch timed)",
+        f"then epochs of {s['batches_per_epoch']} batches timed until {s['timed_seconds']:g} s have passed "
+        "(the service rows: an epoch, then epochs timed)",
         "",
     ]
     ratio_header = "vs DALI" if reference["name"] == "dali-cpu" else f"vs {reference['name'] or 'ref'}"

@@ -1,14 +1,15 @@
-"""The raypipe service contender: ``rp.serve`` the recipe on the round's local Ray, and read two
+"""The raypipe service contender: ``rp.serve`` the recipe on the round's local Ray, and read
 epochs through ``rp.loader`` from ranks that are Ray actors holding one logical GPU each (as
 Ray Train workers are). Each round serves afresh and shuts the service down, so nothing of
 it runs during the other contenders' rounds; its time to first batch runs from ``serve`` to
-the last rank's first batch, and img/s is that of the second epoch, a steady one (the first
-pays for the pipeline actor's start: its process, imports and first allocations). Ranks take
+the last rank's first batch, and img/s is that of the round's timed epochs, steady ones, after
+a first (which pays for the pipeline actor's start: its process, imports and first allocations). Ranks take
 torch tensors (the loader's default), so these rows need torch.
 """
 
 from __future__ import annotations
 
+import itertools
 import time
 from typing import Any
 
@@ -22,8 +23,9 @@ SERVICE_NAME = "raypipe-bench"
 
 
 class Rank:
-    """A training rank: opens its loader, reads two epochs, and reports when its first batch came
-    (wall clock, comparable with the driver's on one machine) and images/s of the second."""
+    """A training rank: opens its loader, reads a first epoch and then timed ones, and reports when
+    its first batch came (wall clock, comparable with the driver's on one machine) and images/s
+    of the timed epochs."""
 
     def ready(self) -> bool:
         """Answers once the actor runs and has torch loaded, as a training rank has, so neither
@@ -32,10 +34,11 @@ class Rank:
 
         return True
 
-    def read_epoch(self, rank: int, world_size: int, epoch: int, uint8: bool) -> dict[str, Any]:
-        """Two epochs of this rank's batches: the first for the time to the first batch (the
-        pipeline actor starts with it), the second, a steady one, timed. uint8 batches (CHW) are
-        normalized by the loader with ``rp.Normalize(..., input_layout="CHW")``."""
+    def read_epochs(self, rank: int, world_size: int, seconds: float, uint8: bool) -> dict[str, Any]:
+        """Epochs of this rank's batches: the first for the time to the first batch (the pipeline
+        actor starts with it), then steady ones, timed, until ``seconds`` have passed (at least
+        one). uint8 batches (CHW) are normalized by the loader with
+        ``rp.Normalize(..., input_layout="CHW")``."""
         import raypipe as rp
 
         normalize = rp.Normalize(IMAGENET_MEAN, IMAGENET_STD, input_layout="CHW") if uint8 else None
@@ -45,20 +48,25 @@ class Rank:
             loader.set_epoch(number)
             return (images for images, _ in loader)
 
-        warm = batches(2 * epoch)
+        warm = batches(0)
         images = next(warm)
         first_at = time.time()
         check_batch("raypipe service", images, "float32", (loader.config.batch_size, 3, SIZE, SIZE))
         for _ in warm:
             pass
         began = time.perf_counter()
-        count = sum(len(images) for images in batches(2 * epoch + 1))
-        return {"first_at": first_at, "images": count, "images_per_s": count / (time.perf_counter() - began)}
+        count, elapsed = 0, 0.0
+        for epoch in itertools.count(1):
+            count += sum(len(images) for images in batches(epoch))
+            elapsed = time.perf_counter() - began
+            if elapsed >= seconds:
+                break
+        return {"first_at": first_at, "images": count, "images_per_s": count / elapsed}
 
 
 def service_round(work: Workload, ranks: int, uint8: bool) -> Timing:
     """Serve the recipe (float32, or uint8 that the ranks normalize) to ``ranks`` rank actors
-    for one epoch of the round's files; images/s summed over the ranks."""
+    over the round's files; images/s of the timed epochs, summed over the ranks."""
     import ray
 
     import raypipe as rp
@@ -80,7 +88,7 @@ def service_round(work: Workload, ranks: int, uint8: bool) -> Timing:
             num_threads=work.threads,
             dtype=types.UINT8 if uint8 else types.FLOAT,
         )
-        results = ray.get([a.read_epoch.remote(r, ranks, work.round, uint8) for r, a in enumerate(actors)])
+        results = ray.get([a.read_epochs.remote(r, ranks, work.seconds, uint8) for r, a in enumerate(actors)])
     finally:  # ranks first: an acknowledgement in flight to a stopped coordinator makes Ray log retries
         for actor in actors:
             ray.kill(actor)

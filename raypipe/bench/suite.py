@@ -60,15 +60,22 @@ def local_ray(cpus: int, gpus: int) -> Iterator[None]:
 
 
 def run_rounds(
-    contenders: list[Contender], dataset: Dataset, batch_size: int, threads: int, rounds: int, warmup: int = 0
+    contenders: list[Contender],
+    dataset: Dataset,
+    batch_size: int,
+    threads: int,
+    rounds: int,
+    warmup: int = 0,
+    seconds: float = 0.0,
 ) -> list[Record]:
-    """Every contender once per round, in order, ``rounds`` times, under a progress bar (on a
-    terminal); a contender that raises is recorded as failed and left out of later rounds."""
+    """Every contender once per round, in order, ``rounds`` times, each timed over whole epochs
+    until ``seconds`` have passed, under a progress bar (on a terminal); a contender that raises
+    is recorded as failed and left out of later rounds."""
     records = [Record(c) for c in contenders]
     bar = tqdm(total=rounds * len(records), unit="run", file=sys.stderr, disable=None, leave=False)
     with bar:
         for r in range(rounds):
-            work = Workload(dataset.root, dataset.paths, batch_size, threads, r, warmup)
+            work = Workload(dataset.root, dataset.paths, batch_size, threads, r, warmup, seconds)
             for record in records:
                 bar.set_postfix_str(f"round {r + 1}: {record.contender.name}")
                 if record.failure is None:

@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 import os
 import sys
+import time
 
 import pytest
 
@@ -22,15 +23,20 @@ def _bench(tmp_path, *argv: str) -> tuple[int, dict]:
 
 
 def _check_rows(summary: dict, names: list[str]) -> None:
-    """Every contender there with positive values in every round, and ratios and MP/s that
-    follow from the medians."""
+    """Every contender there with positive values in every round, each round timed over whole
+    epochs of full batches for at least the seconds asked, and ratios and MP/s that follow from
+    the medians."""
     rows = {row["name"]: row for row in summary["contenders"]}
+    settings = summary["settings"]
+    epoch = settings["batches_per_epoch"] * settings["batch_size"]
     assert list(rows) == names
     reference = rows[summary["reference"]["name"]]["images_per_s"] if summary["reference"]["name"] else None
     for row in rows.values():
         assert len(row["rounds"]) == summary["settings"]["rounds"]
         assert [r["round"] for r in row["rounds"]] == list(range(1, summary["settings"]["rounds"] + 1))
-        assert all(r["images"] > 0 and r["images_per_s"] > 0 and r["first_batch_s"] > 0 for r in row["rounds"])
+        assert all(r["images"] >= epoch and r["images"] % epoch == 0 for r in row["rounds"]), (row["name"], epoch)
+        assert all(r["images_per_s"] > 0 and r["first_batch_s"] > 0 for r in row["rounds"])
+        assert all(r["images"] / r["images_per_s"] >= settings["timed_seconds"] for r in row["rounds"])
         assert row["images_per_s"] > 0
         assert row["ratio"] == (pytest.approx(row["images_per_s"] / reference) if reference else None)
         assert row["megapixels_per_s"] == pytest.approx(row["images_per_s"] * summary["dataset"]["mean_megapixels"])
@@ -50,8 +56,8 @@ def test_quick_run_without_dali_compares_to_the_best_other_loader(tmp_path, jpeg
     assert [s["name"] for s in summary["skipped"]] == ["dali-cpu"]
     assert "nvidia.dali" in summary["skipped"][0]["reason"]
     assert summary["failed"] == []
-    assert summary["dataset"]["images"] == 24 and summary["settings"]["batches_per_round"] == 3
-    assert summary["settings"]["warmup_batches"] == 1  # --quick
+    assert summary["dataset"]["images"] == 24 and summary["settings"]["batches_per_epoch"] == 3
+    assert summary["settings"]["warmup_batches"] == 1 and summary["settings"]["timed_seconds"] == 0  # --quick
     assert summary["machine"]["cpus"] == os.cpu_count()
     table = capsys.readouterr().out
     assert "note: skipping dali-cpu" in table
@@ -80,10 +86,14 @@ def test_service_with_one_rank(tmp_path, jpeg_root, capsys):
     if ray.is_initialized():
         pytest.skip("raypipe bench starts its own Ray; this test process already has one")
     code, summary = _bench(
-        tmp_path, "--data", jpeg_root, "--batch-size", "8", "--rounds", "1", "--only", "service-1rank,raypipe-cpu-f32"
+        tmp_path,
+        *("--data", jpeg_root, "--batch-size", "8", "--rounds", "1", "--seconds", "0.5"),
+        *("--only", "service-1rank,raypipe-cpu-f32"),
     )
     assert code == 0
-    _check_rows(summary, ["raypipe-cpu-f32", "service-1rank"])
+    assert summary["settings"]["timed_seconds"] == 0.5
+    _check_rows(summary, ["raypipe-cpu-f32", "service-1rank"])  # epochs timed for 0.5 s, the service's after a first
+    assert all(r["images"] > 24 for row in summary["contenders"] for r in row["rounds"]), "more than one epoch"
     service = summary["contenders"][1]
     assert service["store_peak_mib"] is not None and summary["contenders"][0]["store_peak_mib"] is None
     # the batches (8 x 3 x 224 x 224 float32, 4.6 MiB) come through the pipeline actor's shared
@@ -177,10 +187,28 @@ def test_time_batches_skips_the_warm_up_times_the_count_and_closes_the_stream():
         finally:
             closed.append(True)
 
-    timing = time_batches(stream(), warmup=3, count=5)
-    assert seen == list(range(9)), "the first batch, 3 warm-up batches, 5 timed ones, nothing more"
+    timing = time_batches(stream(), warmup=3, per_epoch=5)
+    assert seen == list(range(9)), "the first batch, 3 warm-up batches, an epoch of 5 timed ones, nothing more"
     assert timing.images == sum(10 + k for k in range(4, 9)) and timing.images_per_s > 0
     assert closed == [True]
+
+
+def test_time_batches_times_whole_epochs_until_the_seconds_have_passed():
+    from raypipe.bench.contenders import time_batches
+
+    asked: list[float] = []  # when each batch was asked for
+
+    def stream():
+        while True:
+            asked.append(time.perf_counter())
+            time.sleep(0.01)
+            yield 4
+
+    timing = time_batches(stream(), warmup=0, per_epoch=3, seconds=0.2)
+    timed = asked[1:]  # after the first batch
+    assert timing.images == 4 * len(timed) and len(timed) % 3 == 0, "whole epochs of 3 batches"
+    assert timing.images / timing.images_per_s >= 0.2
+    assert timed[-3] - timed[0] < 0.2, "no epoch begun after the seconds had passed"
 
 
 @pytest.mark.parametrize(
@@ -189,7 +217,9 @@ def test_time_batches_skips_the_warm_up_times_the_count_and_closes_the_stream():
         (["--batch-size", "0"], "--batch-size must be at least 1, got 0"),
         (["--threads", "0"], "--threads must be at least 1"),
         (["--rounds", "-1"], "--rounds must be at least 1"),
-        (["--warmup", "-1"], "--warmup must be at least 0"),
+        (["--warmup", "-1"], "--warmup must be a finite number at least 0"),
+        (["--seconds", "-1"], "--seconds must be a finite number at least 0, got -1"),
+        (["--seconds", "inf"], "--seconds must be a finite number at least 0, got inf"),
         (["--images", "abc"], "argument --images: invalid int value"),
         (["--only", "nosuch"], "--only: no contender matches 'nosuch'"),
         (["--only", ","], "--only needs contender names"),
