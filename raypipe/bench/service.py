@@ -16,7 +16,7 @@ from typing import Any
 from raypipe import types
 from raypipe.presets import IMAGENET_MEAN, IMAGENET_STD, resnet50_train
 
-from .contenders import Timing, Workload, check_batch
+from .contenders import Timing, Workload, check_batch, time_batches
 from .reference import SIZE
 
 SERVICE_NAME = "raypipe-bench"
@@ -44,24 +44,21 @@ class Rank:
         normalize = rp.Normalize(IMAGENET_MEAN, IMAGENET_STD, input_layout="CHW") if uint8 else None
         loader = rp.loader(SERVICE_NAME, rank=rank, world_size=world_size, normalize=normalize)
 
-        def batches(number: int):
-            loader.set_epoch(number)
-            return (images for images, _ in loader)
+        first_at: list[float] = []
 
-        warm = batches(0)
-        images = next(warm)
-        first_at = time.time()
-        check_batch("raypipe service", images, "float32", (loader.config.batch_size, 3, SIZE, SIZE))
-        for _ in warm:
-            pass
-        began = time.perf_counter()
-        count, elapsed = 0, 0.0
-        for epoch in itertools.count(1):
-            count += sum(len(images) for images in batches(epoch))
-            elapsed = time.perf_counter() - began
-            if elapsed >= seconds:
-                break
-        return {"first_at": first_at, "images": count, "images_per_s": count / elapsed}
+        def sizes():
+            """Batch sizes of epochs 0, 1, 2, ...; notes when the first batch came and checks it."""
+            for epoch in itertools.count():
+                loader.set_epoch(epoch)
+                for images, _ in loader:
+                    if not first_at:
+                        first_at.append(time.time())
+                        check_batch("raypipe service", images, "float32", (loader.config.batch_size, 3, SIZE, SIZE))
+                    yield len(images)
+
+        per_epoch = len(loader)
+        timing = time_batches(sizes(), warmup=per_epoch - 1, per_epoch=per_epoch, seconds=seconds)
+        return {"first_at": first_at[0], "images": timing.images, "images_per_s": timing.images_per_s}
 
 
 def service_round(work: Workload, ranks: int, uint8: bool) -> Timing:
