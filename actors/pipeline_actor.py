@@ -320,8 +320,8 @@ class PipelineActor:
         """Batches served, time spent producing them, how often a request forced a re-seek
         (not counting the run-on from one epoch into the next), samples skipped; the pipeline's
         time per stage and operator (``stages``, :mod:`raypipe.profile`), its queues' fill
-        (``queues``), this process's CPU and memory (``process``) and the bytes shipped through the
-        object store."""
+        (``queues``), this process's CPU and memory (``process``), the bytes shipped through the
+        object store and where each part of the pipeline runs (``device``, see ``Pipeline.device_report``)."""
         return {
             "batches": self._served,
             "threads": self.pipe.num_threads,
@@ -335,6 +335,7 @@ class PipelineActor:
             "host_ring": self._host.stats() if self._host is not None else None,
             "socket_requests": self._requests.served if self._requests is not None else 0,
             "memory": self.pipe.memory_stats(),
+            "device": self.pipe.device_report(),
             "seeks": self._seeks,
             "skipped": self._skipped,
             "busy_s": round(self._busy_s, 3),

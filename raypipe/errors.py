@@ -41,3 +41,8 @@ class DecodeError(SampleError):
 
 def _rebuild_sample_error(cls, message, sample_index, source):
     return cls(message, sample_index=sample_index, source=source)
+
+
+class DeviceError(RaypipeError):
+    """The GPU failed a whole batch (out of memory, a sticky CUDA error, a decoder that lost its
+    plugin): not a property of any sample, so ``on_error="skip"`` never skips it."""

@@ -40,7 +40,7 @@ from .backend import DeviceContext
 from .batch_buffers import Allocator, BatchOutputs, BufferPool
 from .batch_spec import BatchSpec
 from .cpu_stage import CpuStage, SkippedSample
-from .errors import DecodeError, SampleError
+from .errors import DecodeError, DeviceError, SampleError
 from .gpu_decode import GpuImageDecoder
 from .graph import DataNode, StagedGraph
 from .keyed_random import SampleContext
@@ -404,12 +404,20 @@ class Executor:
         if not self._graph.deferred:
             return {}
         if self._decoder is None:
-            self._decoder = GpuImageDecoder(self._device.device_id, self._num_threads)
+            hw_load = self._graph.deferred[0].producer.op.hw_decoder_load
+            self._decoder = GpuImageDecoder(self._device.device_id, self._num_threads, hw_load)
         stream = self._device.copy_stream
-        decoded = {
-            d: d.producer.op.decode_on_device(self._decoder, [r[d] for _, r in kept], stream)
-            for d in self._graph.deferred
-        }
+        try:
+            decoded = {
+                d: d.producer.op.decode_on_device(self._decoder, [r[d] for _, r in kept], stream)
+                for d in self._graph.deferred
+            }
+        except DeviceError as exc:
+            indices = [int(spec.sample_indices[p]) for p, _ in kept[:8]]
+            raise DeviceError(
+                f"batch {spec.index} of epoch {spec.epoch} (samples {indices}{'...' if len(kept) > 8 else ''}) "
+                f"failed on GPU {self._device.device_id}: {exc}"
+            ) from exc
         failed: dict[int, tuple[DataNode, DecodeError]] = {}
         for d, values in decoded.items():
             for i, value in enumerate(values):

@@ -1,4 +1,4 @@
-"""Batched image decoding on the GPU through nvImageCodec (the ``gpu`` extra).
+"""Batched image decoding on the GPU through nvImageCodec (the ``gpu-cu12`` / ``gpu-cu13`` extras).
 
 One :meth:`GpuImageDecoder.decode` call decodes a whole batch: nvImageCodec
 spreads it over the hardware JPEG decoder where the GPU has one (A100, H100),
@@ -11,24 +11,27 @@ so results stay close to Pillow's host decode: nvJPEG's IDCT and colour conversi
 round differently, a few grey levels on most pixels.
 
 nvImageCodec is imported lazily and only where a GPU is usable: without a GPU,
-or without the package, or with ``RAYPIPE_GPU_DECODE=0``, the CPU stage decodes on
-the host and the Mixed stage copies the images to the device instead.
+without the package, when it fails its start-up check (:mod:`raypipe.device_check`)
+or with ``RAYPIPE_GPU_DECODE=0``, the CPU stage decodes on the host and the Mixed
+stage copies the images to the device instead.
 """
 
 from __future__ import annotations
 
 import functools
-import os
 from collections.abc import Sequence
 from types import ModuleType
 from typing import Any
 
 import numpy as np
 
-from .backend import gpu_available
+from . import device_check
+from .errors import DeviceError
 
 Window = tuple[int, int, int, int]  # x, y, width, height
-DECODE_ENV = "RAYPIPE_GPU_DECODE"
+DECODE_ENV = device_check.DECODE_ENV
+#: The share of each batch for the hardware JPEG decoder where the GPU has one (DALI's default).
+DEFAULT_HW_LOAD = 0.65
 
 
 @functools.cache
@@ -40,29 +43,44 @@ def _nvimgcodec() -> ModuleType | None:
     return nvimgcodec
 
 
-def nvimgcodec_available() -> bool:
-    """True when a GPU is usable, nvImageCodec imports and ``RAYPIPE_GPU_DECODE`` is not ``0``."""
-    if os.environ.get(DECODE_ENV, "").strip() == "0":
-        return False
-    return gpu_available() and _nvimgcodec() is not None
+def nvimgcodec_available(device_id: int = 0) -> bool:
+    """True when nvImageCodec passed its start-up check on GPU ``device_id`` (it decodes a JPEG with a
+    GPU backend, close to the host decode: :func:`raypipe.device_check.decoder`); False without a GPU,
+    without the package or with ``RAYPIPE_GPU_DECODE=0``."""
+    return device_check.decoder(device_id).ok
 
 
 class GpuImageDecoder:
     """An nvImageCodec decoder bound to one device; decodes batches of encoded images into cupy arrays.
 
-    Owns the library's decoder state (CUDA streams, nvJPEG handles, host threads); :meth:`close`
-    releases it, and so does dropping the object.
+    Uses the GPU backends that passed the start-up check (the hardware JPEG decoder taking
+    ``hw_load`` of each batch, as DALI's ``hw_decoder_load``; nvJPEG's CUDA decoder the rest) and
+    nvImageCodec's CPU backend for formats no GPU backend reads. Owns the library's decoder state
+    (CUDA streams, nvJPEG handles, host threads); :meth:`close` releases it, and so does dropping
+    the object.
     """
 
-    def __init__(self, device_id: int, num_threads: int = 0):
+    def __init__(self, device_id: int, num_threads: int = 0, hw_load: float = DEFAULT_HW_LOAD):
         nv = _nvimgcodec()
-        if nv is None or not gpu_available():
-            raise RuntimeError("GPU decoding needs a usable CUDA GPU and nvImageCodec (pip install raypipe[gpu])")
+        check = device_check.decoder(device_id)
+        if nv is None or not check.ok:
+            raise RuntimeError(
+                f"GPU decoding is not usable here: {check.detail} (pip install raypipe[gpu-cu12] or raypipe[gpu-cu13])"
+            )
         import cupy
 
         self._nv = nv
         self._cp = cupy
-        self._decoder = nv.Decoder(device_id=device_id, max_num_cpu_threads=num_threads, options=":fancy_upsampling=1")
+        self.backends = check.backends
+        backends = [
+            nv.Backend(nv.BackendKind.HW_GPU_ONLY, load_hint=float(hw_load))
+            if name == "hw_gpu"
+            else nv.Backend(nv.BackendKind.GPU_ONLY)
+            for name in check.backends
+        ] + [nv.Backend(nv.BackendKind.CPU_ONLY)]
+        self._decoder = nv.Decoder(
+            device_id=device_id, max_num_cpu_threads=num_threads, backends=backends, options=":fancy_upsampling=1"
+        )
         color = nv.ColorSpec.SRGB if hasattr(nv.ColorSpec, "SRGB") else nv.ColorSpec.RGB  # RGB before 0.7
         self._params = {
             False: nv.DecodeParams(apply_exif_orientation=False, color_spec=color, allow_any_depth=False),
@@ -75,7 +93,11 @@ class GpuImageDecoder:
         """Decode ``sources`` (encoded bytes as uint8 arrays), each cut to its ``window`` (None: the
         whole image), to HWC uint8 cupy arrays (3 channels RGB, or 1 when ``gray``), in one batched
         call queued on the cupy ``stream``. The arrays may be used on ``stream`` at once: no host
-        synchronisation. A source that cannot be decoded gives None at its position."""
+        synchronisation. A source that cannot be decoded gives None at its position.
+
+        nvImageCodec reports every failure as None, its own (out of memory, a sticky CUDA error, a
+        lost plugin) as well as the sample's: when not one source of a batch decodes although
+        nvImageCodec parsed them, that is the device's failure, raised as :class:`DeviceError`."""
         if self._decoder is None:
             raise RuntimeError("this GpuImageDecoder was closed")
         streams = [self._code_stream(np.ascontiguousarray(s, dtype=np.uint8), w) for s, w in zip(sources, windows)]
@@ -88,9 +110,13 @@ class GpuImageDecoder:
             images = self._decoder.decode([streams[i] for i in valid], params=params, cuda_stream=stream.ptr)
         except RuntimeError:  # a stream that fails late fails the batch call: find it one by one
             images = [self._decode_one(streams[i], params, stream) for i in valid]
-        with stream:
-            for i, image in zip(valid, images):
-                out[i] = self._to_cupy(image)
+        if all(image is None for image in images):
+            raise DeviceError(
+                f"the GPU decoder decoded none of the {len(valid)} images of this batch although it parsed them: "
+                "the device failed the batch (out of memory or a CUDA error; see RAYPIPE_GPU_MEMORY_MB)"
+            )
+        for i, image in zip(valid, images):
+            out[i] = self._to_cupy(image)
         return out
 
     def _decode_one(self, code_stream: Any, params: Any, stream: Any) -> Any:
@@ -120,16 +146,34 @@ class GpuImageDecoder:
             return None
 
     def _to_cupy(self, image: Any) -> Any:
-        """A decoded image as an HWC cupy array usable on the current stream (DLPack orders it after
-        the decode), or None for a failed decode."""
+        """A decoded image as an HWC cupy array viewing nvImageCodec's buffer (kept alive by the
+        array) through its ``__cuda_array_interface__``: no DLPack exchange and no synchronisation
+        (the decode was queued on the stream the Mixed stage goes on with); None for a failed decode."""
         if image is None:
             return None
         if image.buffer_kind == self._nv.ImageBufferKind.STRIDED_HOST:
             array = self._cp.asarray(np.asarray(image))
         else:
-            array = self._cp.from_dlpack(image)
+            array = device_view(self._cp, image.__cuda_array_interface__, image)
         return array[:, :, None] if array.ndim == 2 else array
 
     def close(self) -> None:
         """Release the decoder's resources; idempotent."""
         self._decoder = None
+
+
+def device_view(cp: ModuleType, interface: dict[str, Any], owner: Any) -> Any:
+    """A cupy array over the device memory that ``interface`` (a ``__cuda_array_interface__``)
+    describes, keeping ``owner`` alive; unlike ``cupy.asarray`` it never synchronises a stream."""
+    shape = tuple(interface["shape"])
+    dtype = np.dtype(interface["typestr"])
+    pointer = interface["data"][0]
+    strides = interface.get("strides")
+    size = dtype.itemsize * (int(np.prod(shape)) if strides is None else _extent(shape, strides, dtype.itemsize))
+    memory = cp.cuda.UnownedMemory(pointer, size, owner)
+    return cp.ndarray(shape, dtype, cp.cuda.MemoryPointer(memory, 0), strides=strides)
+
+
+def _extent(shape: tuple[int, ...], strides: Sequence[int], itemsize: int) -> int:
+    """Elements spanned by a strided array (its last byte past its first, in items)."""
+    return (sum((n - 1) * s for n, s in zip(shape, strides)) + itemsize) // itemsize

@@ -19,6 +19,7 @@ from typing import Any, ClassVar
 
 import numpy as np
 
+from . import device_check
 from .errors import ArgumentError
 from .keyed_random import SampleContext, reused_generator
 
@@ -140,7 +141,16 @@ class Operator:
         ctxs: Sequence[SampleContext],
     ) -> list[Any] | tuple[list[Any], ...]:
         """One batch in the GPU stage. Each input is a sequence of per-sample device arrays (a
-        list, or one array holding the whole batch); return the same for each output."""
+        list, or one array holding the whole batch); return the same for each output.
+
+        This default computes sample by sample (on a GPU, a few launches per sample): it warns once
+        per operator and process where it runs on a GPU, so a slow path is never silent."""
+        if xp is not np:
+            device_check.warn_once(
+                f"per-sample:{self.schema.name}",
+                f"{self.schema.name} runs sample by sample on the GPU (no batched kernel takes this batch): "
+                "a few launches per sample; pipe.device_report() says which operators run how",
+            )
         outs = [
             self.compute(xp, [inp[i] for inp in inputs], {k: v[i] for k, v in args.items()}, ctx)
             for i, ctx in enumerate(ctxs)

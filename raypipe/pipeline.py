@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import copy
 import functools
 import inspect
 import itertools
@@ -17,6 +18,7 @@ from .backend import DeviceContext
 from .batch_buffers import Allocator
 from .batch_spec import BatchSpec
 from .cpu_stage import CpuStage
+from .device_report import device_report
 from .errors import ArgumentError, PipelineDefinitionError
 from .executor import BatchResult, Executor, SkippedSample
 from .gpu_decode import nvimgcodec_available
@@ -193,8 +195,12 @@ class Pipeline:
         if self._staged is not None:
             return
         device = DeviceContext(self.device_id)
-        self._split = {"on_gpu": device.on_gpu, "decode_on_gpu": device.on_gpu and nvimgcodec_available()}
+        self._split = {
+            "on_gpu": device.on_gpu,
+            "decode_on_gpu": device.on_gpu and nvimgcodec_available(device.device_id),
+        }
         staged = self._define(**self._split)
+        self._device_report = device_report(device, staged, self.device_id)
         self._per_output = _per_output(self._declared, len(staged.outputs))
         self._staged = staged
         if self._checkpoint is not None:
@@ -432,6 +438,13 @@ class Pipeline:
         if self._executor.profile is None:
             raise ArgumentError("pipeline: call enable_profiling() before profile()")
         return self._executor.profile.report()
+
+    def device_report(self) -> dict[str, Any]:
+        """Where this pipeline's parts run and why, as a plain dict (see :mod:`raypipe.device_report`):
+        the device, the decoder's path (nvImageCodec on the GPU or the host) and the GPU operators'
+        (batched kernels, per-sample cupy, or the host), each with the start-up check's detail."""
+        self.build()
+        return copy.deepcopy(self._device_report)
 
     def memory_stats(self) -> dict[str, Any]:
         """This pipeline's GPU memory as a plain dict: ``pool_used_mb`` (held by live arrays),

@@ -28,9 +28,9 @@ DISTRIBUTION = {
     "crc32c": "crc32c",
     "psutil": "psutil",
     "torch": "torch",
-    "cupy": "cupy-cuda12x",
+    "cupy": "cupy-cuda13x",
     "numba": "numba",
-    "nvidia": "nvidia-nvimgcodec-cu12",
+    "nvidia": "nvidia-nvimgcodec-cu13",
 }
 # found with importlib.util.find_spec and loaded with ctypes (raypipe/jpeg_turbo.py)
 LOADED_BY_PATH = {"turbojpeg"}
@@ -98,3 +98,27 @@ def test_importing_the_packages_loads_no_framework():
     out = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, timeout=120)
     assert out.returncode == 0, out.stderr
     assert out.stdout.strip() == "False"
+
+
+def _cuda_neutral(requirement: str, major: str) -> str:
+    """A GPU requirement with its CUDA major version taken out (``cupy-cuda13x`` -> ``cupy-cudaXx``,
+    ``numba-cuda[cu13]`` -> ``numba-cuda[cuX]``), to compare the per-CUDA extras."""
+    return requirement.replace(f"cuda{major}x", "cudaXx").replace(f"cu{major}", "cuX")
+
+
+def test_gpu_extras_differ_only_by_their_cuda_major_version():
+    """``gpu-cu12`` and ``gpu-cu13`` name the same components (cupy, numba-cuda with its compiler,
+    nvImageCodec with nvJPEG) at the same versions, each for its own CUDA major and no other: one
+    extra never brings a second cupy or another CUDA's runtime."""
+    extras = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]["optional-dependencies"]
+    assert "gpu" not in extras, "an extra without a CUDA major installs the wrong cupy on half the machines"
+    cu12, cu13 = extras["gpu-cu12"], extras["gpu-cu13"]
+    assert sorted(_cuda_neutral(r, "12") for r in cu12) == sorted(_cuda_neutral(r, "13") for r in cu13)
+    for major, group in (("12", cu12), ("13", cu13)):
+        other = "13" if major == "12" else "12"
+        text = " ".join(group)
+        assert f"cu{other}" not in text and f"cuda{other}" not in text, group
+        names = {_name(r) for r in group}
+        assert sum(n.startswith("cupy") for n in names) == 1, group
+        assert f"numba-cuda[cu{major}]" in text, "numba-cuda without its CUDA extra has no NVVM to compile with"
+        assert f"nvidia-nvimgcodec-cu{major}[nvjpeg]" in text, "nvImageCodec decodes JPEG on the GPU only with nvJPEG"

@@ -6,15 +6,13 @@ import numpy as np
 import pytest
 from PIL import Image
 
+from raypipe import device_check
 from raypipe.backend import gpu_available
+from raypipe.device_check import DECODE_MEAN_TOLERANCE as MEAN_TOLERANCE
+from raypipe.device_check import DECODE_P99_TOLERANCE as P99_TOLERANCE
 from raypipe.gpu_decode import DECODE_ENV, GpuImageDecoder, nvimgcodec_available
 
 needs_nvimgcodec = pytest.mark.skipif(not nvimgcodec_available(), reason="needs a CUDA GPU and nvImageCodec")
-
-# nvJPEG (CUDA or hardware decoder) rounds its IDCT and colour conversion differently from
-# libjpeg-turbo: most pixels within 1-2 grey levels, a few more along sharp colour edges.
-MEAN_TOLERANCE = 3.0
-P99_TOLERANCE = 16
 
 
 def _assert_close(got: np.ndarray, ref: np.ndarray) -> None:
@@ -26,13 +24,18 @@ def _assert_close(got: np.ndarray, ref: np.ndarray) -> None:
 
 def test_disabled_by_environment(monkeypatch):
     monkeypatch.setenv(DECODE_ENV, "0")
-    assert not nvimgcodec_available()
+    device_check.decoder.cache_clear()
+    try:
+        assert not nvimgcodec_available()
+        assert device_check.decoder(0).detail == f"{DECODE_ENV}=0"
+    finally:
+        device_check.decoder.cache_clear()
 
 
 @pytest.mark.skipif(gpu_available(), reason="checks the machine without a GPU")
 def test_decoder_without_gpu_says_what_is_missing():
     assert not nvimgcodec_available()
-    with pytest.raises(RuntimeError, match=r"usable CUDA GPU and nvImageCodec \(pip install raypipe\[gpu\]\)"):
+    with pytest.raises(RuntimeError, match=r"GPU decoding is not usable here: no usable GPU .*raypipe\[gpu-cu13\]"):
         GpuImageDecoder(0)
 
 

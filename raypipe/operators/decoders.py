@@ -21,6 +21,7 @@ import numpy as np
 
 from ..errors import ArgumentError, DecodeError
 from ..exif import ExifOrientationWarning, orientation
+from ..gpu_decode import DEFAULT_HW_LOAD
 from ..operator import Operator, Schema, Skip, check_range, register
 from ..types import DALIImageType
 from .crop_window import random_crop_window
@@ -31,8 +32,9 @@ if TYPE_CHECKING:
 
 _DCT_SCALES = (8, 4, 2)
 
-#: DALI decoder arguments that size buffers or split work between decoders: they change no pixel,
-#: so they are validated and have no effect here (int: a byte or pixel count; float: a fraction).
+#: DALI decoder arguments that size buffers or split work between decoders: they change no pixel and
+#: are validated (int: a byte or pixel count; float: a fraction); only ``hw_decoder_load`` has an effect
+#: here, as the hardware decoder's share of each batch when decoding on the GPU.
 MEMORY_HINTS: dict[str, type] = {
     "device_memory_padding": int,
     "host_memory_padding": int,
@@ -72,6 +74,8 @@ class _Decoder(Operator):
         hints: dict[str, Any],
     ) -> None:
         _check_hints(self.schema.name, hints)
+        # the share of each batch for the GPU's hardware JPEG decoder, as DALI's (the other hints size buffers)
+        self.hw_decoder_load = float(hints.get("hw_decoder_load", DEFAULT_HW_LOAD))
         _check_orientation(self.schema.name, adjust_orientation)
         # left at DALI's default (which applies EXIF orientation), say so on the first image it affects
         self._watch_orientation = adjust_orientation is None

@@ -62,6 +62,8 @@ def test_stats_hold_rank_actor_and_stage_metrics(starved):
     assert set(actor["queues"]) == {"cpu", "gpu", "ready"} and actor["queues"]["cpu"]["mean_fill"] > 0.5
     assert actor["process"]["rss_bytes"] > 50 * 2**20 and actor["process"]["threads"] > 1
     assert actor["object_store_bytes"] >= 10 * 5 * 32 * 32 * 3, "ten batches of 5 x 32 x 32 x 3 uint8"
+    device = actor["device"]  # where the pipeline's parts run: here, no GPU asked for
+    assert device["gpu"] is False and device["reason"] and device["kernels"]["path"] == "host"
 
 
 def test_the_doctor_finds_the_slow_cpu_operator_and_the_synthetic_loader_shows_the_cost(starved):

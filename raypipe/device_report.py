@@ -1,0 +1,75 @@
+"""Which path each part of a pipeline took on this machine, and why (``pipe.device_report()``).
+
+Built once when the pipeline is built, from the device context, the staged graph and the
+start-up checks of :mod:`raypipe.device_check`. A GPU component this pipeline would use that
+failed its check warns here, once per process, so a slow or host path is never silent.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from . import device_check
+from .backend import DeviceContext, gpu_unavailable_reason
+from .graph import StagedGraph
+from .operator import Operator
+
+
+def device_report(device: DeviceContext, staged: StagedGraph, requested: int | None) -> dict[str, Any]:
+    """``{"device_id", "gpu", "reason", "decoder", "kernels", "operators"}``: the GPU in use (None and
+    ``reason`` when on the host), the decoder's and the kernels' path with their checks' detail, and
+    per GPU-stage operator label how it runs (``"kernels"``, ``"cupy per sample"`` or ``"host"``).
+    ``requested`` is the pipeline's ``device_id``."""
+    mixed_decoders = [n for n in staged.host_nodes if n.device == "mixed" and hasattr(n.op, "defer_to_device")]
+    report: dict[str, Any] = {
+        "device_id": device.device_id,
+        "gpu": device.on_gpu,
+        "reason": None if device.on_gpu else _host_reason(requested),
+        "decoder": _decoder_path(device, staged, bool(mixed_decoders)),
+        "kernels": _kernels_path(device, bool(staged.gpu_nodes)),
+        "operators": {},
+    }
+    batched = report["kernels"]["path"] == "gpu"
+    for node in staged.gpu_nodes:
+        has_kernels = type(node.op).run_batch is not Operator.run_batch
+        if not device.on_gpu:
+            how = "host"
+        elif has_kernels and batched:
+            how = "kernels"
+        else:
+            how = "cupy per sample"
+        report["operators"][node.label] = how
+    return report
+
+
+def _host_reason(requested: int | None) -> str:
+    if requested is None:
+        return "no device_id: a CPU-only pipeline"
+    return f"device_id={requested} but no usable GPU ({gpu_unavailable_reason()})"
+
+
+def _decoder_path(device: DeviceContext, staged: StagedGraph, has_mixed: bool) -> dict[str, Any]:
+    if not has_mixed:
+        return {"path": None, "detail": "no mixed decoder"}
+    if not device.on_gpu:
+        return {"path": "host", "detail": "no GPU: decoded on the host"}
+    check = device_check.decoder(device.device_id)
+    if not check.ok:
+        device_check.warn_once(
+            "decoder", f"GPU decoding is not used: {check.detail}; mixed decoders decode on the host (CPU stage)"
+        )
+        return {"path": "host", "detail": check.detail}
+    return {"path": "gpu", "detail": check.detail, "backends": list(check.backends)}
+
+
+def _kernels_path(device: DeviceContext, has_gpu_nodes: bool) -> dict[str, Any]:
+    if not device.on_gpu:
+        return {"path": "host", "detail": "no GPU: GPU operators run on the host"}
+    check = device_check.kernels()
+    if not check.ok and has_gpu_nodes:
+        device_check.warn_once(
+            "kernels",
+            f"the batched GPU kernels are not used: {check.detail}; GPU operators run sample by sample with cupy "
+            "(about one launch per sample and operator)",
+        )
+    return {"path": "gpu" if check.ok else "cupy per sample", "detail": check.detail}
