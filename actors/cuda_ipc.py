@@ -2,8 +2,9 @@
 
 The pipeline actor copies each device output into a slot of a ring (:class:`Exporter`) and
 ships a small :class:`IpcArray`; the rank's process on the same GPU maps that slot once
-(:class:`Importer`), copies the batch device-to-device into its own tensor and releases the
-batch, after which the slot may be reused. This replaces the device -> host -> object store
+(:class:`Importer`), copies the batch device-to-device into its own tensor on a side stream
+and releases the batch once that copy has run (:class:`CopiedReleases`), after which the slot
+may be reused. This replaces the device -> host -> object store
 -> device round trip when actor and rank share a GPU (matched by the GPU's UUID, which also
 tells that they share a node).
 
@@ -25,10 +26,11 @@ importer need cupy and a CUDA device, torch on the importer's side.
 
 from __future__ import annotations
 
+import collections
 import operator
 import uuid
 import weakref
-from collections.abc import Hashable
+from collections.abc import Callable, Hashable
 from dataclasses import dataclass
 from typing import Any
 
@@ -36,6 +38,7 @@ import numpy as np
 
 from raypipe.backend import gpu_available, is_device_array
 from raypipe.errors import ArgumentError, RaypipeError
+from raypipe.plugin.device_copy import torch_dtype
 
 
 @dataclass(frozen=True)
@@ -261,12 +264,6 @@ class Exporter:
         self._finalizer()
 
 
-def _torch_dtype(dtype: str) -> Any:
-    import torch
-
-    return torch.from_numpy(np.empty(0, np.dtype(dtype))).dtype
-
-
 def _close_mappings(mappings: dict[int, tuple[int, int, int]]) -> None:
     """Unmap every opened handle (``slot -> (generation, pointer, device)``)."""
     while mappings:
@@ -275,6 +272,37 @@ def _close_mappings(mappings: dict[int, tuple[int, int, int]]) -> None:
         _, (_, pointer, device) = mappings.popitem()
         with cupy.cuda.Device(device):
             cupy.cuda.runtime.ipcCloseMemHandle(pointer)
+
+
+class CopiedReleases:
+    """Batches whose copies out of the ring are queued, released (``release(key)``) in order once
+    the event after each copy has passed: the rank never waits on the host for its copies, and the
+    actor never overwrites a slot a queued copy still reads. The one batch of slack in the ring
+    covers a release that comes one batch late."""
+
+    def __init__(self, release: Callable[[Hashable], Any]):
+        self._release = release
+        self._pending: collections.deque[tuple[Hashable, Any]] = collections.deque()
+
+    def add(self, key: Hashable, copied: Any) -> None:
+        """Release ``key`` once ``copied`` (an event with ``query()`` and ``synchronize()``) has passed."""
+        self._pending.append((key, copied))
+        self.sweep()
+
+    def sweep(self) -> None:
+        """Release the batches whose copies have run."""
+        while self._pending and self._pending[0][1].query():
+            self._release(self._pending.popleft()[0])
+
+    def flush(self) -> None:
+        """Wait for every queued copy and release its batch (at the end of a pass)."""
+        while self._pending:
+            key, copied = self._pending.popleft()
+            copied.synchronize()
+            self._release(key)
+
+    def __len__(self) -> int:
+        return len(self._pending)
 
 
 class Importer:
@@ -288,6 +316,8 @@ class Importer:
 
     def __init__(self) -> None:
         self.handles_opened = 0
+        self.last_copy: Any = None  # a torch CUDA event after the latest copy out of the ring
+        self._streams: dict[int, Any] = {}
         self._exporter: str | None = None
         self._mappings: dict[int, tuple[int, int, int]] = {}
         self._finalizer = weakref.finalize(self, _close_mappings, self._mappings)
@@ -299,9 +329,10 @@ class Importer:
         return len(self._mappings)
 
     def to_torch(self, ipc: IpcArray, device_index: int) -> Any:
-        """A new torch tensor on ``cuda:device_index`` holding ``ipc``'s data, copied
-        device-to-device on torch's current stream and waited for, so the batch may be
-        released as soon as this returns."""
+        """A new torch tensor on ``cuda:device_index`` holding ``ipc``'s data, copied device-to-device
+        on this importer's side stream; torch's current stream waits for that copy on the device (the
+        host does not wait, so the training loop keeps its run-ahead). The batch may be released once
+        :attr:`last_copy` (an event after the copy) has passed."""
         if not isinstance(ipc, IpcArray):
             raise ArgumentError(f"Importer.to_torch: expects an IpcArray, got {type(ipc).__name__}")
         if not self._finalizer.alive:
@@ -309,19 +340,33 @@ class Importer:
         import cupy
         import torch
 
-        out = torch.empty(ipc.shape, dtype=_torch_dtype(ipc.dtype), device=f"cuda:{device_index}")
+        side = self._side_stream(device_index)
+        with torch.cuda.stream(side):  # allocated for the side stream, where it is written
+            out = torch.empty(ipc.shape, dtype=torch_dtype(ipc.dtype), device=f"cuda:{device_index}")
         if out.numel() * out.element_size() != ipc.nbytes:
             raise ArgumentError(
                 f"Importer.to_torch: shape {ipc.shape} of {ipc.dtype} does not make the {ipc.nbytes} bytes shipped"
             )
         with cupy.cuda.Device(device_index):
             pointer = self._pointer(ipc, device_index)
-            stream = torch.cuda.current_stream(device_index)
             cupy.cuda.runtime.memcpyAsync(
-                out.data_ptr(), pointer, ipc.nbytes, cupy.cuda.runtime.memcpyDeviceToDevice, stream.cuda_stream
+                out.data_ptr(), pointer, ipc.nbytes, cupy.cuda.runtime.memcpyDeviceToDevice, side.cuda_stream
             )
-            stream.synchronize()
+        copied = torch.cuda.Event()
+        copied.record(side)
+        current = torch.cuda.current_stream(device_index)
+        current.wait_event(copied)
+        out.record_stream(current)  # freed by the training code: reused only after its work on it
+        self.last_copy = copied
         return out
+
+    def _side_stream(self, device_index: int) -> Any:
+        import torch
+
+        stream = self._streams.get(device_index)
+        if stream is None:
+            stream = self._streams[device_index] = torch.cuda.Stream(device=device_index)
+        return stream
 
     def _pointer(self, ipc: IpcArray, device_index: int) -> int:
         """The mapped address of ``ipc``'s slot, opening its handle on first use."""

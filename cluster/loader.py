@@ -24,10 +24,11 @@ import numpy as np
 import ray
 
 from actors import host_ring, request_channel
-from actors.cuda_ipc import Importer, IpcArray, device_uuid
+from actors.cuda_ipc import CopiedReleases, Importer, IpcArray, device_uuid
 from raypipe.errors import ArgumentError, RaypipeError
 
 from . import object_store, service_record
+from .host_upload import HostUpload
 from .naming import NAMESPACE, coordinator_name
 from .placement import local_world_size, locate_rank, parse_device, start_pipeline_actor
 from .rank_normalize import Normalize
@@ -96,6 +97,10 @@ class Loader:
         self._cuda_index = self.location.cuda_index
         self._gpu_uuid = device_uuid(self._cuda_index) if output == "torch" and self._cuda_index is not None else None
         self._importer = Importer() if self._gpu_uuid is not None else None
+        self._upload: HostUpload | None = None  # made on the first host batch bound for a GPU
+        self._ipc_releases = (
+            CopiedReleases(lambda key: self._actor.release.remote(key)) if self._importer is not None else None
+        )
         self._host = host_ring.Importer() if os.environ.get(HOST_RING_ENV, "1") != "0" else None
         self._host_exporter: str | None = None  # the actor's host exporter, once checked
         # how host batches arrive, and why not through shared memory
@@ -171,7 +176,7 @@ class Loader:
                 self._acks.add(epoch, self._next, skipped, timing, last=self._next == total)
                 outputs = tuple(self._convert(a) for a in batch["outputs"])
                 if any(isinstance(a, IpcArray) for a in batch["outputs"]):
-                    self._actor.release.remote((epoch, k))
+                    self._ipc_releases.add((epoch, k), self._importer.last_copy)
                 if self.normalize is not None:
                     outputs = self.normalize.apply(outputs)
                 handed = time.perf_counter()
@@ -181,6 +186,8 @@ class Loader:
             _settle([ref for _, ref in pending], self._requests)
             raise
         finally:  # where the rank got to, also when it broke off or failed
+            if self._ipc_releases is not None:
+                self._ipc_releases.flush()
             self._acks.flush()
         self._epoch, self._start, self._next = epoch + 1, 0, 0
 
@@ -194,6 +201,9 @@ class Loader:
         batch = self._fetch(self._request(epoch, start, k), epoch, k)
         self._take_channel(batch.get("host_channel"), batch.get("requests"))
         outputs = tuple(self._convert(a) for a in batch["outputs"])
+        if any(isinstance(a, IpcArray) for a in batch["outputs"]):
+            self._ipc_releases.add((epoch, k), self._importer.last_copy)
+            self._ipc_releases.flush()  # its ring slot goes back: the next pass asks for this batch again
         return self.normalize.apply(outputs) if self.normalize is not None else outputs
 
     def _request(self, epoch: int, start: int, k: int) -> ray.ObjectRef | _Sent:
@@ -320,13 +330,17 @@ class Loader:
             return array
         import torch
 
-        with warnings.catch_warnings():
-            warnings.filterwarnings("ignore", message="The given NumPy array is not writable")
-            tensor = torch.from_numpy(array)
         device = self.device or (
             f"cuda:{self._cuda_index}" if self._cuda_index is not None and torch.cuda.is_available() else None
         )
-        return tensor.to(device, non_blocking=True) if device else tensor
+        if device is not None and torch.device(device).type == "cuda":
+            if self._upload is None or self._upload.device != torch.device(device):
+                self._upload = HostUpload(device)
+            return self._upload.to_device(array)  # through pinned memory, not waiting on the training step
+        with warnings.catch_warnings():
+            warnings.filterwarnings("ignore", message="The given NumPy array is not writable")
+            tensor = torch.from_numpy(array)
+        return tensor.to(device) if device else tensor
 
 
 @dataclasses.dataclass(frozen=True)

@@ -1,8 +1,10 @@
 """DALI's PyTorch iterators (``nvidia.dali.plugin.pytorch``) over raypipe pipelines.
 
-Each step yields a list with one ``{name: torch.Tensor}`` dict per pipeline; the tensors share
-memory with the pipeline's batch (``torch.from_numpy`` on the host, ``torch.from_dlpack`` on the
-GPU). Arguments and epochs: see :mod:`raypipe.plugin.base_iterator`.
+Each step yields a list with one ``{name: torch.Tensor}`` dict per pipeline. On the host the
+tensors share memory with the pipeline's batch (``torch.from_numpy``); on the GPU they are copies
+in memory torch allocated, queued on torch's current stream (:mod:`.device_copy`: a view of the
+pipeline's pool could be overwritten by the next batch under the training step's kernels).
+Arguments and epochs: see :mod:`raypipe.plugin.base_iterator`.
 """
 
 from __future__ import annotations
@@ -18,16 +20,18 @@ from ..errors import ArgumentError
 from ..pipeline import Pipeline
 from ..tensor_list import TensorList
 from .base_iterator import LastBatchPolicy, _DaliBaseIterator, dense
+from .device_copy import copy_into, cupy_to_torch, torch_dtype
 
 __all__ = ["DALIClassificationIterator", "DALIGenericIterator", "LastBatchPolicy", "feed_ndarray", "to_torch"]
 
 
 def to_torch(tensor_list: TensorList, name: str = "output") -> torch.Tensor:
-    """A dense batch as a torch tensor sharing its memory. A read-only host batch is copied once,
-    because torch tensors are writable and must not alias read-only memory."""
+    """A dense batch as a torch tensor: on the host sharing its memory (a read-only host batch is
+    copied once, because torch tensors are writable and must not alias read-only memory); on the
+    GPU a copy torch owns, queued on torch's current stream (see :mod:`.device_copy`)."""
     array = dense(tensor_list, name)
     if is_device_array(array):
-        return torch.from_dlpack(array)
+        return cupy_to_torch(array)
     array = np.asarray(array)
     if not array.flags.writeable:
         array = array.copy()
@@ -38,17 +42,24 @@ def feed_ndarray(
     tensor_list: TensorList, arr: torch.Tensor, cuda_stream: torch.cuda.Stream | int | None = None
 ) -> torch.Tensor:
     """Copy a dense batch into ``arr`` (same dtype and shape) and return ``arr``; on the GPU the
-    copy is queued on ``cuda_stream`` (a torch stream or a raw ``cudaStream_t``) when given."""
-    source = to_torch(tensor_list)
-    if source.dtype != arr.dtype:
-        raise ArgumentError(f"feed_ndarray: the batch holds {source.dtype} but arr is {arr.dtype}")
-    if source.shape != arr.shape:
-        raise ArgumentError(f"feed_ndarray: the batch has shape {tuple(source.shape)} but arr {tuple(arr.shape)}")
+    copy is queued on ``cuda_stream`` (a torch stream or a raw ``cudaStream_t``; default torch's
+    current stream) straight from the pipeline's batch, which is held until the copy has run."""
+    array = dense(tensor_list, "output")
+    dtype = torch_dtype(array.dtype)
+    if dtype != arr.dtype:
+        raise ArgumentError(f"feed_ndarray: the batch holds {dtype} but arr is {arr.dtype}")
+    if tuple(array.shape) != tuple(arr.shape):
+        raise ArgumentError(f"feed_ndarray: the batch has shape {tuple(array.shape)} but arr {tuple(arr.shape)}")
+    if not is_device_array(array):
+        return arr.copy_(torch.from_numpy(np.ascontiguousarray(array)))
     if cuda_stream is None:
-        return arr.copy_(source)
-    stream = torch.cuda.ExternalStream(cuda_stream) if isinstance(cuda_stream, int) else cuda_stream
-    with torch.cuda.stream(stream):
-        return arr.copy_(source, non_blocking=True)
+        stream = torch.cuda.current_stream(arr.device).cuda_stream
+    else:
+        stream = cuda_stream if isinstance(cuda_stream, int) else cuda_stream.cuda_stream
+    if arr.is_contiguous():
+        return copy_into(array, arr, stream)
+    with torch.cuda.stream(torch.cuda.ExternalStream(stream)):
+        return arr.copy_(cupy_to_torch(array), non_blocking=True)
 
 
 class DALIGenericIterator(_DaliBaseIterator):

@@ -8,7 +8,7 @@ import multiprocessing
 import numpy as np
 import pytest
 
-from actors.cuda_ipc import Exporter, Importer, IpcArray, SlotRing, device_uuid, use_ipc
+from actors.cuda_ipc import CopiedReleases, Exporter, Importer, IpcArray, SlotRing, device_uuid, use_ipc
 from raypipe.backend import gpu_available
 from raypipe.errors import ArgumentError, RaypipeError
 
@@ -253,3 +253,69 @@ def test_exporter_reuses_its_handle_for_a_slot():
     exporter.close()
     with pytest.raises(RaypipeError, match="closed"):
         exporter.export(cupy.arange(4), "c")
+
+
+class _Signal:
+    """A stand-in with a CUDA event's protocol (``query``, ``synchronize``) that the test sets."""
+
+    def __init__(self) -> None:
+        self.passed = False
+        self.waited = False
+
+    def query(self) -> bool:
+        return self.passed
+
+    def synchronize(self) -> None:
+        self.waited = self.passed = True
+
+
+def test_copied_batches_are_released_in_order_once_their_copies_ran():
+    released = []
+    releases = CopiedReleases(released.append)
+    first, second, third = _Signal(), _Signal(), _Signal()
+    releases.add((0, 0), first)
+    releases.add((0, 1), second)
+    assert released == [] and len(releases) == 2  # no copy has run: no slot goes back
+    second.passed = True
+    releases.sweep()
+    assert released == [], "batch 1's copy ran, but batch 0's is queued before it: order is kept"
+    first.passed = True
+    releases.add((0, 2), third)
+    assert released == [(0, 0), (0, 1)] and len(releases) == 1
+    releases.flush()  # the end of a pass waits for the last copy
+    assert third.waited and released == [(0, 0), (0, 1), (0, 2)] and len(releases) == 0
+
+
+def _export_one_range(batches: multiprocessing.Queue, done: multiprocessing.Queue):
+    """Exporter process: one batch of 0..2**20-1 as float32, held until the consumer is done."""
+    import cupy
+
+    exporter = Exporter(2)
+    batches.put(exporter.export(cupy.arange(1 << 20, dtype=cupy.float32), 0))
+    done.get(timeout=60)
+
+
+@pytest.mark.gpu
+@needs_gpu
+def test_import_does_not_wait_for_the_consumer_stream():
+    """The copy out of the ring goes on a side stream: a long kernel queued on torch's current
+    stream does not delay it, and the current stream still sees the data after its own work."""
+    import torch
+
+    ctx = multiprocessing.get_context("spawn")
+    batches, done = ctx.Queue(), ctx.Queue()
+    producer = ctx.Process(target=_export_one_range, args=(batches, done))
+    producer.start()
+    try:
+        ipc = batches.get(timeout=60)
+        importer = Importer()
+        torch.cuda._sleep(500_000_000)  # a long kernel on the current stream, as a training step
+        out = importer.to_torch(ipc, 0)
+        importer.last_copy.synchronize()
+        assert not torch.cuda.current_stream(0).query(), "the copy finished while the consumer was still busy"
+        assert torch.equal(out.cpu(), torch.arange(1 << 20, dtype=torch.float32))
+        importer.close()
+    finally:
+        done.put(True)
+        producer.join(timeout=60)
+    assert producer.exitcode == 0
