@@ -32,6 +32,9 @@ from .errors import ArgumentError
 MEMORY_ENV = "RAYPIPE_GPU_MEMORY_MB"
 _MB = 1 << 20
 _ALIGN = 256  # device offsets of packed samples: what cudaMalloc guarantees
+#: The GPU decoder's memory kept mapped between batches without a budget: about six batches of
+#: 256 decoded ImageNet crops, far below what the trainer sharing the GPU needs.
+DECODER_KEEP_BYTES = 1 << 30
 
 
 class GpuUnavailableWarning(UserWarning):
@@ -138,7 +141,7 @@ class DeviceContext:
                 stacklevel=_outside_package(),
             )
         self.copy_stream = self.compute_stream = None
-        self._pool = self._staging = None
+        self._pool = self._staging = self._decoder_pool = None
         if self.on_gpu:
             cp = self.xp
             self._device = cp.cuda.Device(self.device_id)
@@ -150,6 +153,7 @@ class DeviceContext:
                 with self._device:
                     self._pool.set_limit(size=int(self.memory_limit_mb * _MB))
             self._staging = _PinnedStaging(cp)
+            self._decoder_pool = _keep_mapped(cp, self.device_id, self._decoder_keep_bytes())
 
     @contextlib.contextmanager
     def stage_thread(self) -> Iterator[None]:
@@ -203,9 +207,16 @@ class DeviceContext:
         if self.on_gpu:
             self.compute_stream.synchronize()
 
+    def _decoder_keep_bytes(self) -> int:
+        """How much of the decoder's stream-ordered memory stays mapped between batches."""
+        return int(self.memory_limit_mb * _MB) if self.memory_limit_mb is not None else DECODER_KEEP_BYTES
+
     def memory_stats(self) -> dict[str, Any]:
         """This pipeline's device memory in MB: its pool (in use by arrays, held in total), the
-        pool's limit (None: unbounded) and the pinned staging buffers; zeros on the host."""
+        pool's limit (None: unbounded), the pinned staging buffers, and apart from the limit the
+        GPU decoder's memory (``decoder_reserved_mb``: nvImageCodec allocates its outputs from the
+        device's stream-ordered pool, which this context keeps mapped up to the limit, or
+        :data:`DECODER_KEEP_BYTES`, between batches); zeros on the host."""
         if not self.on_gpu:
             return {
                 "device_id": None,
@@ -213,6 +224,7 @@ class DeviceContext:
                 "pool_total_mb": 0.0,
                 "limit_mb": self.memory_limit_mb,
                 "pinned_mb": 0.0,
+                "decoder_reserved_mb": 0.0,
             }
         with self._device:  # a cupy pool reports on the current device
             used, total = self._pool.used_bytes(), self._pool.total_bytes()
@@ -222,6 +234,7 @@ class DeviceContext:
             "pool_total_mb": total / _MB,
             "limit_mb": self.memory_limit_mb,
             "pinned_mb": self._staging.nbytes / _MB,
+            "decoder_reserved_mb": _reserved(self.xp, self._decoder_pool) / _MB,
         }
 
     def release(self) -> None:
@@ -232,6 +245,30 @@ class DeviceContext:
             self._staging.release()
             with self._device:
                 self._pool.free_all_blocks()
+
+
+def _keep_mapped(cp: ModuleType, device_id: int, keep_bytes: int) -> Any:
+    """The device's default stream-ordered memory pool (where nvImageCodec allocates decoded images
+    with ``cudaMallocAsync``), set to keep ``keep_bytes`` mapped at each synchronisation instead of
+    CUDA's default 0, which unmaps and maps again every batch; None where this cupy cannot."""
+    runtime = cp.cuda.runtime
+    try:
+        pool = runtime.deviceGetDefaultMemPool(device_id)
+        runtime.memPoolSetAttribute(pool, runtime.cudaMemPoolAttrReleaseThreshold, keep_bytes)
+    except (AttributeError, cp.cuda.runtime.CUDARuntimeError):
+        return None
+    return pool
+
+
+def _reserved(cp: ModuleType, pool: Any) -> int:
+    """Bytes the stream-ordered ``pool`` holds mapped (0 when unknown)."""
+    if pool is None:
+        return 0
+    runtime = cp.cuda.runtime
+    try:
+        return int(runtime.memPoolGetAttribute(pool, runtime.cudaMemPoolAttrReservedMemCurrent))
+    except (AttributeError, cp.cuda.runtime.CUDARuntimeError):
+        return 0
 
 
 def _record(cp: ModuleType, stream: Any) -> Any:

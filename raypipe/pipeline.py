@@ -449,7 +449,8 @@ class Pipeline:
     def memory_stats(self) -> dict[str, Any]:
         """This pipeline's GPU memory as a plain dict: ``pool_used_mb`` (held by live arrays),
         ``pool_total_mb`` (reserved by its pool), ``limit_mb`` (the budget, None when unbounded),
-        ``pinned_mb`` (host staging buffers) and ``device_id``; zeros on the host."""
+        ``pinned_mb`` (host staging buffers), ``decoder_reserved_mb`` (the GPU decoder's outputs, outside
+        the budget: see :meth:`raypipe.backend.DeviceContext.memory_stats`) and ``device_id``; zeros on the host."""
         self.build()
         return self._executor.device.memory_stats()
 

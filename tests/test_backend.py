@@ -68,6 +68,7 @@ def test_host_context_passes_data_through_and_reports_zero_memory(monkeypatch):
         "pool_total_mb": 0.0,
         "limit_mb": 256.0,
         "pinned_mb": 0.0,
+        "decoder_reserved_mb": 0.0,
     }
     device.release()
 
@@ -106,6 +107,11 @@ def test_upload_is_one_async_copy_ordered_by_an_event(monkeypatch):
             assert float(total) == float(np.stack(dense).astype(np.float32).sum())
         stats = device.memory_stats()
         assert stats["limit_mb"] == 64.0 and 0 < stats["pool_total_mb"] <= 64.0 and stats["pinned_mb"] > 0
+        assert stats["decoder_reserved_mb"] >= 0.0
+        runtime = cupy.cuda.runtime
+        pool = runtime.deviceGetDefaultMemPool(0)
+        kept = runtime.memPoolGetAttribute(pool, runtime.cudaMemPoolAttrReleaseThreshold)
+        assert kept == 64 << 20, "the decoder's stream-ordered pool stays mapped up to the budget between batches"
         with pytest.raises(cupy.cuda.memory.OutOfMemoryError):
             cupy.empty(128 << 20, cupy.uint8)  # over this pipeline's budget
     del batch, parts

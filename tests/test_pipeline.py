@@ -91,7 +91,7 @@ def test_memory_stats_is_a_plain_dict(jpeg_root, monkeypatch):
     monkeypatch.setenv("RAYPIPE_GPU_MEMORY_MB", "300")
     with train_pipe(file_root=jpeg_root, gpu_stage=True) as pipe:
         stats = pipe.memory_stats()
-    assert set(stats) == {"device_id", "pool_used_mb", "pool_total_mb", "limit_mb", "pinned_mb"}
+    assert set(stats) == {"device_id", "pool_used_mb", "pool_total_mb", "limit_mb", "pinned_mb", "decoder_reserved_mb"}
     assert stats["limit_mb"] == 300.0
     if not gpu_available():
         assert stats["device_id"] is None and stats["pool_total_mb"] == stats["pinned_mb"] == 0.0
