@@ -74,6 +74,19 @@ def gpu_available() -> bool:
     return gpu_unavailable_reason() is None
 
 
+def simulated() -> bool:
+    """``RAYPIPE_DEVICE=simulator`` with numba's CUDA simulator on (``NUMBA_ENABLE_CUDASIM=1``): a
+    pipeline given a ``device_id`` stages its graph as on a GPU (mixed outputs to the GPU stage, every
+    gpu operator batch by batch) but on numpy arrays, its kernels run by the simulator. For testing
+    the GPU path's structure on machines without a GPU; tiny batches only (the simulator runs each
+    GPU thread in Python)."""
+    if os.environ.get("RAYPIPE_DEVICE", "").lower() != "simulator":
+        return False
+    from .kernels.launch import simulator_enabled
+
+    return simulator_enabled()
+
+
 def array_module(device_id: int | None) -> ModuleType:
     """The array module for a pipeline on ``device_id`` (None means CPU only)."""
     if device_id is not None and gpu_available():
@@ -133,7 +146,9 @@ class DeviceContext:
         self.on_gpu = self.xp is not np
         self.device_id = device_id if self.on_gpu else None
         self.memory_limit_mb = memory_limit_mb(memory_limit)
-        if device_id is not None and not self.on_gpu:
+        #: whether the graph is staged as on a GPU (batched GPU stage): on a GPU, or simulated on numpy
+        self.batched = self.on_gpu or (device_id is not None and simulated())
+        if device_id is not None and not self.batched:
             warnings.warn(
                 f"device_id={device_id} asks for a GPU but none is usable ({gpu_unavailable_reason()}): "
                 "the pipeline runs on the CPU, mixed and gpu operators through their host implementations",

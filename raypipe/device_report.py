@@ -10,7 +10,7 @@ from __future__ import annotations
 from typing import Any
 
 from . import device_check
-from .backend import DeviceContext, gpu_unavailable_reason
+from .backend import DeviceContext, gpu_unavailable_reason, simulated
 from .graph import StagedGraph
 from .operator import Operator
 
@@ -18,7 +18,8 @@ from .operator import Operator
 def device_report(device: DeviceContext, staged: StagedGraph, requested: int | None) -> dict[str, Any]:
     """``{"device_id", "gpu", "reason", "decoder", "kernels", "operators"}``: the GPU in use (None and
     ``reason`` when on the host), the decoder's and the kernels' path with their checks' detail, and
-    per GPU-stage operator label how it runs (``"kernels"``, ``"cupy per sample"`` or ``"host"``).
+    per GPU-stage operator label how it runs (``"kernels"``, ``"cupy per sample"``, ``"host"``, or
+    ``"simulator"`` under ``RAYPIPE_DEVICE=simulator``).
     ``requested`` is the pipeline's ``device_id``."""
     mixed_decoders = [n for n in staged.host_nodes if n.device == "mixed" and hasattr(n.op, "defer_to_device")]
     report: dict[str, Any] = {
@@ -33,7 +34,7 @@ def device_report(device: DeviceContext, staged: StagedGraph, requested: int | N
     for node in staged.gpu_nodes:
         has_kernels = type(node.op).run_batch is not Operator.run_batch
         if not device.on_gpu:
-            how = "host"
+            how = "simulator" if device.batched and has_kernels else "host"
         elif has_kernels and batched:
             how = "kernels"
         else:
@@ -43,6 +44,8 @@ def device_report(device: DeviceContext, staged: StagedGraph, requested: int | N
 
 
 def _host_reason(requested: int | None) -> str:
+    if requested is not None and simulated():
+        return "RAYPIPE_DEVICE=simulator: the GPU stage runs batched on numpy arrays in numba's CUDA simulator"
     if requested is None:
         return "no device_id: a CPU-only pipeline"
     return f"device_id={requested} but no usable GPU ({gpu_unavailable_reason()})"
@@ -63,6 +66,8 @@ def _decoder_path(device: DeviceContext, staged: StagedGraph, has_mixed: bool) -
 
 
 def _kernels_path(device: DeviceContext, has_gpu_nodes: bool) -> dict[str, Any]:
+    if device.batched and not device.on_gpu:
+        return {"path": "simulator", "detail": "numba's CUDA simulator runs the kernels on numpy arrays"}
     if not device.on_gpu:
         return {"path": "host", "detail": "no GPU: GPU operators run on the host"}
     check = device_check.kernels()

@@ -36,6 +36,8 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Any
 
+import numpy as np
+
 from .backend import DeviceContext
 from .batch_buffers import Allocator, BatchOutputs, BufferPool
 from .batch_spec import BatchSpec
@@ -46,6 +48,7 @@ from .graph import DataNode, StagedGraph
 from .keyed_random import SampleContext
 from .offload import Offload, RemoteWorker, Unit
 from .profile import Profile
+from .sample_contexts import SampleContexts
 from .tensor_list import TensorList
 
 _POLL = 0.05
@@ -452,8 +455,11 @@ class Executor:
         return self._put(self._out_q, item if isinstance(item, _Failure) else _attempt(self._run_gpu, xp, *item))
 
     def _run_gpu(self, xp, spec: BatchSpec, positions, skipped, host, device, ready, outputs) -> BatchResult:
-        indices = [int(spec.sample_indices[p]) for p in positions]
-        ctxs = [SampleContext(self._seed, spec.epoch, i) for i in indices]
+        """One batch through the GPU operators: a constant number of Python steps per operator
+        whatever the batch size (per-sample identities stay one array, :class:`SampleContexts`)."""
+        kept = np.asarray(positions, dtype=np.int64)
+        ctxs = SampleContexts(self._seed, spec.epoch, spec.sample_indices[kept])
+        indices = ctxs.sample_indices.tolist()
         env = dict(device)
         self._device.wait_for_copies(ready)
         with self._device.on_compute_stream():
@@ -481,7 +487,7 @@ class Executor:
             outputs=results,
             spec=spec,
             sample_indices=indices,
-            is_pad=[p >= real for p in positions],
+            is_pad=(kept >= real).tolist(),
             skipped=skipped,
             done=self._device.record_compute(),
         )

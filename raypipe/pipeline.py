@@ -196,7 +196,7 @@ class Pipeline:
             return
         device = DeviceContext(self.device_id)
         self._split = {
-            "on_gpu": device.on_gpu,
+            "on_gpu": device.batched,
             "decode_on_gpu": device.on_gpu and nvimgcodec_available(device.device_id),
         }
         staged = self._define(**self._split)

@@ -117,3 +117,22 @@ def test_upload_is_one_async_copy_ordered_by_an_event(monkeypatch):
     del batch, parts
     device.release()
     assert device.memory_stats()["pinned_mb"] == 0.0
+
+
+def test_simulator_mode_stages_as_on_a_gpu_on_numpy_arrays(monkeypatch):
+    """``RAYPIPE_DEVICE=simulator`` (with numba's CUDA simulator on, as in this test suite without a GPU):
+    a pipeline given a device_id is staged as on a GPU but runs on numpy arrays, without the warning."""
+    from raypipe.backend import simulated
+    from raypipe.kernels.launch import simulator_enabled
+
+    if gpu_available() or not simulator_enabled():
+        pytest.skip("the simulator runs where no GPU is usable")
+    monkeypatch.setenv("RAYPIPE_DEVICE", "simulator")
+    assert simulated()
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        device = DeviceContext(0)
+    assert device.batched and not device.on_gpu and device.xp is np
+    assert not DeviceContext(None).batched, "a CPU-only pipeline stays on the host"
+    monkeypatch.setenv("RAYPIPE_DEVICE", "")
+    assert not simulated()

@@ -1,0 +1,31 @@
+"""The sample contexts of one batch as a lazy sequence: the GPU stage hands operators a batch's
+identities without building one object per sample (its host work stays constant per batch)."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator, Sequence
+
+import numpy as np
+
+from .keyed_random import SampleContext
+
+
+class SampleContexts(Sequence[SampleContext]):
+    """``SampleContext(seed, epoch, sample_indices[i])`` for each ``i``, made only when asked for;
+    ``sample_indices`` is the batch's array of sample indices (what batched operators read)."""
+
+    def __init__(self, seed: int, epoch: int, sample_indices: np.ndarray):
+        self.seed = seed
+        self.epoch = epoch
+        self.sample_indices = np.asarray(sample_indices, dtype=np.int64)
+
+    def __len__(self) -> int:
+        return len(self.sample_indices)
+
+    def __getitem__(self, i):  # type: ignore[override]
+        if isinstance(i, slice):
+            return SampleContexts(self.seed, self.epoch, self.sample_indices[i])
+        return SampleContext(self.seed, self.epoch, int(self.sample_indices[i]))
+
+    def __iter__(self) -> Iterator[SampleContext]:
+        return (SampleContext(self.seed, self.epoch, i) for i in self.sample_indices.tolist())
