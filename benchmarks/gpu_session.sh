@@ -1,28 +1,173 @@
 #!/usr/bin/env bash
-# Everything to verify on a lent GPU machine in one `run` call (see ../shared/FACTS.md: torch,
-# cupy-cuda13x, numba and numba-cuda are there; Ray, nvImageCodec and lmdb are not).
+# Everything to verify on a lent GPU machine in one remote run of at most 10 minutes.
 #
-# Prepare here, once per session (the wheels travel as the ignored folder .whl/, `carry`):
-#   pip download --no-deps -d .whl nvidia-nvimgcodec-cu13 "nvidia-nvjpeg==13.*"
-# then:  run(command="bash benchmarks/gpu_session.sh", carry=[".whl"])
-# and copy what it prints into benchmarks/RESULTS.md with the machine.
+# That machine (see ../shared/FACTS.md) has torch, cupy, numba and numba-cuda but no Ray,
+# nvImageCodec, nvJPEG, lmdb, crc32c or turbojpeg, and no network: build the kit here first with
+# `bash benchmarks/gpu_kit.sh`, then run, from the repository root there:
+#   run(command="bash benchmarks/gpu_session.sh", carry=[".gpu_kit"])
+# Copy what it reports into benchmarks/RESULTS.md with the machine.
+#
+# Steps, each with its own time limit inside an overall budget (GPU_SESSION_BUDGET_S, default
+# 540 s), a failed or timed-out step not stopping the next: setup (unpack the kit), machine (GPU,
+# driver, package versions, whether numba-cuda compiles a kernel), pytest_gpu (`pytest -m gpu`),
+# pytest_kernels (the kernel and actor tests, compiled on the GPU instead of the simulator),
+# service (benchmarks/gpu_service_check.py: a Ray service to a torch rank through CUDA IPC against
+# the host path, memory over 3 epochs), bench (examples/bench_gpu.py, the GPU stage in the rank's
+# process and in a pipeline actor), cpu_costs (the CPU stage per sample, benchmarks/cpu_helpers.py).
+# Each step's whole output goes to $OUT/<step>.log (default OUT: a new folder under /tmp); the
+# last lines show here, and summary.tsv (step, status, exit code, seconds) ends the run. The exit
+# status is 0 only when every step passed. GPU_SESSION_STEPS="setup service" runs only those steps.
 set -uo pipefail
-OUT=${OUT:-/tmp/raypipe-gpu-out}
-mkdir -p "$OUT"
-export PYTHONPATH=$PWD
-if compgen -G ".whl/*.whl" > /dev/null; then
-    pip install --no-deps --no-index .whl/*.whl 2>&1 | tail -1
+
+ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
+SELF="$ROOT/benchmarks/gpu_session.sh"
+KIT=${RAYPIPE_GPU_KIT:-$ROOT/.gpu_kit}
+SITE=${RAYPIPE_GPU_SITE:-${TMPDIR:-/tmp}/raypipe-gpu-site}
+PY=${PYTHON:-python}
+command -v "$PY" >/dev/null || PY=python3
+export PYTHONPATH="$ROOT:$SITE${PYTHONPATH:+:$PYTHONPATH}"
+export PYTHONUNBUFFERED=1
+
+# Unpack Ray into $SITE (on PYTHONPATH) and install the kit's wheels that are missing or older here.
+setup() {
+    shopt -s nullglob
+    local tars=("$KIT"/ray-*.tar.xz) wheels
+    if ((${#tars[@]} != 1)); then
+        echo "no Ray archive in $KIT: build the kit with 'bash benchmarks/gpu_kit.sh' and carry .gpu_kit" >&2
+        return 1
+    fi
+    rm -rf "$SITE" && mkdir -p "$SITE"
+    tar -xJf "${tars[0]}" -C "$SITE" || return 1
+    echo "unpacked $(basename "${tars[0]}") into $SITE"
+    mapfile -t wheels < <("$PY" - "$KIT"/wheels/*.whl <<'EOF'
+"""Print the wheels whose distribution is not installed, or installed in an older version."""
+import sys
+from importlib.metadata import PackageNotFoundError, version
+
+try:
+    from packaging.version import Version
+except ImportError:
+    Version = None
+for path in sys.argv[1:]:
+    name, kit = path.rsplit("/", 1)[-1].split("-")[:2]
+    try:
+        have = version(name)
+    except PackageNotFoundError:
+        print(path)
+        continue
+    if Version is not None and Version(have) < Version(kit):
+        print(path)
+    else:
+        print(f"kept {name} {have} (kit: {kit})", file=sys.stderr)
+EOF
+    )
+    if ((${#wheels[@]})); then
+        echo "installing ${#wheels[@]} wheels: ${wheels[*]##*/}"
+        "$PY" -m pip install -q --no-index --no-deps "${wheels[@]}" \
+            || "$PY" -m pip install -q --no-index --no-deps --break-system-packages "${wheels[@]}" || return 1
+    fi
+    "$PY" -c "import ray, lmdb, crc32c, turbojpeg, jsonschema; print('ray', ray.__version__, 'from', ray.__file__)"
+}
+
+# The machine and the versions that matter, and whether each GPU component works.
+machine() {
+    nvidia-smi --query-gpu=name,memory.total,driver_version,compute_cap --format=csv
+    nvidia-smi
+    echo "cores $(nproc); $(free -g | awk '/Mem:/ {print $2 " GiB memory"}')"
+    "$PY" --version
+    "$PY" -m pip list 2>/dev/null | grep -i -E '^(torch|cupy|numba|cuda|nvidia|ray|numpy|pillow|lmdb|turbojpeg|pytest)'
+    "$PY" benchmarks/gpu_probe.py
+}
+
+# The test files that hold GPU tests (collecting only those: every other module is slower to
+# collect and may need packages that machine lacks).
+gpu_test_files() { grep -rl --include='test_*.py' -E 'mark\.gpu|pytestmark.*gpu' "$ROOT/tests" | sort; }
+
+pytest_args() {
+    local args=(-q -p no:cacheprovider)
+    "$PY" -c "import pytest_timeout" 2>/dev/null && args+=(--timeout=90)
+    printf '%s\n' "${args[@]}"
+}
+
+pytest_gpu() {
+    local args files
+    mapfile -t args < <(pytest_args)
+    mapfile -t files < <(gpu_test_files)
+    "$PY" -m pytest "${args[@]}" -m gpu --junitxml="$OUT/pytest_gpu.xml" "${files[@]}"
+}
+
+pytest_kernels() {
+    local args
+    mapfile -t args < <(pytest_args)
+    "$PY" -m pytest "${args[@]}" -m "not gpu" --junitxml="$OUT/pytest_kernels.xml" \
+        tests/kernels tests/actors tests/test_backend.py tests/test_gpu_decode.py
+}
+
+service() { "$PY" benchmarks/gpu_service_check.py --json "$OUT/service_check.json"; }
+
+bench() { "$PY" examples/bench_gpu.py --images 5120 --batch-size 256 --threads 4 --where both; }
+
+cpu_costs() { "$PY" benchmarks/cpu_helpers.py --part costs; }
+
+# Ray processes a killed step may have left behind.
+ray_stop() { timeout 30 "$PY" -m ray.scripts.scripts stop --force >/dev/null 2>&1 || true; }
+
+# step NAME LIMIT: run this script's function NAME in a child, within LIMIT seconds and what is
+# left of the budget; record its status, exit code and seconds in summary.tsv.
+step() {
+    local name=$1 limit=$2 left began rc status
+    left=$((BUDGET_S - (SECONDS - START) - 10))
+    if ((left < 15)); then
+        printf '%s\tskipped\t-\t0\n' "$name" >>"$SUMMARY"
+        echo "== $name: skipped, the budget is spent"
+        return
+    fi
+    ((limit > left)) && limit=$left
+    echo "== $name (at most ${limit} s)"
+    began=$SECONDS
+    timeout -k 10 "$limit" bash "$SELF" --step "$name" >"$OUT/$name.log" 2>&1
+    rc=$?
+    case $rc in
+        0) status=passed ;;
+        124 | 137) status=timeout ;;
+        *) status=failed ;;
+    esac
+    tail -n "$TAIL" "$OUT/$name.log"
+    printf '%s\t%s\t%s\t%s\n' "$name" "$status" "$rc" "$((SECONDS - began))" >>"$SUMMARY"
+    echo "== $name: $status (exit $rc) in $((SECONDS - began)) s"
+}
+
+if [[ ${1:-} == --step ]]; then
+    cd "$ROOT" || exit 1
+    OUT=${OUT:?} && "$2"
+    exit
 fi
-nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv | tee "$OUT/gpu.txt"
-python -c "import raypipe.backend as b, raypipe.gpu_decode as g; print('gpu', b.gpu_available(), b.gpu_unavailable_reason(), 'nvimgcodec', g.nvimgcodec_available())"
-# GPU tests everywhere but the Ray cluster tests (no Ray there); modules needing absent packages are skipped.
-python -m pytest -q -m gpu tests --ignore=tests/cluster --continue-on-collection-errors -p no:cacheprovider 2>&1 \
-    | tail -40 | tee "$OUT/pytest_gpu.txt"
-# The kernel tests again, now compiled on the GPU instead of the simulator.
-python -m pytest -q tests/kernels tests/actors tests/test_backend.py tests/test_gpu_decode.py -p no:cacheprovider 2>&1 \
-    | tail -30 | tee "$OUT/pytest_kernels.txt"
-cp tests/cluster/test_rank_normalize.py "$OUT/" && python -m pytest -q "$OUT/test_rank_normalize.py" -p no:cacheprovider 2>&1 | tail -5
-python examples/bench_gpu.py --images 5120 --batch-size 256 --threads 4 2>&1 | tee "$OUT/bench_gpu.txt"
-# The CPU-stage cost per image where the CPU stage ends on a real GPU node (host decode, and nvImageCodec):
-# the inputs of the CPU-helper sizing model in README.md (needs no Ray).
-python benchmarks/cpu_helpers.py --part costs 2>&1 | tee "$OUT/cpu_stage_costs.txt"
+
+cd "$ROOT" || exit 1
+OUT=${OUT:-$(mktemp -d "${TMPDIR:-/tmp}/raypipe-gpu-XXXXXX")}
+export OUT
+mkdir -p "$OUT"
+BUDGET_S=${GPU_SESSION_BUDGET_S:-540}
+TAIL=${GPU_SESSION_TAIL:-12}
+SUMMARY="$OUT/summary.tsv"
+START=$SECONDS
+printf 'step\tstatus\texit\tseconds\n' >"$SUMMARY"
+echo "raypipe GPU session: output in $OUT, budget ${BUDGET_S} s"
+
+declare -A LIMIT_S=([setup]=120 [machine]=60 [pytest_gpu]=150 [pytest_kernels]=100 [service]=120 [bench]=150
+    [cpu_costs]=60)
+read -ra STEPS <<<"${GPU_SESSION_STEPS:-setup machine pytest_gpu pytest_kernels service bench cpu_costs}"
+for name in "${STEPS[@]}"; do
+    if [[ -z ${LIMIT_S[$name]:-} ]]; then
+        echo "unknown step $name (steps: setup machine pytest_gpu pytest_kernels service bench cpu_costs)" >&2
+        exit 2
+    fi
+done
+for name in "${STEPS[@]}"; do
+    step "$name" "${LIMIT_S[$name]}"
+    [[ $name == setup || $name == machine ]] || ray_stop
+done
+
+echo "== summary ($((SECONDS - START)) s in all; logs in $OUT)"
+column -t -s $'\t' "$SUMMARY" 2>/dev/null || cat "$SUMMARY"
+! grep -q -v -E $'\tpassed\t|^step\t' "$SUMMARY"

