@@ -1,9 +1,16 @@
-"""The CPU stage of a staged graph: every sample through the host subgraph, alone.
+"""The CPU stage of a staged graph: every sample through the host subgraph.
 
-The executor runs it on its thread pool; a CPU helper (``actors/cpu_helper.py``) runs the
-same stage, built from the same pipeline with the same split, for samples another process
-owns. Its results are plain data (:meth:`CpuStage.pack`), so they cross process boundaries,
-and keyed randomness makes a sample's result the same wherever it is computed.
+The executor runs it on its thread pool, a chunk of samples per task; a CPU helper
+(``actors/cpu_helper.py``) runs the same stage, built from the same pipeline with the same
+split, for samples another process owns. Its results are plain data (:meth:`CpuStage.pack`),
+so they cross process boundaries, and keyed randomness makes a sample's result the same
+wherever it is computed.
+
+A chunk runs sample by sample (each sample through every operator, while its data is in the
+caches), except where decoding is deferred to the GPU: that stage only reads, parses headers
+and draws windows, microseconds a sample, so it runs node by node, and an operator with a
+``run_chunk(inputs, args, ctxs)`` method (per-sample results, as ``run_sample`` gives them
+one at a time) takes the whole chunk in one call.
 """
 
 from __future__ import annotations
@@ -16,7 +23,7 @@ from typing import Any
 
 from .batch_buffers import BatchOutputs
 from .errors import DecodeError, SampleError
-from .graph import DataNode, StagedGraph
+from .graph import DataNode, OpNode, StagedGraph
 from .keyed_random import SampleContext
 from .operator import Skip
 from .profile import COUNTED, SAMPLE, Profile
@@ -47,6 +54,7 @@ class CpuStage:
             and node.outputs[0] not in graph.to_device
             and hasattr(node.op, "run_sample_into")
         }
+        self.by_node = bool(graph.deferred)
         self.profile: Profile | None = None  # set to collect time per operator
         self._labels = [node.label for node in graph.host_nodes]
         self._labels_and_sample = [*self._labels, SAMPLE]
@@ -60,6 +68,8 @@ class CpuStage:
     ) -> list:
         """:meth:`run_sample` for consecutive samples from batch position ``first``; raises the
         first sample error. A set ``stop`` leaves the rest of the chunk undone."""
+        if self.by_node:
+            return self._run_by_node(ctxs, first, outputs, stop)
         results = []
         for offset, ctx in enumerate(ctxs):
             if stop is not None and stop.is_set():
@@ -106,6 +116,98 @@ class CpuStage:
         elif profile is not None:
             profile.count("cpu", self._labels_and_sample)
         return {d: env[d] for d in self.graph.host_results}
+
+    def _run_by_node(
+        self,
+        ctxs: Sequence[SampleContext],
+        first: int,
+        outputs: BatchOutputs | None,
+        stop: threading.Event | None,
+    ) -> list:
+        """:meth:`run_chunk` node by node: each operator runs over the chunk's samples before the
+        next one starts; a skipped sample leaves the chunk for the operators after."""
+        profile = self.profile
+        turn = profile.timing_turn() if profile is not None else COUNTED
+        timed = turn != COUNTED
+        began = time.perf_counter() if timed else 0.0
+        live = list(ctxs)
+        positions = list(range(len(ctxs)))
+        columns: dict[DataNode, list] = {}
+        results: list = [None] * len(ctxs)
+        for node in self.graph.host_nodes:
+            if stop is not None and stop.is_set():
+                return []
+            if not live:
+                break
+            called = time.perf_counter() if timed else 0.0
+            outs = self._run_node(node, live, positions, columns, first, outputs)
+            if timed:
+                profile.add("cpu", node.label, time.perf_counter() - called, turn, len(live))
+            elif profile is not None:
+                profile.count("cpu", [node.label], len(live))
+            if any(isinstance(out, Skip) for out in outs):
+                outs, live, positions = self._drop_skipped(outs, live, positions, columns, results)
+            if len(node.outputs) == 1:
+                columns[node.outputs[0]] = outs
+            else:
+                for k, d in enumerate(node.outputs):
+                    columns[d] = [out[k] for out in outs]
+        if timed and live:
+            profile.add("cpu", SAMPLE, time.perf_counter() - began, turn, len(live))
+        elif profile is not None and live:
+            profile.count("cpu", [SAMPLE], len(live))
+        order = self.graph.host_results
+        for position, values in zip(positions, zip(*(columns[d] for d in order))):
+            results[position] = dict(zip(order, values))
+        return results
+
+    def _run_node(
+        self,
+        node: OpNode,
+        live: list[SampleContext],
+        positions: list[int],
+        columns: dict[DataNode, list],
+        first: int,
+        outputs: BatchOutputs | None,
+    ) -> list:
+        """``node``'s results for the ``live`` samples: in one ``run_chunk`` call where the operator
+        has one, else (and, to find which sample failed and how, when that call raises) per sample."""
+        inputs = [columns[d] for d in node.inputs]
+        args = {k: columns[d] for k, d in node.arg_inputs.items()}
+        run_chunk = getattr(node.op, "run_chunk", None)
+        if run_chunk is not None and node not in self.in_place:
+            try:
+                return run_chunk(inputs, args, live)
+            except Exception:
+                pass  # the samples run again, one by one, below
+        results = []
+        for k, ctx in enumerate(live):
+            sample_inputs = [column[k] for column in inputs]
+            sample_args = {name: column[k] for name, column in args.items()}
+            try:
+                if outputs is not None and node in self.in_place:
+                    allocate = outputs.allocator(self.in_place[node], first + positions[k])
+                    results.append(node.op.run_sample_into(sample_inputs, sample_args, ctx, allocate))
+                else:
+                    results.append(node.op.run_sample(sample_inputs, sample_args, ctx))
+            except Exception as exc:
+                raise self.sample_error(node.label, ctx, exc) from exc
+        return results
+
+    def _drop_skipped(
+        self, outs: list, live: list, positions: list[int], columns: dict[DataNode, list], results: list
+    ) -> tuple[list, list, list[int]]:
+        """Record the samples ``outs`` skipped in ``results`` and take them out of the chunk."""
+        keep = [k for k, out in enumerate(outs) if not isinstance(out, Skip)]
+        for k, out in enumerate(outs):
+            if isinstance(out, Skip):
+                ctx = live[k]
+                results[positions[k]] = SkippedSample(
+                    ctx.epoch, ctx.sample_index, self.source_of(ctx.sample_index), out.reason
+                )
+        for d, column in columns.items():
+            columns[d] = [column[k] for k in keep]
+        return [outs[k] for k in keep], [live[k] for k in keep], [positions[k] for k in keep]
 
     def sample_error(self, label: str, ctx: SampleContext, exc: Exception) -> SampleError:
         """The error naming operator ``label``, the sample and its source."""

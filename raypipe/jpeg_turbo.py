@@ -27,6 +27,8 @@ from functools import cache
 
 import numpy as np
 
+from .jpeg_header import JpegHeaderError, frame_size
+
 _TJINIT_DECOMPRESS = 1
 _TJPARAM_SUBSAMP, _TJPARAM_JPEGWIDTH, _TJPARAM_JPEGHEIGHT = 4, 5, 6
 _TJPARAM_PRECISION, _TJPARAM_COLORSPACE, _TJPARAM_FASTDCT, _TJPARAM_LOSSLESS = 7, 8, 10, 15
@@ -36,35 +38,6 @@ _TJCS_RGB, _TJCS_YCBCR, _TJCS_GRAY = 0, 1, 2
 # iMCU width and height per subsampling (TJSAMP_444, 422, 420, GRAY, 440, 411, 441)
 _MCU_W = (8, 16, 16, 8, 8, 32, 8)
 _MCU_H = (8, 8, 16, 8, 16, 8, 32)
-
-
-_SOF = frozenset(range(0xC0, 0xD0)) - {0xC4, 0xC8, 0xCC}  # start-of-frame markers (not DHT, JPG, DAC)
-
-
-def frame_size(data: np.ndarray) -> tuple[int, int] | None:
-    """``(width, height)`` from the frame header of the JPEG ``data``, or None when no frame header
-    comes before the first scan. The handle's header is checked against it: libjpeg accepts a
-    stream of tables alone, and after some errors a handle answers with the previous image's
-    header, so neither may reach a decode."""
-    raw = memoryview(data).cast("B")
-    size, pos = len(raw), 2
-    if size < 4 or raw[0] != 0xFF or raw[1] != 0xD8:
-        return None
-    while pos + 4 <= size:
-        if raw[pos] != 0xFF:
-            return None
-        marker = raw[pos + 1]
-        if marker == 0xFF:  # fill byte
-            pos += 1
-            continue
-        if marker in _SOF:
-            if pos + 9 > size:
-                return None
-            return raw[pos + 7] << 8 | raw[pos + 8], raw[pos + 5] << 8 | raw[pos + 6]
-        if marker == 0xDA:  # a scan before any frame
-            return None
-        pos += 2 + (raw[pos + 2] << 8 | raw[pos + 3])
-    return None
 
 
 class TurboJpegError(ValueError):
@@ -185,13 +158,18 @@ class TurboDecoder:
 
     def _read_header(self, data: np.ndarray) -> int:
         """Read ``data``'s header into this thread's handle and return the handle; checks the
-        handle's size against the frame header's (:func:`frame_size`). A handle that has just read
-        this same array's header (:meth:`header`, then :meth:`decode` of the same sample) is returned
-        as it is, saving a second header parse and marker walk with the GIL held."""
+        handle's size against the frame header's (:func:`~raypipe.jpeg_header.frame_size`): libjpeg
+        accepts a stream of tables alone, and after some errors a handle answers with the previous
+        image's header, so neither may reach a decode. A handle that has just read this same array's
+        header (:meth:`header`, then :meth:`decode` of the same sample) is returned as it is, saving
+        a second header parse and marker walk with the GIL held."""
         decompressor = self._local.decompressor
         if decompressor.headed is data:
             return decompressor.ptr
-        expected = frame_size(data)
+        try:
+            expected = frame_size(data)
+        except JpegHeaderError as exc:
+            raise TurboJpegError(f"not a JPEG image with a frame header ({exc})") from None
         if expected is None:
             raise TurboJpegError("not a JPEG image with a frame header")
         lib = self._lib

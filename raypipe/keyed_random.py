@@ -1,20 +1,71 @@
 """Per-sample random streams keyed by (seed, epoch, sample index, operator instance).
 
 The same sample in the same epoch gets the same random draws whatever thread,
-process or actor computes it, and however often it is recomputed. A Philox
-counter-based generator makes this cheap: the key holds (seed, operator) and the
-counter's high words hold (sample index, epoch), so streams never overlap.
+process or actor computes it, and however often it is recomputed. Two forms:
+
+- :func:`sample_generator`: a numpy Generator per sample, for operators that need any
+  distribution. A Philox counter-based generator makes this cheap: the key holds (seed,
+  operator) and the counter's high words hold (sample index, epoch), so streams never overlap.
+- :func:`keyed_uniforms`: uniform floats for many samples in one numpy evaluation, for the
+  hot per-sample draws (crop windows, coin flips). Draw ``j`` of a sample is a hash of the
+  key and ``j`` (a SplitMix64 stream whose start is a hash of the key), so it is the same
+  whichever samples it is computed with, in whatever order, chunk or thread.
 """
 
 from __future__ import annotations
 
 import threading
+from collections.abc import Sequence
 from dataclasses import dataclass
+from functools import cache
 
 import numpy as np
 
 _MASK64 = (1 << 64) - 1
 _LOCAL = threading.local()
+# SplitMix64: the Weyl increment and the finaliser's multipliers and shifts
+_GAMMA = 0x9E3779B97F4A7C15
+_MUL1, _MUL2 = 0xBF58476D1CE4E5B9, 0x94D049BB133111EB
+_M1, _M2 = np.uint64(_MUL1), np.uint64(_MUL2)
+_S30, _S27, _S31, _S11 = np.uint64(30), np.uint64(27), np.uint64(31), np.uint64(11)
+_UNIT = 2.0**-53  # a 53-bit integer times this is a float in [0, 1)
+
+
+def _mix_int(z: int) -> int:
+    """SplitMix64's finaliser (a bijection of 64-bit words) on a Python int."""
+    z &= _MASK64
+    z = ((z ^ (z >> 30)) * _MUL1) & _MASK64
+    z = ((z ^ (z >> 27)) * _MUL2) & _MASK64
+    return z ^ (z >> 31)
+
+
+def _mix(z: np.ndarray) -> np.ndarray:
+    """:func:`_mix_int` on a uint64 array (array arithmetic wraps modulo 2**64). New arrays, not
+    in place: numpy's overlap checks make in-place operations slower on arrays this small."""
+    z = z ^ (z >> _S30)
+    z = z * _M1
+    z = z ^ (z >> _S27)
+    z = z * _M2
+    return z ^ (z >> _S31)
+
+
+@cache
+def _weyl(count: int) -> np.ndarray:
+    """The stream offsets ``(j + 1) * gamma`` of draws ``j < count``, as a column."""
+    offsets = (np.arange(1, count + 1, dtype=np.uint64) * np.uint64(_GAMMA))[:, None]
+    offsets.flags.writeable = False  # shared by every call
+    return offsets
+
+
+def keyed_uniforms(seed: int, stream: int, epoch: int, sample_indices: Sequence[int], count: int) -> np.ndarray:
+    """``count`` floats in [0, 1) for each of ``sample_indices``, keyed by (``seed``, ``stream``,
+    ``epoch``, sample index): shape ``(count, len(sample_indices))``, a column per sample (the
+    layout its users compute in), the same whichever other samples are drawn with it.
+    ``stream`` tells operators apart (an operator id)."""
+    prefix = _mix_int(_mix_int(_mix_int(seed) ^ (stream & _MASK64)) ^ (epoch & _MASK64))
+    starts = np.array(sample_indices, dtype=np.uint64) ^ np.uint64(prefix)
+    z = _mix(starts) + _weyl(count)
+    return (_mix(z) >> _S11) * _UNIT
 
 
 def sample_generator(seed: int, epoch: int, sample_index: int, op_id: int) -> np.random.Generator:

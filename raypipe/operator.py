@@ -21,7 +21,7 @@ import numpy as np
 
 from . import device_check
 from .errors import ArgumentError
-from .keyed_random import SampleContext, reused_generator
+from .keyed_random import SampleContext, keyed_uniforms, reused_generator
 
 DEVICES = ("cpu", "mixed", "gpu")
 STAGE_ORDER = {"cpu": 0, "mixed": 1, "gpu": 2}
@@ -165,6 +165,19 @@ class Operator:
         if self.seed is None:
             return ctx.rng(self.op_id)
         return reused_generator(self.seed, ctx.epoch, ctx.sample_index, SEEDED_STREAM)
+
+    def draws(self, ctxs: Sequence[SampleContext], count: int) -> np.ndarray:
+        """``count`` uniform floats in [0, 1) per sample of ``ctxs``, keyed as :meth:`rng` is:
+        shape ``(count, len(ctxs))``, a column per sample, which does not depend on the samples
+        drawn with it (a chunk drawn at once gives what each sample drawn alone gives)."""
+        keys = {(ctx.seed, ctx.epoch) for ctx in ctxs}
+        if len(keys) > 1:  # samples of several epochs or pipelines: each alone, columns in order
+            return np.concatenate([self.draws([ctx], count) for ctx in ctxs], axis=1)
+        seed, epoch = keys.pop() if keys else (0, 0)
+        stream = self.op_id
+        if self.seed is not None:
+            seed, stream = self.seed, SEEDED_STREAM
+        return keyed_uniforms(seed, stream, epoch, [ctx.sample_index for ctx in ctxs], count)
 
 
 #: The stream id of operators with their own ``seed`` (beyond any place in a graph): as in DALI, two

@@ -11,8 +11,9 @@ cost it about 2 % of its rate (two clock reads and a sum per call, with the cach
 every image). So each thread of the CPU stage times its first :data:`FULLY_TIMED` samples
 (exactly: a first call's warm-up counts once), then one sample in :data:`TIMING_STRIDE`, whose
 times stand for the samples it only counts. Calls are exact; seconds are exact for small runs and
-estimated past them. Each thread adds to sums of its own, without a lock; a report adds the
-threads' sums up.
+estimated past them. A chunk that the CPU stage runs node by node (where the GPU decodes) is
+timed or counted as a whole, each operator call counting a call per sample. Each thread adds to
+sums of its own, without a lock; a report adds the threads' sums up.
 """
 
 from __future__ import annotations
@@ -41,17 +42,17 @@ class Profile:
         self._local = threading.local()
         self._started = time.perf_counter()
 
-    def add(self, stage: str, name: str, seconds: float, turn: int = EXACT) -> None:
-        """Count one call of ``name`` in ``stage`` that took ``seconds``, timed on ``turn`` (EXACT
-        or SAMPLED)."""
+    def add(self, stage: str, name: str, seconds: float, turn: int = EXACT, calls: int = 1) -> None:
+        """Count ``calls`` calls of ``name`` in ``stage`` that took ``seconds`` together (a chunk of
+        samples run at once counts a call per sample), timed on ``turn`` (EXACT or SAMPLED)."""
         entry = self._entry(stage, name)
-        entry[2 * turn] += 1
+        entry[2 * turn] += calls
         entry[2 * turn + 1] += seconds
 
-    def count(self, stage: str, names: list[str]) -> None:
-        """Count one untimed call of each of ``names`` in ``stage``."""
+    def count(self, stage: str, names: list[str], calls: int = 1) -> None:
+        """Count ``calls`` untimed calls of each of ``names`` in ``stage``."""
         for name in names:
-            self._entry(stage, name)[4] += 1
+            self._entry(stage, name)[4] += calls
 
     def timing_turn(self) -> int:
         """How the calling thread profiles its next sample: EXACT for its first :data:`FULLY_TIMED`,

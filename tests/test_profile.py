@@ -93,6 +93,15 @@ def test_counted_calls_take_the_mean_of_the_sampled_ones_and_a_slow_first_call_c
     assert rows == {"op": (9, pytest.approx(0.116)), "never timed": (2, 0.002), "exact only": (2, 0.006)}
 
 
+def test_a_chunk_counts_a_call_per_sample():
+    profile = Profile()
+    profile.add("cpu", "op", 0.016, EXACT, calls=16)  # a chunk of 16 samples, timed as a whole
+    profile.add("cpu", "op", 0.008, SAMPLED, calls=8)
+    profile.count("cpu", ["op"], calls=16)
+    report = profile.report()
+    assert [(r["name"], r["calls"], r["total_s"]) for r in report["rows"]] == [("op", 40, pytest.approx(0.040))]
+
+
 def test_threads_add_to_sums_of_their_own_that_the_report_adds_up():
     profile = Profile()
     reports = []

@@ -1,5 +1,14 @@
 """Random crop windows (area and aspect-ratio sampling), shared by the fused decoder
-and ``random_resized_crop``: a pure function of the image size and a generator."""
+and ``random_resized_crop``: a pure function of the image size and the sample's draws.
+
+Each attempt takes four uniform draws in [0, 1): area fraction, log aspect ratio, x, y.
+``draws`` holds them as ``(4, num_attempts)`` for one image and ``(4, num_attempts,
+images)`` for many (a column per image, as :meth:`raypipe.operator.Operator.draws` gives
+them). :func:`random_crop_window` is the reference for one image; :func:`random_crop_windows`
+gives exactly its windows for many images at once: the same float operations in the same
+order, and the ratio through the same ``np.exp`` (whose results may differ from
+``math.exp`` in the last bit).
+"""
 
 from __future__ import annotations
 
@@ -7,37 +16,83 @@ import math
 
 import numpy as np
 
+DRAWS = 4  # per attempt
+
+
+def _ratios(ratio_range: tuple[float, float], draws: np.ndarray) -> np.ndarray:
+    """Each attempt's aspect ratio, log-uniform in ``ratio_range``."""
+    log_lo, log_hi = math.log(ratio_range[0]), math.log(ratio_range[1])
+    return np.exp(log_lo + (log_hi - log_lo) * draws[1])
+
 
 def random_crop_window(
     width: int,
     height: int,
     area_range: tuple[float, float],
     ratio_range: tuple[float, float],
-    num_attempts: int,
-    rng: np.random.Generator,
+    draws: np.ndarray,
 ) -> tuple[int, int, int, int]:
     """``(x, y, w, h)`` covering a random fraction of the area with a random aspect ratio.
 
-    Tries ``num_attempts`` times (as torchvision's RandomResizedCrop does); falls back
-    to the largest centred window whose aspect ratio lies in ``ratio_range``.
+    Takes the first attempt that fits (as torchvision's RandomResizedCrop does); falls back to
+    the largest centred window whose aspect ratio lies in ``ratio_range``.
     """
-    area = width * height
-    log_lo, log_hi = math.log(ratio_range[0]), math.log(ratio_range[1])
-    draws = rng.random((num_attempts, 4)).tolist()  # Python floats: numpy scalars make the loop slow
-    for a, r, px, py in draws:
-        target = area * (area_range[0] + (area_range[1] - area_range[0]) * a)
-        ratio = math.exp(log_lo + (log_hi - log_lo) * r)
-        w = int(round(math.sqrt(target * ratio)))
-        h = int(round(math.sqrt(target / ratio)))
+    area = float(width * height)
+    span = area_range[1] - area_range[0]
+    fractions, _, xs, ys = draws.tolist()
+    for a, ratio, px, py in zip(fractions, _ratios(ratio_range, draws).tolist(), xs, ys):
+        target = area * (area_range[0] + span * a)
+        w = round(math.sqrt(target * ratio))
+        h = round(math.sqrt(target / ratio))
         if 0 < w <= width and 0 < h <= height:
             x = min(int(px * (width - w + 1)), width - w)
             y = min(int(py * (height - h + 1)), height - h)
             return x, y, w, h
     in_ratio = width / height
     if in_ratio < ratio_range[0]:
-        w, h = width, max(1, int(round(width / ratio_range[0])))
+        w, h = width, max(1, round(width / ratio_range[0]))
     elif in_ratio > ratio_range[1]:
-        w, h = max(1, int(round(height * ratio_range[1]))), height
+        w, h = max(1, round(height * ratio_range[1])), height
     else:
         w, h = width, height
     return (width - w) // 2, (height - h) // 2, w, h
+
+
+def random_crop_windows(
+    sizes: np.ndarray,
+    area_range: tuple[float, float],
+    ratio_range: tuple[float, float],
+    draws: np.ndarray,
+) -> np.ndarray:
+    """:func:`random_crop_window` of many images: ``sizes`` is an int64 array of two rows (widths,
+    heights); returns an int64 array of ``(x, y, w, h)`` rows. Every attempt of every image is
+    computed at once, then each image takes its first that fits."""
+    _, attempts, n = draws.shape
+    area = (sizes[0] * sizes[1]).astype(np.float64)
+    target = area * (area_range[0] + (area_range[1] - area_range[0]) * draws[0])
+    ratio = _ratios(ratio_range, draws)
+    wh = np.empty((2, attempts, n))
+    np.multiply(target, ratio, out=wh[0])
+    np.divide(target, ratio, out=wh[1])
+    np.sqrt(wh, out=wh)
+    np.rint(wh, out=wh)
+    inside = (wh <= sizes[:, None, :]) & (wh > 0)
+    fits = inside[0] & inside[1]
+    at = fits.argmax(axis=0) * n + np.arange(n)  # each image's first fitting attempt, flattened
+    size = wh.reshape(2, -1)[:, at]
+    room = sizes - size
+    corner = np.minimum(np.floor(draws[2:].reshape(2, -1)[:, at] * (room + 1)), room)
+    windows = np.concatenate([corner, size]).astype(np.int64).T
+    missed = ~fits.reshape(-1)[at]
+    if missed.any():
+        windows[missed] = _centred(sizes[:, missed], ratio_range)
+    return windows
+
+
+def _centred(sizes: np.ndarray, ratio_range: tuple[float, float]) -> np.ndarray:
+    """The fallback of :func:`random_crop_window`, for images where no attempt fits."""
+    widths, heights = sizes
+    in_ratio = widths / heights
+    w = np.where(in_ratio > ratio_range[1], np.maximum(1, np.rint(heights * ratio_range[1])), widths).astype(np.int64)
+    h = np.where(in_ratio < ratio_range[0], np.maximum(1, np.rint(widths / ratio_range[0])), heights).astype(np.int64)
+    return np.stack([(widths - w) // 2, (heights - h) // 2, w, h], axis=1)

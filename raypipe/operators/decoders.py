@@ -7,6 +7,9 @@ GPU the decoded image goes to the GPU stage: where nvImageCodec is installed the
 graph defers the decode (:meth:`_Decoder.defer_to_device`), the CPU stage only reads
 the header and picks the crop window, and the Mixed stage decodes the batch on the
 GPU (:meth:`_Decoder.decode_on_device`, region-of-interest decode for the crop).
+Deferred, the CPU stage takes a chunk of samples at once (:meth:`_Decoder.run_chunk`):
+a marker walk per header (:mod:`raypipe.jpeg_header`) and one vectorised draw of the
+chunk's windows, each the window :meth:`_Decoder.decode` would draw for its sample.
 ``on_error="skip"`` drops an undecodable sample and counts it instead of raising.
 """
 
@@ -22,9 +25,10 @@ import numpy as np
 from ..errors import ArgumentError, DecodeError
 from ..exif import ExifOrientationWarning, orientation
 from ..gpu_decode import DEFAULT_HW_LOAD
+from ..jpeg_header import JpegHeaderError, frame_size
 from ..operator import Operator, Schema, Skip, check_range, register
 from ..types import DALIImageType
-from .crop_window import random_crop_window
+from .crop_window import DRAWS, random_crop_window, random_crop_windows
 from .host_decode import Source, decode, open_source, scaled_box
 
 if TYPE_CHECKING:
@@ -107,6 +111,20 @@ class _Decoder(Operator):
                 return Skip(str(exc))
             raise
 
+    def run_chunk(self, inputs, args, ctxs):
+        """:meth:`run_sample` of a chunk of samples: deferred, each sample's header, then the chunk's
+        windows at once (:meth:`windows`). A sample that fails raises; the CPU stage then runs the
+        chunk sample by sample, which names or skips it."""
+        datas = inputs[0]
+        if not self.deferred:
+            return [self.run_sample([data], {}, ctx) for data, ctx in zip(datas, ctxs)]
+        if self._watch_orientation:
+            for data, ctx in zip(datas, ctxs):
+                self._check_exif(data, ctx)
+        sizes = [self._size(data) for data in datas]
+        windows = self.windows(sizes, ctxs)
+        return [EncodedImage(data, w, h, window) for data, (w, h), window in zip(datas, sizes, windows)]
+
     def _check_exif(self, data: np.ndarray, ctx) -> None:
         """Warn once when a JPEG carries an EXIF orientation that DALI's default would apply."""
         value = orientation(data)
@@ -125,9 +143,30 @@ class _Decoder(Operator):
         )
 
     def encoded(self, data: np.ndarray, ctx) -> EncodedImage:
-        """The header's size and the window to decode (the whole image here)."""
-        source = open_source(data, self.output_type)
-        return EncodedImage(data, source.width, source.height)
+        """The header's size and this sample's window, drawn exactly as :meth:`decode` draws it."""
+        width, height = self._size(data)
+        return EncodedImage(data, width, height, self.window(width, height, ctx))
+
+    def _size(self, data: np.ndarray) -> tuple[int, int]:
+        """``(width, height)`` from the header: a JPEG's frame header, found by a marker walk
+        without libjpeg (the GPU decoder reads the rest), else Pillow's reading (other formats)."""
+        try:
+            size = frame_size(data)
+        except JpegHeaderError as exc:
+            raise DecodeError(str(exc)) from None
+        if size is None:
+            source = open_source(data, self.output_type)
+            return source.width, source.height
+        return size
+
+    def window(self, width: int, height: int, ctx) -> tuple[int, int, int, int] | None:
+        """The window ``(x, y, w, h)`` to decode of this sample's ``width`` x ``height`` image; None:
+        all of it."""
+        return None
+
+    def windows(self, sizes: list[tuple[int, int]], ctxs) -> list[tuple[int, int, int, int] | None]:
+        """:meth:`window` of many samples, ``sizes`` their ``(width, height)``."""
+        return [None] * len(ctxs)
 
     def decode_on_device(self, decoder: GpuImageDecoder, encoded: list[EncodedImage], stream: Any) -> list[Any]:
         """Decode a batch of :meth:`encoded` samples with ``decoder`` (a
@@ -220,14 +259,16 @@ class ImageRandomCropDecoder(_Decoder):
 
     def window(self, width: int, height: int, ctx) -> tuple[int, int, int, int]:
         """The crop window ``(x, y, w, h)`` for this sample of a ``width`` x ``height`` image."""
-        return random_crop_window(
-            width, height, self.random_area, self.random_aspect_ratio, self.num_attempts, self.rng(ctx)
-        )
+        draws = self.draws([ctx], DRAWS * self.num_attempts).reshape(DRAWS, self.num_attempts)
+        return random_crop_window(width, height, self.random_area, self.random_aspect_ratio, draws)
 
-    def encoded(self, data: np.ndarray, ctx) -> EncodedImage:
-        """The header's size and this sample's crop window, drawn exactly as :meth:`decode` does."""
-        source = open_source(data, self.output_type)
-        return EncodedImage(data, source.width, source.height, self.window(source.width, source.height, ctx))
+    def windows(self, sizes: list[tuple[int, int]], ctxs) -> list[tuple[int, int, int, int]]:
+        """:meth:`window` of many samples at once: one draw, one vectorised window computation."""
+        draws = self.draws(ctxs, DRAWS * self.num_attempts).reshape(DRAWS, self.num_attempts, len(ctxs))
+        rows = random_crop_windows(
+            np.array(sizes, np.int64).reshape(-1, 2).T, self.random_area, self.random_aspect_ratio, draws
+        )
+        return [tuple(row) for row in rows.tolist()]
 
     def decode(self, data: np.ndarray, ctx) -> np.ndarray:
         source = open_source(data, self.output_type)

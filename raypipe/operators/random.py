@@ -1,11 +1,13 @@
 """Random number operators: ``random.coin_flip`` and ``random.uniform``.
 
-Each draws from the per-sample stream keyed by (seed, epoch, sample, operator),
-so a sample's value never depends on threads, actors or recomputation.
+Each draws uniform floats keyed by (seed, epoch, sample, operator)
+(:meth:`~raypipe.operator.Operator.draws`), so a sample's value never depends on threads,
+actors, recomputation or the samples computed with it; a chunk of samples draws at once.
 """
 
 from __future__ import annotations
 
+import math
 from collections.abc import Sequence
 
 import numpy as np
@@ -38,8 +40,12 @@ class CoinFlip(Operator):
         self.dtype = to_numpy_dtype(dtype) if dtype is not None else np.dtype(np.int32)
 
     def run_sample(self, inputs, args, ctx):
-        draw = self.rng(ctx).random(self.shape) < self.probability
-        return np.asarray(draw, dtype=self.dtype)
+        return self.run_chunk(inputs, args, [ctx])[0]
+
+    def run_chunk(self, inputs, args, ctxs):
+        """The flips of a chunk of samples from one draw."""
+        flips = self.draws(ctxs, math.prod(self.shape)) < self.probability
+        return _per_sample(flips.astype(self.dtype), self.shape)
 
 
 @register
@@ -56,8 +62,19 @@ class Uniform(Operator):
         self.shape = _shape("random.uniform", shape)
 
     def run_sample(self, inputs, args, ctx):
-        rng = self.rng(ctx)
+        return self.run_chunk(inputs, args, [ctx])[0]
+
+    def run_chunk(self, inputs, args, ctxs):
+        """The values of a chunk of samples from one draw."""
+        draws = self.draws(ctxs, math.prod(self.shape))
         if self.values is not None:
-            return np.asarray(self.values[rng.integers(0, len(self.values), self.shape)], dtype=np.float32)
+            picks = np.minimum((draws * len(self.values)).astype(np.int64), len(self.values) - 1)
+            return _per_sample(self.values[picks], self.shape)
         lo, hi = self.range
-        return np.asarray(lo + (hi - lo) * rng.random(self.shape), dtype=np.float32)
+        return _per_sample((lo + (hi - lo) * draws).astype(np.float32), self.shape)
+
+
+def _per_sample(values: np.ndarray, shape: tuple[int, ...]) -> list[np.ndarray]:
+    """Each sample's array of ``shape`` from ``values``, a column per sample (as drawn)."""
+    rows = np.ascontiguousarray(values.T).reshape(values.shape[1], *shape)
+    return [rows[k, ...] for k in range(len(rows))]

@@ -16,7 +16,7 @@ from ..kernels import launch
 from ..operator import Operator, Schema, check_range, register
 from ..types import DALIDataType
 from .cast import parse_dtype
-from .crop_window import random_crop_window
+from .crop_window import DRAWS, random_crop_window
 from .host_resize import resize as host_resize
 from .resample import RESIZE_LINEAR, check_hwc, check_linear_interp, pillow_applies, resample
 
@@ -65,9 +65,8 @@ class RandomResizedCrop(Operator):
 
     def window(self, width: int, height: int, ctx) -> tuple[int, int, int, int]:
         """The crop window ``(x, y, w, h)`` of this sample in a ``width`` x ``height`` image."""
-        return random_crop_window(
-            width, height, self.random_area, self.random_aspect_ratio, self.num_attempts, self.rng(ctx)
-        )
+        draws = self.draws([ctx], DRAWS * self.num_attempts).reshape(DRAWS, self.num_attempts)
+        return random_crop_window(width, height, self.random_area, self.random_aspect_ratio, draws)
 
     def _box(self, image, ctx) -> tuple[int, int, int, int]:
         check_hwc(self.schema.name, image)

@@ -12,8 +12,8 @@ import raypipe as rp
 from raypipe import fn, types
 from raypipe.exif import ExifOrientationWarning
 from raypipe.gpu_decode import nvimgcodec_available
-from raypipe.keyed_random import SampleContext
-from raypipe.operators.crop_window import random_crop_window
+from raypipe.keyed_random import SampleContext, keyed_uniforms
+from raypipe.operators.crop_window import DRAWS, random_crop_window
 from raypipe.operators.decoders import EncodedImage, ImageDecoder, ImageRandomCropDecoder
 
 
@@ -48,8 +48,8 @@ def random_crop(files, resize_to=None, **decoder_args):
 
 def _window(path, op_id, index, seed=11, epoch=0, area=(0.08, 1.0)):
     width, height = Image.open(path).size
-    rng = SampleContext(seed, epoch, index).rng(op_id)
-    return random_crop_window(width, height, area, (3 / 4, 4 / 3), 10, rng)
+    draws = keyed_uniforms(seed, op_id, epoch, [index], DRAWS * 10).reshape(DRAWS, 10)
+    return random_crop_window(width, height, area, (3 / 4, 4 / 3), draws)
 
 
 def test_image_random_crop_is_decode_then_crop_of_the_keyed_window(jpeg_files):
@@ -231,8 +231,8 @@ def test_mixed_decoder_without_gpu_fuses_the_resize_like_cpu(jpeg_files):
     assert np.array_equal(np.asarray(outputs["mixed"].as_cpu()), np.asarray(outputs["cpu"]))
 
 
-def _deferred(decoder_cls, **args):
-    op = decoder_cls(device="mixed", op_id=1, **args)
+def _deferred(decoder_cls, op_id=1, **args):
+    op = decoder_cls(device="mixed", op_id=op_id, **args)
     op.defer_to_device()
     return op
 
@@ -287,3 +287,43 @@ def test_mixed_decoders_decode_on_the_gpu_close_to_pillow(jpeg_files, decoder):
                 assert a.shape == b.shape  # the same crop window, drawn from the header
                 diff = np.abs(a - b)
                 assert diff.mean() <= 3.0 and np.percentile(diff, 99) <= 16  # nvJPEG vs libjpeg-turbo rounding
+
+
+def test_host_decode_deferred_encode_and_random_resized_crop_draw_the_same_window(jpeg_files):
+    from raypipe.operators.random_resized_crop import RandomResizedCrop
+
+    host, deferred = ImageRandomCropDecoder(device="mixed", op_id=3), _deferred(ImageRandomCropDecoder, op_id=3)
+    resized = RandomResizedCrop(device="cpu", op_id=3, size=64)
+    for i, path in enumerate(jpeg_files[:8]):
+        data = np.fromfile(path, np.uint8)
+        ctx = SampleContext(11, 2, i)
+        encoded = deferred.run_sample([data], {}, ctx)
+        x, y, w, h = encoded.window
+        crop = host.run_sample([data], {}, ctx)
+        np.testing.assert_array_equal(crop, np.asarray(Image.open(path).convert("RGB"))[y : y + h, x : x + w])
+        assert resized.window(encoded.width, encoded.height, ctx) == encoded.window
+
+
+def test_a_deferred_chunk_gives_each_samples_own_header_and_window(jpeg_files, tmp_path):
+    png = tmp_path / "small.png"
+    Image.fromarray(np.zeros((30, 40, 3), np.uint8)).save(png)
+    datas = [np.fromfile(path, np.uint8) for path in [*jpeg_files[:6], str(png)]]
+    ctxs = [SampleContext(11, 0, i) for i in range(len(datas))]
+    for op in (_deferred(ImageRandomCropDecoder), _deferred(ImageDecoder)):
+        chunk = op.run_chunk([datas], {}, ctxs)
+        alone = [op.run_sample([data], {}, ctx) for data, ctx in zip(datas, ctxs)]
+        assert [(e.data is d, e.width, e.height, e.window) for e, d in zip(chunk, datas)] == [
+            (True, e.width, e.height, e.window) for e in alone
+        ]
+        assert (chunk[-1].width, chunk[-1].height) == (40, 30)  # the PNG, through Pillow
+
+
+def test_a_deferred_chunk_with_a_bad_header_raises_it(jpeg_files):
+    cut = np.fromfile(jpeg_files[0], np.uint8)[:40]
+    op = _deferred(ImageRandomCropDecoder)
+    with pytest.raises(rp.DecodeError, match="truncated JPEG header: the data ends at byte 40"):
+        op.run_chunk([[np.fromfile(jpeg_files[1], np.uint8), cut]], {}, [SampleContext(11, 0, i) for i in range(2)])
+    assert (
+        "truncated JPEG header"
+        in _deferred(ImageDecoder, on_error="skip").run_sample([cut], {}, SampleContext(11, 0, 1)).reason
+    )
