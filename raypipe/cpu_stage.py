@@ -138,23 +138,25 @@ class CpuStage:
             if stop is not None and stop.is_set():
                 return []
             if not live:
-                break
+                return results  # every sample skipped
             called = time.perf_counter() if timed else 0.0
             outs = self._run_node(node, live, positions, columns, first, outputs)
             if timed:
                 profile.add("cpu", node.label, time.perf_counter() - called, turn, len(live))
             elif profile is not None:
                 profile.count("cpu", [node.label], len(live))
-            if any(isinstance(out, Skip) for out in outs):
+            if Skip in map(type, outs):
                 outs, live, positions = self._drop_skipped(outs, live, positions, columns, results)
             if len(node.outputs) == 1:
                 columns[node.outputs[0]] = outs
             else:
                 for k, d in enumerate(node.outputs):
                     columns[d] = [out[k] for out in outs]
-        if timed and live:
+        if not live:
+            return results
+        if timed:
             profile.add("cpu", SAMPLE, time.perf_counter() - began, turn, len(live))
-        elif profile is not None and live:
+        elif profile is not None:
             profile.count("cpu", [SAMPLE], len(live))
         order = self.graph.host_results
         for position, values in zip(positions, zip(*(columns[d] for d in order))):

@@ -10,36 +10,29 @@ import struct
 
 import numpy as np
 
+from .jpeg_header import JpegHeaderError, read_frame
+
 
 class ExifOrientationWarning(UserWarning):
     """A decoder met a JPEG whose EXIF orientation DALI would apply and raypipe does not."""
 
 
 _ORIENTATION_TAG = 0x0112
-_SOI, _APP1, _COM = 0xD8, 0xE1, 0xFE
 
 
 def orientation(data: np.ndarray | bytes) -> int:
     """The EXIF orientation (1-8) of the JPEG in ``data``; 1 (as stored) when it has none, is
-    not a JPEG, or its EXIF block is malformed. Reads only the APPn and comment segments at the start."""
-    view = memoryview(data).cast("B") if not isinstance(data, bytes) else memoryview(data)
-    if len(view) < 4 or view[0] != 0xFF or view[1] != _SOI:
+    not a JPEG, or its header or EXIF block is malformed. Reads only the segments before the frame
+    header (:func:`~raypipe.jpeg_header.read_frame`)."""
+    try:
+        frame = read_frame(data)
+    except JpegHeaderError:
         return 1
-    at = 2
-    while at + 4 <= len(view) and view[at] == 0xFF:
-        marker = view[at + 1]
-        if not (0xE0 <= marker <= 0xEF or marker == _COM):  # EXIF comes with the APPn segments, first
-            return 1
-        length = (view[at + 2] << 8) | view[at + 3]
-        if length < 2:
-            return 1
-        if marker == _APP1 and bytes(view[at + 4 : at + 10]) == b"Exif\0\0":
-            return _tiff_orientation(bytes(view[at + 10 : at + 2 + length]))
-        at += 2 + length
-    return 1
+    return 1 if frame is None or frame.exif is None else tiff_orientation(frame.exif)
 
 
-def _tiff_orientation(tiff: bytes) -> int:
+def tiff_orientation(tiff: bytes | memoryview) -> int:
+    """The orientation tag (1-8) of the EXIF (TIFF) block ``tiff``; 1 when it has none or is malformed."""
     if len(tiff) < 8 or tiff[:2] not in (b"II", b"MM"):
         return 1
     order = "<" if tiff[:2] == b"II" else ">"

@@ -1,4 +1,5 @@
-"""The size of a JPEG from its frame header, found by walking the marker segments.
+"""The size of a JPEG from its frame header, found by walking the marker segments, and the
+EXIF block met on the way.
 
 The walk reads four bytes per segment (marker and length) and jumps over the segment,
 so it never mistakes bytes inside a segment (an EXIF thumbnail's own frame header, table
@@ -11,12 +12,15 @@ through ctypes (which also reads the tables) costs several times that.
 from __future__ import annotations
 
 import struct
+from typing import NamedTuple
 
 import numpy as np
 
-_SOI, _EOI, _SOS = 0xD8, 0xD9, 0xDA
+_SOI, _EOI, _SOS, _APP1 = 0xD8, 0xD9, 0xDA, 0xE1
+_EXIF = b"Exif\x00\x00"
 _SOF = frozenset(range(0xC0, 0xD0)) - {0xC4, 0xC8, 0xCC}  # not DHT, JPG, DAC
 _STANDALONE = frozenset(range(0xD0, 0xD8)) | {0x01}  # RSTn and TEM carry no length
+_JUMP = frozenset(range(0x02, 0xFF)) - _SOF - _STANDALONE - {_SOI, _EOI, _SOS}  # segments the walk jumps over
 _SEGMENT = struct.Struct(">BBH")  # 0xFF, marker, length (which counts itself, not the marker)
 _FRAME = struct.Struct(">HBHH")  # length, precision, height, width
 
@@ -25,8 +29,23 @@ class JpegHeaderError(ValueError):
     """The data starts as a JPEG whose header is cut short or malformed (the message says where)."""
 
 
+class Frame(NamedTuple):
+    """What the walk found: the frame header's size and the first EXIF block before it (the TIFF
+    data of an APP1 ``Exif`` segment, a view of the JPEG's bytes), or None."""
+
+    width: int
+    height: int
+    exif: memoryview | None
+
+
 def frame_size(data: np.ndarray | bytes) -> tuple[int, int] | None:
-    """``(width, height)`` from the frame header of the JPEG ``data``; None when ``data`` is not a
+    """``(width, height)`` from the frame header of the JPEG ``data`` (see :func:`read_frame`)."""
+    frame = read_frame(data)
+    return None if frame is None else (frame.width, frame.height)
+
+
+def read_frame(data: np.ndarray | bytes) -> Frame | None:
+    """The frame header's size and the EXIF block of the JPEG ``data``; None when ``data`` is not a
     JPEG (it does not start with the SOI marker). Raises :class:`JpegHeaderError` naming the
     problem when the header ends early, a marker is missing, a scan or the end of the image
     comes before the frame header, or the frame header gives no size."""
@@ -36,13 +55,18 @@ def frame_size(data: np.ndarray | bytes) -> tuple[int, int] | None:
     size = len(raw)
     if size < 2 or raw[0] != 0xFF or raw[1] != _SOI:
         return None
-    unpack, pos = _SEGMENT.unpack_from, 2
+    unpack, pos, exif = _SEGMENT.unpack_from, 2, None
     while pos + 4 <= size:
         lead, marker, length = unpack(raw, pos)
+        if lead == 0xFF and marker in _JUMP and length >= 2:  # most segments: tables, APPn, comments
+            if marker == _APP1 and exif is None and raw[pos + 4 : pos + 10] == _EXIF:
+                exif = raw[pos + 10 : pos + 2 + length]
+            pos += 2 + length
+            continue
         if lead != 0xFF:
             raise JpegHeaderError(f"corrupt JPEG header: no marker at byte {pos} (found 0x{lead:02X})")
         if marker in _SOF:
-            return _frame(raw, pos, marker)
+            return Frame(*_frame_size(raw, pos, marker), exif)
         if marker == 0xFF:  # a fill byte before the marker
             pos += 1
         elif marker in _STANDALONE:
@@ -52,14 +76,14 @@ def frame_size(data: np.ndarray | bytes) -> tuple[int, int] | None:
             raise JpegHeaderError(
                 f"corrupt JPEG header: {name} (marker 0x{marker:02X}) at byte {pos}, before a frame header"
             )
-        elif length < 2:
+        elif marker in _JUMP:
             raise JpegHeaderError(f"corrupt JPEG header: segment 0x{marker:02X} at byte {pos} has length {length}")
         else:
-            pos += 2 + length
+            raise JpegHeaderError(f"corrupt JPEG header: no such marker as 0x{marker:02X} (at byte {pos})")
     raise JpegHeaderError(f"truncated JPEG header: the data ends at byte {size}, before a frame header")
 
 
-def _frame(raw: memoryview, pos: int, marker: int) -> tuple[int, int]:
+def _frame_size(raw: memoryview, pos: int, marker: int) -> tuple[int, int]:
     """``(width, height)`` of the frame header (marker ``marker``) at byte ``pos``."""
     if pos + 2 + _FRAME.size > len(raw):
         raise JpegHeaderError(

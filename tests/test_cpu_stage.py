@@ -104,3 +104,34 @@ def test_a_stop_leaves_the_chunk_undone(jpeg_files):
     stop = threading.Event()
     stop.set()
     assert _stage(jpeg_files).run_chunk([SampleContext(5, 0, i) for i in range(4)], 0, None, stop) == []
+
+
+@pytest.mark.parametrize("on_error", ["raise", "skip"])
+def test_a_file_gone_after_listing_is_named_or_skipped(tmp_path, jpeg_files, on_error):
+    import shutil
+
+    files = [str(tmp_path / f"{i}.jpg") for i in range(3)]
+    for source, target in zip(jpeg_files, files):
+        shutil.copyfile(source, target)
+
+    @rp.pipeline_def(batch_size=3, num_threads=1, seed=5)
+    def reading():
+        jpegs, labels = fn.readers.file(files=files, on_error=on_error)
+        return fn.decoders.image_random_crop(jpegs, device="mixed"), labels
+
+    stage = reading().cpu_stage(DEFERRED)
+    (tmp_path / "1.jpg").unlink()
+    ctxs = [SampleContext(5, 0, i) for i in range(3)]
+    if on_error == "raise":
+        with pytest.raises(rp.SampleError, match="cannot read") as info:
+            stage.run_chunk(ctxs, 0, None)
+        assert info.value.sample_index == 1
+    else:
+        results = stage.run_chunk(ctxs, 0, None)
+        assert [isinstance(r, SkippedSample) for r in results] == [False, True, False]
+
+
+def test_a_chunk_of_bad_samples_only_is_all_skipped(bad_files):
+    stage = _stage(bad_files, on_error="skip")
+    results = stage.run_chunk([SampleContext(5, 0, i) for i in (1, 3)], 0, None)
+    assert [(r.sample_index, r.source) for r in results] == [(1, bad_files[1]), (3, bad_files[3])]

@@ -11,6 +11,7 @@ import pytest
 import raypipe as rp
 from raypipe import fn, types
 from raypipe.backend import gpu_available
+from raypipe.executor import chunk_size
 
 CPU_SLEEP = 0.12
 GPU_SLEEP = 0.12
@@ -174,3 +175,8 @@ def test_mixed_stage_host_decode_async_copy_and_flat_memory(jpeg_root, monkeypat
             assert stats["limit_mb"] == 512.0 and stats["pool_total_mb"] <= 512.0
             totals.append(stats["pool_total_mb"])
     assert totals[-1] <= totals[1] * 1.1, totals  # flat after the first epochs
+
+
+def test_chunks_are_four_per_thread_up_to_16_or_a_threads_share_up_to_64_for_a_cheap_stage():
+    assert [chunk_size(b, t) for b, t in ((256, 4), (64, 2), (64, 1), (3, 4))] == [16, 8, 16, 1]
+    assert [chunk_size(b, t, cheap=True) for b, t in ((256, 4), (64, 2), (512, 2), (3, 4))] == [64, 32, 64, 1]

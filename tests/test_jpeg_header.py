@@ -1,5 +1,5 @@
-"""The marker walk to a JPEG's frame header: Pillow's size on every kind of JPEG, None for other
-formats, errors that name what is wrong with a cut or damaged header."""
+"""The marker walk to a JPEG's frame header: Pillow's size on every kind of JPEG, the EXIF block on
+the way, None for other formats, errors that name what is wrong with a cut or damaged header."""
 
 from __future__ import annotations
 
@@ -10,7 +10,8 @@ import numpy as np
 import pytest
 from PIL import Image
 
-from raypipe.jpeg_header import JpegHeaderError, frame_size
+from raypipe.exif import tiff_orientation
+from raypipe.jpeg_header import JpegHeaderError, frame_size, read_frame
 
 
 def _jpeg(width: int, height: int, mode: str = "RGB", **save) -> bytes:
@@ -95,6 +96,7 @@ def test_damaged_headers_name_the_problem():
         (_with_segment(data, 0xDA, b"\x00"), r"a scan \(marker 0xDA\) at byte 2, before a frame header"),
         (data[:2] + b"\xff\xd9" + data[2:], r"the end of the image \(marker 0xD9\) at byte 2"),
         (data[:2] + b"\xff\xdb\x00\x01" + data[2:], "segment 0xDB at byte 2 has length 1"),
+        (data[:2] + b"\xff\x00" + data[2:], r"no such marker as 0x00 \(at byte 2\)"),
         (data[: sof + 5] + b"\x00\x00" + data[sof + 7 :], "the frame header gives a size of 64x0"),
     ]
     for damaged, message in cases:
@@ -105,3 +107,11 @@ def test_damaged_headers_name_the_problem():
 def test_restart_markers_before_the_frame_are_stepped_over():
     data = _jpeg(40, 30)
     assert frame_size(data[:2] + b"\xff\xd0" + data[2:]) == (40, 30)
+
+
+def test_the_exif_block_before_the_frame_comes_with_it():
+    data = KINDS["EXIF with a thumbnail"]()
+    frame = read_frame(data)
+    assert (frame.width, frame.height) == (64, 48) and bytes(frame.exif[:4]) == b"II*\x00"
+    assert tiff_orientation(frame.exif) == 6
+    assert read_frame(_jpeg(8, 8)).exif is None

@@ -23,9 +23,9 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from ..errors import ArgumentError, DecodeError
-from ..exif import ExifOrientationWarning, orientation
+from ..exif import ExifOrientationWarning, orientation, tiff_orientation
 from ..gpu_decode import DEFAULT_HW_LOAD
-from ..jpeg_header import JpegHeaderError, frame_size
+from ..jpeg_header import Frame, JpegHeaderError, read_frame
 from ..operator import Operator, Schema, Skip, check_range, register
 from ..types import DALIImageType
 from .crop_window import DRAWS, random_crop_window, random_crop_windows
@@ -118,16 +118,22 @@ class _Decoder(Operator):
         datas = inputs[0]
         if not self.deferred:
             return [self.run_sample([data], {}, ctx) for data, ctx in zip(datas, ctxs)]
+        frames = [self._frame(data) for data in datas]
         if self._watch_orientation:
-            for data, ctx in zip(datas, ctxs):
-                self._check_exif(data, ctx)
-        sizes = [self._size(data) for data in datas]
-        windows = self.windows(sizes, ctxs)
-        return [EncodedImage(data, w, h, window) for data, (w, h), window in zip(datas, sizes, windows)]
+            for frame, ctx in zip(frames, ctxs):
+                if frame.exif is not None:
+                    self._warn_orientation(tiff_orientation(frame.exif), ctx)
+        windows = self.windows([(frame.width, frame.height) for frame in frames], ctxs)
+        return [
+            EncodedImage(data, frame.width, frame.height, window) for data, frame, window in zip(datas, frames, windows)
+        ]
 
     def _check_exif(self, data: np.ndarray, ctx) -> None:
         """Warn once when a JPEG carries an EXIF orientation that DALI's default would apply."""
-        value = orientation(data)
+        self._warn_orientation(orientation(data), ctx)
+
+    def _warn_orientation(self, value: int, ctx) -> None:
+        """Warn once for a sample whose EXIF orientation is ``value``, unless it is 1 (as stored)."""
         if value == 1:
             return
         with self._warned:
@@ -139,25 +145,25 @@ class _Decoder(Operator):
             "images as stored, where DALI's default (adjust_orientation=True) would rotate or flip it. "
             "Pass adjust_orientation=False to decode as stored without this warning",
             ExifOrientationWarning,
-            stacklevel=2,
+            stacklevel=3,
         )
 
     def encoded(self, data: np.ndarray, ctx) -> EncodedImage:
         """The header's size and this sample's window, drawn exactly as :meth:`decode` draws it."""
-        width, height = self._size(data)
+        width, height, _ = self._frame(data)
         return EncodedImage(data, width, height, self.window(width, height, ctx))
 
-    def _size(self, data: np.ndarray) -> tuple[int, int]:
-        """``(width, height)`` from the header: a JPEG's frame header, found by a marker walk
+    def _frame(self, data: np.ndarray) -> Frame:
+        """The size (and EXIF block) from the header: a JPEG's frame header, found by a marker walk
         without libjpeg (the GPU decoder reads the rest), else Pillow's reading (other formats)."""
         try:
-            size = frame_size(data)
+            frame = read_frame(data)
         except JpegHeaderError as exc:
             raise DecodeError(str(exc)) from None
-        if size is None:
+        if frame is None:
             source = open_source(data, self.output_type)
-            return source.width, source.height
-        return size
+            return Frame(source.width, source.height, None)
+        return frame
 
     def window(self, width: int, height: int, ctx) -> tuple[int, int, int, int] | None:
         """The window ``(x, y, w, h)`` to decode of this sample's ``width`` x ``height`` image; None:
@@ -268,7 +274,7 @@ class ImageRandomCropDecoder(_Decoder):
         rows = random_crop_windows(
             np.array(sizes, np.int64).reshape(-1, 2).T, self.random_area, self.random_aspect_ratio, draws
         )
-        return [tuple(row) for row in rows.tolist()]
+        return list(map(tuple, rows.tolist()))
 
     def decode(self, data: np.ndarray, ctx) -> np.ndarray:
         source = open_source(data, self.output_type)

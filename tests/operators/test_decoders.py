@@ -327,3 +327,13 @@ def test_a_deferred_chunk_with_a_bad_header_raises_it(jpeg_files):
         "truncated JPEG header"
         in _deferred(ImageDecoder, on_error="skip").run_sample([cut], {}, SampleContext(11, 0, 1)).reason
     )
+
+
+def test_a_deferred_chunk_names_the_first_exif_orientation_once(rotated_files):
+    op = _deferred(ImageRandomCropDecoder)
+    datas = [np.fromfile(path, np.uint8) for path in rotated_files]
+    ctxs = [SampleContext(11, 0, i) for i in range(3)]
+    with pytest.warns(ExifOrientationWarning, match="sample 1 is a JPEG with EXIF orientation 6") as caught:
+        op.run_chunk([datas], {}, ctxs)
+        op.run_chunk([datas], {}, ctxs)
+    assert sum(issubclass(w.category, ExifOrientationWarning) for w in caught) == 1
