@@ -150,8 +150,7 @@ class CpuStage:
             if len(node.outputs) == 1:
                 columns[node.outputs[0]] = outs
             else:
-                for k, d in enumerate(node.outputs):
-                    columns[d] = [out[k] for out in outs]
+                columns.update(zip(node.outputs, map(list, zip(*outs))))
         if not live:
             return results
         if timed:
