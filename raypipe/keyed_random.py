@@ -74,7 +74,7 @@ def keyed_uniforms(seed: int, stream: int, epoch: int, sample_indices: Sequence[
     ints: the same arithmetic, a tenth of numpy's per-call cost at that size."""
     prefix = _prefix(seed, stream, epoch)
     if len(sample_indices) == 1:
-        start = _mix_int(prefix ^ sample_indices[0])
+        start = _mix_int(prefix ^ int(sample_indices[0]))
         if count <= _FEW:
             return np.array([[(_mix_int(start + j * _GAMMA) >> 11) * _UNIT] for j in range(1, count + 1)])
         z = np.uint64(start) + _weyl(count)

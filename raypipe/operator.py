@@ -22,6 +22,7 @@ import numpy as np
 from . import device_check
 from .errors import ArgumentError
 from .keyed_random import SampleContext, keyed_uniforms, reused_generator
+from .sample_contexts import SampleContexts
 
 DEVICES = ("cpu", "mixed", "gpu")
 STAGE_ORDER = {"cpu": 0, "mixed": 1, "gpu": 2}
@@ -170,14 +171,18 @@ class Operator:
         """``count`` uniform floats in [0, 1) per sample of ``ctxs``, keyed as :meth:`rng` is:
         shape ``(count, len(ctxs))``, a column per sample, which does not depend on the samples
         drawn with it (a chunk drawn at once gives what each sample drawn alone gives)."""
-        keys = {(ctx.seed, ctx.epoch) for ctx in ctxs}
-        if len(keys) > 1:  # samples of several epochs or pipelines: each alone, columns in order
-            return np.concatenate([self.draws([ctx], count) for ctx in ctxs], axis=1)
-        seed, epoch = keys.pop() if keys else (0, 0)
+        if isinstance(ctxs, SampleContexts):  # a batch's identities as one array: no object per sample
+            seed, epoch, indices = ctxs.seed, ctxs.epoch, ctxs.sample_indices
+        else:
+            keys = {(ctx.seed, ctx.epoch) for ctx in ctxs}
+            if len(keys) > 1:  # samples of several epochs or pipelines: each alone, columns in order
+                return np.concatenate([self.draws([ctx], count) for ctx in ctxs], axis=1)
+            seed, epoch = keys.pop() if keys else (0, 0)
+            indices = [ctx.sample_index for ctx in ctxs]
         stream = self.op_id
         if self.seed is not None:
             seed, stream = self.seed, SEEDED_STREAM
-        return keyed_uniforms(seed, stream, epoch, [ctx.sample_index for ctx in ctxs], count)
+        return keyed_uniforms(seed, stream, epoch, indices, count)
 
 
 #: The stream id of operators with their own ``seed`` (beyond any place in a graph): as in DALI, two

@@ -143,3 +143,12 @@ def test_operator_draws_do_not_depend_on_threads_or_chunks(threads, chunk):
     with ThreadPoolExecutor(threads) as pool:
         parts = list(pool.map(lambda first: op.draws(ctxs[first : first + chunk], 12), range(0, 100, chunk)))
     np.testing.assert_array_equal(np.hstack(parts), op.draws(ctxs, 12))
+
+
+def test_operator_draws_for_a_batchs_contexts_as_one_array():
+    from raypipe.sample_contexts import SampleContexts
+
+    batch = SampleContexts(3, 1, np.array([5, 9, 2, 2**40]))
+    for op in (_operator(), _operator(seed=77)):
+        np.testing.assert_array_equal(op.draws(batch, 6), op.draws(list(batch), 6))
+        np.testing.assert_array_equal(op.draws(batch[1:2], 6), op.draws([batch[1]], 6))
