@@ -22,6 +22,7 @@ import os
 import sys
 import warnings
 from collections.abc import Iterator, Sequence
+from dataclasses import dataclass
 from types import ModuleType
 from typing import Any
 
@@ -192,10 +193,17 @@ class DeviceContext:
         """Move groups of host samples to the device in one asynchronous copy on the copy stream.
 
         Returns per group one dense ``(n, ...)`` device array when its samples share a shape and
-        dtype, else a list of per-sample device arrays. On the host the groups pass through."""
-        if not self.on_gpu:
+        dtype, a :class:`~raypipe.kernels.launch.Packed` batch when they share only rank and dtype,
+        else a list of per-sample arrays; each group is filled with one call whatever its size. On
+        the host the groups pass through, except where the GPU stage is simulated
+        (:attr:`batched`), which gets them packed as on a GPU."""
+        if self.on_gpu:
+            return self._staging.upload(groups, self.copy_stream)
+        if not self.batched:
             return [list(g) for g in groups]
-        return self._staging.upload(groups, self.copy_stream)
+        layouts, total = pack_layout(groups)
+        buffer = np.empty(total, np.uint8)
+        return [_fill_and_place(buffer, buffer, g, layout) for g, layout in zip(groups, layouts)]
 
     def record_copies(self) -> Any:
         """An event after the work queued so far on the copy stream (None on the host)."""
@@ -315,28 +323,18 @@ class _PinnedStaging:
 
     def upload(self, groups: Sequence[Sequence[np.ndarray]], stream: Any) -> list[Any]:
         cp = self._cp
-        groups = [[np.asarray(s) for s in g] for g in groups]
-        layout, total = _pack_layout(groups)
+        layouts, total = pack_layout(groups)
         if total == 0:
-            return [[cp.empty(s.shape, s.dtype) for s in g] for g in groups]
+            return [_place(cp.empty(0, cp.uint8), g, layout, cp) for g, layout in zip(groups, layouts)]
         slot, self._turn = self._turn, self._turn ^ 1
         if self._copied[slot] is not None:
             self._copied[slot].synchronize()
         host = self._host_buffer(slot, total)
-        for samples, (_, offsets) in zip(groups, layout):
-            for sample, offset in zip(samples, offsets):
-                np.copyto(host[offset : offset + sample.nbytes].view(sample.dtype).reshape(sample.shape), sample)
         with stream:
             device = cp.empty(total, dtype=cp.uint8)
+        out = [_fill_and_place(host, device, g, layout, cp) for g, layout in zip(groups, layouts)]
         device.set(host, stream=stream)
         self._copied[slot] = _record(cp, stream)
-        out: list[Any] = []
-        for samples, (dense, offsets) in zip(groups, layout):
-            if dense:
-                shape = (len(samples), *samples[0].shape)
-                out.append(cp.ndarray(shape, samples[0].dtype, memptr=device.data + offsets[0]))
-            else:
-                out.append([cp.ndarray(s.shape, s.dtype, memptr=device.data + o) for s, o in zip(samples, offsets)])
         return out
 
     def _host_buffer(self, slot: int, size: int) -> np.ndarray:
@@ -358,19 +356,60 @@ class _PinnedStaging:
         self._copied = [None, None]
 
 
-def _pack_layout(groups: Sequence[Sequence[np.ndarray]]) -> tuple[list[tuple[bool, list[int]]], int]:
-    """Byte offsets of every sample in one packed buffer: each group starts aligned; a group whose
-    samples share shape and dtype is packed back to back (one dense array), others sample by sample
-    on aligned offsets. Returns per group ``(dense, offsets)`` and the total size."""
-    layout = []
-    total = 0
+@dataclass(frozen=True)
+class GroupLayout:
+    """Where one group of samples lies in a packed staging buffer: ``nbytes`` from byte ``start``
+    (aligned), samples of ``shapes`` back to back in ``dtype``; ``dtype`` None for a group whose
+    samples differ in rank or element type (moved sample by sample)."""
+
+    start: int
+    nbytes: int
+    dtype: np.dtype | None = None
+    shapes: np.ndarray | None = None
+
+    @property
+    def dense(self) -> bool:
+        """Whether every sample has the same shape (the group is one ``(n, ...)`` array)."""
+        return self.shapes is not None and bool((self.shapes == self.shapes[0]).all())
+
+
+def pack_layout(groups: Sequence[Sequence[np.ndarray]]) -> tuple[list[GroupLayout], int]:
+    """Where each group goes in one packed buffer (each group starts aligned, its samples back to
+    back) and the buffer's size: a pure function of the samples' shapes and types, a constant
+    number of calls per group whatever its size."""
+    layouts, total = [], 0
     for samples in groups:
-        dense = bool(samples) and all(s.shape == samples[0].shape and s.dtype == samples[0].dtype for s in samples)
-        offsets = []
-        if samples:
-            total = _aligned(total)
-        for s in samples:
-            offsets.append(total)
-            total = total + s.nbytes if dense else _aligned(total + s.nbytes)
-        layout.append((dense, offsets))
-    return layout, total
+        kinds = {(s.ndim, s.dtype) for s in samples}
+        if len(kinds) != 1:  # empty, or mixed ranks or types
+            layouts.append(GroupLayout(total, 0))
+            continue
+        ((ndim, dtype),) = kinds
+        shapes = np.array([s.shape for s in samples], dtype=np.int64).reshape(len(samples), ndim)
+        start = _aligned(total)
+        nbytes = int(np.prod(shapes, axis=1).sum()) * np.dtype(dtype).itemsize
+        layouts.append(GroupLayout(start, nbytes, np.dtype(dtype), shapes))
+        total = start + nbytes
+    return layouts, total
+
+
+def _fill_and_place(host: np.ndarray, target: Any, samples: Sequence[np.ndarray], layout: GroupLayout, xp=np) -> Any:
+    """Copy a group's samples into its bytes of ``host`` (one call) and return the group as
+    :func:`_place` lays it out in ``target`` (the same buffer, or its device copy)."""
+    if layout.dtype is not None:
+        np.concatenate(samples, axis=None, out=host[layout.start : layout.start + layout.nbytes].view(layout.dtype))
+    return _place(target, samples, layout, xp)
+
+
+def _place(buffer: Any, samples: Sequence[np.ndarray], layout: GroupLayout, xp=np) -> Any:
+    """A group as the GPU stage takes it, viewing ``buffer``: one ``(n, ...)`` array, a packed
+    batch, or (mixed ranks or types) a list of per-sample arrays on ``xp``."""
+    from .kernels.launch import Packed
+
+    if layout.dtype is None:
+        return [xp.asarray(s) for s in samples]
+    data = buffer[layout.start : layout.start + layout.nbytes].view(layout.dtype)
+    shapes = layout.shapes
+    if layout.dense:
+        return data.reshape(len(shapes), *shapes[0].tolist())
+    sizes = np.prod(shapes, axis=1)
+    return Packed(data, shapes, np.concatenate([np.zeros(1, np.int64), np.cumsum(sizes)[:-1]]))

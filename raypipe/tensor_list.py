@@ -10,6 +10,7 @@ import numpy as np
 
 from .backend import is_device_array, to_host
 from .batch_buffers import Allocator
+from .kernels.launch import Packed
 from .types import DALIDataType, to_dali_type
 
 
@@ -46,14 +47,22 @@ class TensorList:
     ) -> TensorList:
         """Stack samples into one dense array when their shapes and dtypes agree (into
         ``allocate(shape, dtype)`` when given, for host samples); an array that already holds
-        the whole batch is taken as it is."""
-        if not isinstance(samples, (list, tuple)):
+        the whole batch is taken as it is, and a packed batch of the GPU stage
+        (:class:`raypipe.kernels.launch.Packed`) becomes its samples."""
+        if isinstance(samples, Packed):
+            samples = samples.samples()
+        elif not isinstance(samples, (list, tuple)):
             return cls(samples, device, layout)
         if samples and _uniform(samples):
             first = samples[0]
-            if allocate is not None and isinstance(first, np.ndarray):
-                return cls(np.stack(samples, out=allocate((len(samples), *first.shape), first.dtype)), device, layout)
-            return cls(xp.stack(samples), device, layout)
+            if xp is not np or not isinstance(first, np.ndarray):
+                return cls(xp.stack(samples), device, layout)
+            shape = (len(samples), *first.shape)
+            out = allocate(shape, first.dtype) if allocate is not None else None
+            if out is None:
+                out = np.empty(shape, first.dtype)
+            np.concatenate(samples, axis=None, out=out.reshape(-1))  # one call, as np.stack is one per sample
+            return cls(out, device, layout)
         return cls(list(samples), device, layout)
 
     def __len__(self) -> int:
@@ -165,8 +174,8 @@ class TensorList:
 
 
 def _uniform(samples: Sequence[Any]) -> bool:
-    first = samples[0]
-    return all(s.shape == first.shape and s.dtype == first.dtype for s in samples)
+    """Whether every sample has the same shape and dtype (one set comprehension, no call per sample)."""
+    return len({(s.shape, s.dtype) for s in samples}) == 1
 
 
 def _module_of(array: Any):

@@ -11,10 +11,10 @@ from raypipe.backend import (
     MEMORY_ENV,
     DeviceContext,
     GpuUnavailableWarning,
-    _pack_layout,
     gpu_available,
     gpu_unavailable_reason,
     memory_limit_mb,
+    pack_layout,
 )
 from raypipe.errors import ArgumentError
 
@@ -73,14 +73,36 @@ def test_host_context_passes_data_through_and_reports_zero_memory(monkeypatch):
     device.release()
 
 
-def test_pack_layout_keeps_dense_groups_contiguous_and_aligns_the_rest():
+def test_pack_layout_places_each_group_aligned_with_its_samples_back_to_back():
     dense = [np.zeros((2, 3), np.float32)] * 3  # 24 bytes each
     ragged = [np.zeros(5, np.uint8), np.zeros(7, np.uint8)]
-    layout, total = _pack_layout([ragged, dense, []])
-    assert layout[0] == (False, [0, 256])
-    assert layout[1] == (True, [512, 536, 560])
-    assert layout[2] == (False, [])
-    assert total == 584
+    mixed = [np.zeros(2, np.uint8), np.zeros((1, 2), np.uint8)]  # ranks differ: sample by sample
+    layout, total = pack_layout([ragged, dense, [], mixed])
+    assert (layout[0].start, layout[0].nbytes, layout[0].dtype, layout[0].dense) == (0, 12, np.uint8, False)
+    assert layout[0].shapes.tolist() == [[5], [7]]
+    assert (layout[1].start, layout[1].nbytes, layout[1].dtype, layout[1].dense) == (256, 72, np.float32, True)
+    assert layout[2].dtype is None and layout[2].nbytes == 0 and layout[3].dtype is None
+    assert total == 328
+
+
+def test_simulated_gpu_stage_gets_its_groups_packed(monkeypatch):
+    """Where the GPU stage is simulated, the Mixed stage hands it batches as a GPU would: one array
+    for same-shape samples, one packed buffer for the rest (each filled with one call)."""
+    from raypipe.kernels.launch import Packed, simulator_enabled
+
+    if gpu_available() or not simulator_enabled():
+        pytest.skip("the simulator runs where no GPU is usable")
+    monkeypatch.setenv("RAYPIPE_DEVICE", "simulator")
+    device = DeviceContext(0)
+    rng = np.random.default_rng(1)
+    dense = [rng.random((2, 3)).astype(np.float32) for _ in range(3)]
+    ragged = [rng.integers(0, 255, (h, 4, 3), dtype=np.uint8) for h in (5, 2, 7)]
+    mixed = [np.zeros(2, np.uint8), np.zeros((1, 2), np.uint8)]
+    stacked, packed, kept = device.upload([dense, ragged, mixed])
+    assert np.array_equal(stacked, np.stack(dense))
+    assert isinstance(packed, Packed) and packed.shapes.tolist() == [[5, 4, 3], [2, 4, 3], [7, 4, 3]]
+    assert all(np.array_equal(packed[i], ragged[i]) for i in range(3))
+    assert kept == mixed
 
 
 @pytest.mark.gpu

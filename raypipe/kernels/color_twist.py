@@ -38,13 +38,13 @@ def _color_twist(src, dst, offsets, sizes, coeffs, mode, lo, hi):
 def color_twist_batch(xp: ModuleType, packed: Packed, coeffs: np.ndarray, dtype: np.dtype) -> Any:
     """Twist each HWC RGB sample of ``packed`` with its row of ``coeffs`` ((N, 10) float32: the
     matrix row by row, then the offset) into ``dtype``; one launch. Returns one ``(N, H, W, 3)``
-    array when every shape agrees, else a list; ``dtype`` must have a :func:`store_rule`."""
+    array when every shape agrees, else a :class:`Packed` batch; ``dtype`` must have a :func:`store_rule`."""
     rule = store_rule(dtype)
     if rule is None:
         raise ValueError(f"color_twist: kernels do not write {np.dtype(dtype)}")
-    shapes = [tuple(shape) for shape in packed.shapes]
-    if any(len(shape) != 3 or shape[2] != 3 for shape in shapes):
-        raise ValueError(f"color_twist: expects HWC RGB samples, got shapes {shapes}")
+    shapes = packed.shapes
+    if shapes.shape[1] != 3 or (shapes[:, 2] != 3).any():
+        raise ValueError(f"color_twist: expects HWC RGB samples, got shapes {[tuple(s) for s in shapes.tolist()]}")
     out, _, batch = allocate(xp, shapes, dtype)
     sizes = np.prod(packed.shapes, axis=1, dtype=np.int64)
     host = np.stack([packed.offsets, sizes])

@@ -10,7 +10,6 @@ written straight into the preallocated batch.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
 from types import ModuleType
 from typing import Any
 
@@ -65,27 +64,29 @@ def _crop_mirror_normalize(src, dst, params, norm, num_coeffs, channels_first, m
 def crop_mirror_normalize_batch(
     xp: ModuleType,
     packed: Packed,
-    windows: Sequence[tuple[int, int, int, int]],
-    mirrored: Sequence[bool],
+    windows: np.ndarray,
+    mirrored: np.ndarray,
     mean: np.ndarray,
     inv_std: np.ndarray,
     shift: float,
     dtype: np.dtype,
     channels_first: bool,
-    pad_to: Sequence[int],
+    pad_to: np.ndarray,
 ) -> Any:
-    """Normalize each HWC sample's window ``(y0, x0, h, w)``, mirrored where ``mirrored[i]``, into
-    ``dtype`` with ``pad_to[i]`` output channels (the extra ones zero), laid out CHW when
-    ``channels_first`` else HWC; one launch.
+    """Normalize each HWC sample's window ``(y0, x0, h, w)`` (rows of ``windows``), mirrored where
+    ``mirrored[i]``, into ``dtype`` with ``pad_to[i]`` output channels (the extra ones zero), laid
+    out CHW when ``channels_first`` else HWC; one launch, its parameters built for the whole batch.
 
     ``mean`` and ``inv_std`` are float32 with one value or one per channel. Returns one
-    ``(N, ...)`` array when every output shape agrees, else a list; ``dtype`` must have a
-    :func:`store_rule`.
+    ``(N, ...)`` array when every output shape agrees, else a :class:`Packed` batch; ``dtype``
+    must have a :func:`store_rule`.
     """
     n = len(packed)
     rule = store_rule(dtype)
     if rule is None:
         raise ValueError(f"crop_mirror_normalize: kernels do not write {np.dtype(dtype)}")
+    windows = np.asarray(windows, dtype=np.int64).reshape(n, 4)
+    pad_to = np.asarray(pad_to, dtype=np.int64).reshape(n)
     channels = packed.shapes[:, 2]
     num_coeffs = int(channels.max())
     norm = np.concatenate(
@@ -95,19 +96,29 @@ def crop_mirror_normalize_batch(
             np.array([shift], np.float32),
         ]
     )
-    out_shapes = [
-        (c_out, h, w) if channels_first else (h, w, c_out) for (_, _, h, w), c_out in zip(windows, pad_to, strict=True)
-    ]
+    heights, widths = windows[:, 2], windows[:, 3]
+    out_shapes = np.stack([pad_to, heights, widths] if channels_first else [heights, widths, pad_to], axis=1)
     out, out_offsets, batch = allocate(xp, out_shapes, dtype)
-    params = np.zeros((n, 10), dtype=np.int64)
-    for i, ((y0, x0, h, w), flip, c_out) in enumerate(zip(windows, mirrored, pad_to, strict=True)):
-        params[i] = (packed.offsets[i], packed.shapes[i, 1], channels[i], y0, x0, h, w, c_out, flip, out_offsets[i])
-    max_elements = max(int(np.prod(shape)) for shape in out_shapes)
+    params = np.stack(
+        [
+            packed.offsets,
+            packed.shapes[:, 1],
+            channels,
+            windows[:, 0],
+            windows[:, 1],
+            heights,
+            widths,
+            pad_to,
+            np.asarray(mirrored, dtype=np.int64).reshape(n),
+            out_offsets,
+        ],
+        axis=1,
+    )
     launch(
         xp,
         _crop_mirror_normalize,
         n,
-        max_elements,
+        int(np.prod(out_shapes, axis=1).max()),
         packed.data,
         out,
         to_device(xp, params),

@@ -49,13 +49,13 @@ def flip_batch(
 ) -> Any:
     """Flip each sample of ``packed`` whose height and width are dimensions ``axes`` = (vertical
     axis, horizontal axis), consecutive; one launch. Returns one ``(N, ...)`` array when every
-    shape agrees, else a list."""
+    shape agrees, else a :class:`Packed` batch."""
     vertical_axis, horizontal_axis = axes
     if horizontal_axis != vertical_axis + 1:
         raise ValueError(f"flip: the height and width axes must be consecutive, got {axes}")
     n = len(packed)
     shapes = packed.shapes
-    out, _, batch = allocate(xp, [tuple(shape) for shape in shapes], packed.dtype)
+    out, _, batch = allocate(xp, shapes, packed.dtype)
     params = np.zeros((n, 7), dtype=np.int64)
     params[:, _OFFSET] = packed.offsets
     params[:, _OUTER] = np.prod(shapes[:, :vertical_axis], axis=1, dtype=np.int64)

@@ -18,11 +18,9 @@ raypipe never loads numba.
 
 from __future__ import annotations
 
-import functools
 import math
 import os
 import sys
-from collections.abc import Sequence
 from dataclasses import dataclass
 from types import ModuleType
 from typing import Any
@@ -65,18 +63,18 @@ def simulator_enabled() -> bool:
     return bool(numba.config.ENABLE_CUDASIM)
 
 
-@functools.cache
 def _device_usable() -> bool:
-    try:
-        import numba
-        from numba import cuda
-    except ImportError:
-        return False
-    return not numba.config.ENABLE_CUDASIM and cuda.is_available()
+    """Whether the kernels passed their start-up check on this process's GPU (a kernel compiled
+    and ran: :func:`raypipe.device_check.kernels`), not only whether numba sees a device."""
+    from ..device_check import kernels
+
+    return kernels().ok
 
 
 def elements(batch: Any) -> int:
-    """The number of values in a batch (one array, or a sequence of per-sample arrays)."""
+    """The number of values in a batch (one array, a :class:`Packed` batch, or per-sample arrays)."""
+    if isinstance(batch, Packed):
+        return int(batch.sizes.sum())
     if hasattr(batch, "ndim"):
         return int(batch.size)
     return sum(int(sample.size) for sample in batch)
@@ -84,10 +82,20 @@ def elements(batch: Any) -> int:
 
 def uniform_dtype(batch: Any) -> np.dtype | None:
     """The element type every sample shares, or None when they differ (or the batch is empty)."""
-    if hasattr(batch, "ndim"):
+    if isinstance(batch, Packed) or hasattr(batch, "ndim"):
         return np.dtype(batch.dtype)
     dtypes = {np.dtype(sample.dtype) for sample in batch}
     return dtypes.pop() if len(dtypes) == 1 else None
+
+
+def shapes_of(batch: Any) -> np.ndarray:
+    """Every sample's shape as one ``(n, ndim)`` int64 array (no call per sample for a
+    :class:`Packed` batch or a batch array)."""
+    if isinstance(batch, Packed):
+        return batch.shapes
+    if hasattr(batch, "ndim"):
+        return np.broadcast_to(np.asarray(batch.shape[1:], dtype=np.int64), (len(batch), batch.ndim - 1))
+    return np.array([sample.shape for sample in batch], dtype=np.int64).reshape(len(batch), -1)
 
 
 def store_rule(dtype: np.dtype) -> tuple[int, float, float] | None:
@@ -109,7 +117,10 @@ def store_rule(dtype: np.dtype) -> tuple[int, float, float] | None:
 @dataclass(frozen=True)
 class Packed:
     """A batch as one flat buffer: sample ``i`` is ``data[offsets[i] : offsets[i] + sizes[i]]``
-    in C order with shape ``shapes[i]``. ``shapes`` and ``offsets`` live on the host."""
+    in C order with shape ``shapes[i]``. ``shapes`` and ``offsets`` live on the host.
+
+    The GPU stage's currency for batches whose samples differ in shape: kernels read and write it
+    with one launch, and nothing is done per sample until a sample is asked for (``batch[i]``)."""
 
     data: Any
     shapes: np.ndarray
@@ -122,15 +133,33 @@ class Packed:
     def dtype(self) -> np.dtype:
         return np.dtype(self.data.dtype)
 
+    @property
+    def sizes(self) -> np.ndarray:
+        """Elements per sample."""
+        return np.prod(self.shapes, axis=1, dtype=np.int64)
+
+    def __getitem__(self, i: int) -> Any:
+        """Sample ``i`` as a view of the buffer."""
+        start = int(self.offsets[i])
+        return self.data[start : start + int(np.prod(self.shapes[i]))].reshape(tuple(self.shapes[i]))
+
+    def __iter__(self):
+        return (self[i] for i in range(len(self)))
+
+    def samples(self) -> list[Any]:
+        """Every sample as a view of the buffer (one call per sample: for user-facing ragged outputs)."""
+        return list(self)
+
 
 def pack(xp: ModuleType, batch: Any, op: str) -> Packed:
-    """Pack a batch (one ``(N, ...)`` array, or a sequence of same-rank, same-dtype arrays of any
-    shapes) into one flat ``xp`` buffer: no copy for a contiguous batch array, else one
-    concatenation on the device."""
+    """A batch as a :class:`Packed` one: itself when it is one; a view for a batch array; one
+    concatenation on the device for a sequence of same-rank, same-dtype arrays of any shapes."""
+    if isinstance(batch, Packed):
+        return batch
     if hasattr(batch, "ndim"):
         if batch.ndim < 1 or len(batch) == 0:
             raise ValueError(f"{op}: expects a non-empty batch, got an array of shape {tuple(batch.shape)}")
-        shapes = np.tile(np.asarray(batch.shape[1:], dtype=np.int64), (len(batch), 1))
+        shapes = shapes_of(batch)
         data = xp.ascontiguousarray(batch).reshape(-1)
     else:
         items = list(batch)
@@ -143,28 +172,27 @@ def pack(xp: ModuleType, batch: Any, op: str) -> Packed:
                     f"{op}: sample {i} is {item.dtype} with {item.ndim} dimensions but sample 0 is "
                     f"{first.dtype} with {first.ndim}; a batch must share its element type and rank"
                 )
-        shapes = np.array([item.shape for item in items], dtype=np.int64).reshape(len(items), first.ndim)
+        shapes = shapes_of(items)
         data = xp.concatenate([xp.ravel(item) for item in items]) if len(items) > 1 else xp.ravel(first)
+    return Packed(data, shapes, _offsets(shapes))
+
+
+def _offsets(shapes: np.ndarray) -> np.ndarray:
     sizes = np.prod(shapes, axis=1, dtype=np.int64)
-    offsets = np.concatenate([np.zeros(1, np.int64), np.cumsum(sizes)[:-1]])
-    return Packed(data, shapes, offsets)
+    return np.concatenate([np.zeros(1, np.int64), np.cumsum(sizes)[:-1]])
 
 
-def allocate(xp: ModuleType, shapes: Sequence[tuple[int, ...]], dtype: np.dtype) -> tuple[Any, np.ndarray, Any]:
-    """An uninitialised output for samples of ``shapes``: ``(flat, offsets, batch)``.
-
-    A kernel writes ``flat`` at ``offsets``; ``batch`` is what the operator returns, one
-    ``(N, ...)`` array viewing ``flat`` when the shapes agree, else a list of per-sample views.
-    """
-    shapes = [tuple(int(v) for v in shape) for shape in shapes]
-    sizes = np.array([math.prod(shape) for shape in shapes], dtype=np.int64)
-    offsets = np.concatenate([np.zeros(1, np.int64), np.cumsum(sizes)[:-1]])
-    if all(shape == shapes[0] for shape in shapes):
-        batch = xp.empty((len(shapes), *shapes[0]), dtype=dtype)
+def allocate(xp: ModuleType, shapes: np.ndarray, dtype: np.dtype) -> tuple[Any, np.ndarray, Any]:
+    """An uninitialised output for samples of ``shapes`` (an ``(n, ndim)`` array): ``(flat,
+    offsets, batch)``. A kernel writes ``flat`` at ``offsets``; ``batch`` is what the operator
+    returns, one ``(N, ...)`` array viewing ``flat`` when the shapes agree, else a :class:`Packed`."""
+    shapes = np.asarray(shapes, dtype=np.int64).reshape(len(shapes), -1)
+    offsets = _offsets(shapes)
+    if (shapes == shapes[0]).all():
+        batch = xp.empty((len(shapes), *shapes[0].tolist()), dtype=dtype)
         return batch.reshape(-1), offsets, batch
-    flat = xp.empty(int(sizes.sum()), dtype=dtype)
-    views = [flat[o : o + n].reshape(shape) for o, n, shape in zip(offsets, sizes, shapes, strict=True)]
-    return flat, offsets, views
+    flat = xp.empty(int(np.prod(shapes, axis=1).sum()), dtype=dtype)
+    return flat, offsets, Packed(flat, shapes, offsets)
 
 
 def to_device(xp: ModuleType, host: np.ndarray) -> Any:

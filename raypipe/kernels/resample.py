@@ -2,26 +2,20 @@
 
 The host path (:func:`raypipe.operators.resample.resample`) applies Pillow's triangle filter as
 two separable passes; so do these kernels, each pass one launch over the whole batch, in the
-order Pillow picks for each sample (:func:`vertical_first`) and with the same float32 weights
-(taken from :func:`resample_weights`), the same uint8 rounding of the intermediate for uint8
-images and the same final rounding (``floor(x + 0.5)``, saturated). They differ from the host
-path only in the order of float32 accumulation.
+order Pillow picks for each sample (:func:`vertical_first`), with the same uint8 rounding of the
+intermediate for uint8 images and the same final rounding (``floor(x + 0.5)``, saturated).
 
-Filter tables: per axis and sample, each output position reads ``taps`` consecutive source
-values from ``starts[j]`` with ``weights[j * taps : (j + 1) * taps]``. A table is built once per
-(input size, output size, window, antialias) and its device copy is kept in a bounded
-least-recently-used cache (:data:`TABLES`), one copy per device and stream (so a copy is used,
-and freed, in the order of the stream that uploaded it); each batch concatenates the tables it
-uses on the device.
+The filter weights are computed inside the kernels, per output position, from the sample's input
+extent, output extent and box, with the arithmetic of :func:`resample_weights` (float64 centres,
+tap ranges and triangle values, normalised, then rounded to float32): no table is built on the
+host or uploaded, whatever sizes the random crops take. They differ from the host path only in the
+order of float32 accumulation (and the normalising sum's order, at most one float32 step in a
+weight). All per-sample parameters are built as arrays for the whole batch: the host work of a
+batch does not grow with its size.
 """
 
 from __future__ import annotations
 
-import functools
-import threading
-from collections import OrderedDict
-from collections.abc import Sequence
-from dataclasses import dataclass
 from types import ModuleType
 from typing import Any
 
@@ -29,100 +23,34 @@ import numba
 import numpy as np
 from numba import cuda
 
-from ..operators.resample import Box, resample_weights, vertical_first
 from .convert import round_half_up
 from .launch import Packed, allocate, launch, store_rule, to_device
 
-# Columns of a pass's per-sample parameter rows.
-_SRC_OFF, _SRC_W, _DST_OFF, _DST_H, _DST_W, _CHANNELS, _AXIS, _CROSS, _TAP_BASE, _STARTS, _WEIGHTS, _TAPS = range(12)
+# Columns of a pass's per-sample integer parameters.
+_SRC_OFF, _SRC_W, _DST_OFF, _DST_H, _DST_W, _CHANNELS, _AXIS, _CROSS, _TAP_BASE, _IN_SIZE = range(10)
+# Columns of a pass's per-sample filter parameters (float64): the box start, the scale (input per
+# output step) and the filter scale (the triangle's support).
+_START, _SCALE, _SUPPORT = range(3)
 _ROWS, _COLS = 0, 1  # the axis a pass resamples
-TableKey = tuple[int, int, float, float, bool]
 
 
-@dataclass(frozen=True)
-class AxisTable:
-    """The filter along one axis: output ``j`` is ``sum(weights[j * taps + k] * src[starts[j] + k])``.
-
-    ``first`` and ``span`` bound the source indices any output reads (the host path slices
-    ``[first, first + span)``), and every ``starts[j] + taps`` stays inside that range.
-    """
-
-    first: int
-    span: int
-    taps: int
-    starts: np.ndarray
-    weights: np.ndarray
-
-
-@functools.lru_cache(maxsize=1024)
-def axis_table(in_size: int, out_size: int, start: float, stop: float, antialias: bool) -> AxisTable:
-    """The compact table of :func:`resample_weights` (same float32 weights) for one axis."""
-    first, matrix = resample_weights(in_size, out_size, start, stop, antialias)
-    span = matrix.shape[1]
-    nonzero = matrix != 0
-    rows_with_taps = nonzero.any(axis=1)
-    low = np.where(rows_with_taps, nonzero.argmax(axis=1), 0)
-    high = np.where(rows_with_taps, span - nonzero[:, ::-1].argmax(axis=1), 1)
-    taps = int((high - low).max())
-    begin = np.minimum(low, span - taps)
-    starts = (first + begin).astype(np.int64)
-    weights = np.ascontiguousarray(np.take_along_axis(matrix, begin[:, None] + np.arange(taps), axis=1)).reshape(-1)
-    starts.flags.writeable = weights.flags.writeable = False  # shared through the cache
-    return AxisTable(first=first, span=span, taps=taps, starts=starts, weights=weights)
-
-
-class TableCache:
-    """Device copies of axis tables keyed by (device, stream, table key), least recently used
-    dropped first beyond ``capacity``; dropping a copy releases its device memory. Thread-safe."""
-
-    def __init__(self, capacity: int = 512):
-        self.capacity = capacity
-        self._entries: OrderedDict[tuple, tuple[Any, Any]] = OrderedDict()
-        self._lock = threading.Lock()
-
-    def get(self, xp: ModuleType, key: TableKey) -> tuple[AxisTable, Any, Any]:
-        """``(table, device starts, device weights)`` for ``key`` (see :func:`axis_table`)."""
-        table = axis_table(*key)
-        device_key = (_placement(xp), key)
-        with self._lock:
-            entry = self._entries.get(device_key)
-            if entry is not None:
-                self._entries.move_to_end(device_key)
-                return table, *entry
-        entry = (to_device(xp, table.starts), to_device(xp, table.weights))
-        with self._lock:
-            self._entries[device_key] = entry
-            while len(self._entries) > self.capacity:
-                self._entries.popitem(last=False)
-        return table, *entry
-
-    def holds(self, xp: ModuleType, key: TableKey) -> bool:
-        """Whether the copy of ``key`` for ``xp``'s current device and stream is cached."""
-        with self._lock:
-            return (_placement(xp), key) in self._entries
-
-    def clear(self) -> None:
-        """Drop every device copy."""
-        with self._lock:
-            self._entries.clear()
-
-    def __len__(self) -> int:
-        return len(self._entries)
-
-
-TABLES = TableCache()
-
-
-def _placement(xp: ModuleType) -> tuple[int, int] | None:
-    """(device id, stream handle) on cupy; None on numpy."""
-    return None if xp is np else (xp.cuda.get_device_id(), xp.cuda.get_current_stream().ptr)
+@cuda.jit(device=True)
+def _tap_range(center, support, in_size):
+    """The source indices ``[low, high)`` one output position reads, clipped to the axis."""
+    low = int(center - support + 0.5)
+    if low < 0:
+        low = 0
+    high = int(center + support + 0.5)
+    if high > in_size:
+        high = in_size
+    return low, high
 
 
 @cuda.jit
-def _resample_pass(src, dst, params, starts, weights, mode, lo, hi):
+def _resample_pass(src, dst, params, filters, mode, lo, hi):
     """One separable pass over a batch of HWC samples: along rows (``_ROWS``, each output row a
     weighted sum of source rows) or columns. ``_CROSS`` shifts the other axis into the source and
-    ``_TAP_BASE`` is where the source begins in the tables' index space."""
+    ``_TAP_BASE`` is the axis index of the source's first row or column."""
     sample = cuda.blockIdx.y
     src_off = params[sample, _SRC_OFF]
     row_pitch = params[sample, _SRC_W] * params[sample, _CHANNELS]
@@ -132,9 +60,10 @@ def _resample_pass(src, dst, params, starts, weights, mode, lo, hi):
     axis = params[sample, _AXIS]
     cross = params[sample, _CROSS]
     tap_base = params[sample, _TAP_BASE]
-    starts_off = params[sample, _STARTS]
-    weights_off = params[sample, _WEIGHTS]
-    taps = params[sample, _TAPS]
+    in_size = params[sample, _IN_SIZE]
+    start = filters[sample, _START]
+    scale = filters[sample, _SCALE]
+    support = filters[sample, _SUPPORT]
     total = params[sample, _DST_H] * dst_w * channels
     i = cuda.blockIdx.x * cuda.blockDim.x + cuda.threadIdx.x
     while i < total:
@@ -149,28 +78,55 @@ def _resample_pass(src, dst, params, starts, weights, mode, lo, hi):
             pos = y
             base = src_off + (x + cross) * channels + c
             step = row_pitch
-        tap = starts[starts_off + pos] - tap_base
-        w = weights_off + pos * taps
+        center = start + (pos + 0.5) * scale
+        low, high = _tap_range(center, support, in_size)
+        norm = 0.0
+        for t in range(low, high):
+            norm += max(0.0, 1.0 - abs((t - center + 0.5) / support))
         acc = numba.float32(0)
-        for k in range(taps):
-            acc += weights[w + k] * numba.float32(src[base + (tap + k) * step])
+        if norm != 0.0:
+            for t in range(low, high):
+                weight = max(0.0, 1.0 - abs((t - center + 0.5) / support))
+                acc += numba.float32(weight / norm) * numba.float32(src[base + (t - tap_base) * step])
         dst[dst_off + i] = round_half_up(acc, mode, lo, hi)
         i += cuda.gridDim.x * cuda.blockDim.x
+
+
+def axis_filters(
+    in_size: np.ndarray, out_size: np.ndarray, start: np.ndarray, stop: np.ndarray, antialias: bool
+) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    """Per sample along one axis: ``(filters, first, span)`` and the float64 start, as
+    :func:`raypipe.operators.resample.resample_weights` computes them, for arrays of samples.
+
+    ``filters`` is ``(n, 3)`` (start, scale, support); source indices ``[first, first + span)``
+    hold every tap any output position reads."""
+    start = np.asarray(start, np.float32).astype(np.float64)
+    stop = np.asarray(stop, np.float32).astype(np.float64)
+    out_size = np.asarray(out_size, np.int64)
+    in_size = np.asarray(in_size, np.int64)
+    scale = (stop - start) / out_size
+    support = np.maximum(scale, 1.0) if antialias else np.ones_like(scale)
+    first_center = start + 0.5 * scale
+    last_center = start + (out_size - 1 + 0.5) * scale
+    first = np.maximum(np.trunc(first_center - support + 0.5).astype(np.int64), 0)
+    last = np.minimum(np.trunc(last_center + support + 0.5).astype(np.int64), in_size)
+    return np.stack([start, scale, support], axis=1), first, last - first, start
 
 
 def resample_batch(
     xp: ModuleType,
     packed: Packed,
-    sizes: Sequence[tuple[int, int]],
-    boxes: Sequence[Box] | None = None,
+    sizes: np.ndarray,
+    boxes: np.ndarray | None = None,
     antialias: bool = True,
     dtype: np.dtype | None = None,
 ) -> Any:
     """Resize each HWC sample of ``packed`` (its ``boxes[i]`` = (x0, y0, x1, y1) region, default
     all of it) to ``sizes[i]`` = (width, height), as the host ``resample`` does, in two launches.
 
-    Returns ``dtype`` (default: the input's) samples, one ``(N, H, W, C)`` array when every output
-    shape agrees, else a list. ``dtype`` must have a :func:`store_rule`.
+    ``sizes`` is ``(n, 2)`` and ``boxes`` ``(n, 4)``. Returns ``dtype`` (default: the input's)
+    samples, one ``(N, H, W, C)`` array when every output shape agrees, else a :class:`Packed`
+    batch. ``dtype`` must have a :func:`store_rule`.
     """
     n = len(packed)
     out_dtype = np.dtype(dtype) if dtype is not None else packed.dtype
@@ -179,50 +135,54 @@ def resample_batch(
         raise ValueError(f"resample: kernels do not write {out_dtype}")
     pillow_rounding = packed.dtype == np.uint8 and out_dtype == np.uint8
     mid_dtype = np.dtype(np.uint8) if pillow_rounding else np.dtype(np.float32)
-    plans, mid_shapes, out_shapes = [], [], []
-    for i in range(n):
-        in_h, in_w, channels = (int(v) for v in packed.shapes[i])
-        width, height = (int(v) for v in sizes[i])
-        x0, y0, x1, y1 = boxes[i] if boxes is not None else (0, 0, in_w, in_h)
-        key_x = (in_w, width, float(x0), float(x1), bool(antialias))
-        key_y = (in_h, height, float(y0), float(y1), bool(antialias))
-        rows_first = vertical_first(in_w, in_h, width, height)
-        span_x, span_y = axis_table(*key_x).span, axis_table(*key_y).span
-        plans.append((key_x, key_y, rows_first, in_w, channels))
-        mid_shapes.append((height, span_x, channels) if rows_first else (span_y, width, channels))
-        out_shapes.append((height, width, channels))
-    tables, starts, weights = _pack_tables(xp, [key for plan in plans for key in plan[:2]])
-    mid, mid_offsets, _ = allocate(xp, mid_shapes, mid_dtype)
-    out, out_offsets, batch = allocate(xp, out_shapes, out_dtype)
-    params = np.zeros((2, n, 12), dtype=np.int64)
-    for i, (key_x, key_y, rows_first, in_w, channels) in enumerate(plans):
-        (tx, sx, wx), (ty, sy, wy) = tables[key_x], tables[key_y]
-        (mid_h, mid_w, _), (height, width, _) = mid_shapes[i], out_shapes[i]
-        src, mid_off, dst = packed.offsets[i], mid_offsets[i], out_offsets[i]
-        if rows_first:
-            params[0, i] = (src, in_w, mid_off, mid_h, mid_w, channels, _ROWS, tx.first, 0, sy, wy, ty.taps)
-            params[1, i] = (mid_off, mid_w, dst, height, width, channels, _COLS, 0, tx.first, sx, wx, tx.taps)
-        else:
-            params[0, i] = (src, in_w, mid_off, mid_h, mid_w, channels, _COLS, ty.first, 0, sx, wx, tx.taps)
-            params[1, i] = (mid_off, mid_w, dst, height, width, channels, _ROWS, 0, ty.first, sy, wy, ty.taps)
-    device_params = to_device(xp, params)
-    mid_max = max(int(np.prod(shape)) for shape in mid_shapes)
-    out_max = max(int(np.prod(shape)) for shape in out_shapes)
-    launch(xp, _resample_pass, n, mid_max, packed.data, mid, device_params[0], starts, weights, *store_rule(mid_dtype))
-    launch(xp, _resample_pass, n, out_max, mid, out, device_params[1], starts, weights, *rule)
+    in_h, in_w, channels = (packed.shapes[:, k] for k in range(3))
+    sizes = np.asarray(sizes, dtype=np.int64).reshape(n, 2)
+    width, height = sizes[:, 0], sizes[:, 1]
+    if boxes is None:
+        boxes = np.stack([np.zeros(n), np.zeros(n), in_w, in_h], axis=1)
+    boxes = np.asarray(boxes, dtype=np.float64).reshape(n, 4)
+    fx, first_x, span_x, _ = axis_filters(in_w, width, boxes[:, 0], boxes[:, 2], antialias)
+    fy, first_y, span_y, _ = axis_filters(in_h, height, boxes[:, 1], boxes[:, 3], antialias)
+    rows_first = (height < in_h) & (2 * width - height > 2 * in_w - in_h)  # Pillow's order: vertical_first
+    mid_h = np.where(rows_first, height, span_y)
+    mid_w = np.where(rows_first, span_x, width)
+    mid, mid_offsets, _ = allocate(xp, np.stack([mid_h, mid_w, channels], axis=1), mid_dtype)
+    out, out_offsets, batch = allocate(xp, np.stack([height, width, channels], axis=1), out_dtype)
+    zeros = np.zeros(n, np.int64)
+    first_pass = np.stack(
+        [
+            packed.offsets,
+            in_w,
+            mid_offsets,
+            mid_h,
+            mid_w,
+            channels,
+            np.where(rows_first, _ROWS, _COLS),
+            np.where(rows_first, first_x, first_y),
+            zeros,
+            np.where(rows_first, in_h, in_w),
+        ],
+        axis=1,
+    )
+    second_pass = np.stack(
+        [
+            mid_offsets,
+            mid_w,
+            out_offsets,
+            height,
+            width,
+            channels,
+            np.where(rows_first, _COLS, _ROWS),
+            zeros,
+            np.where(rows_first, first_x, first_y),
+            np.where(rows_first, in_w, in_h),
+        ],
+        axis=1,
+    )
+    params = to_device(xp, np.stack([first_pass, second_pass]))
+    filters = to_device(xp, np.stack([np.where(rows_first[:, None], fy, fx), np.where(rows_first[:, None], fx, fy)]))
+    mid_max = int((mid_h * mid_w * channels).max())
+    out_max = int((height * width * channels).max())
+    launch(xp, _resample_pass, n, mid_max, packed.data, mid, params[0], filters[0], *store_rule(mid_dtype))
+    launch(xp, _resample_pass, n, out_max, mid, out, params[1], filters[1], *rule)
     return batch
-
-
-def _pack_tables(xp: ModuleType, keys: list[TableKey]) -> tuple[dict, Any, Any]:
-    """The batch's distinct tables concatenated on the device: ``({key: (table, starts offset,
-    weights offset)}, starts, weights)``."""
-    unique = list(dict.fromkeys(keys))
-    entries = [TABLES.get(xp, key) for key in unique]
-    tables, starts_off, weights_off = {}, 0, 0
-    for key, (table, _, _) in zip(unique, entries, strict=True):
-        tables[key] = (table, starts_off, weights_off)
-        starts_off += table.starts.size
-        weights_off += table.weights.size
-    starts = xp.concatenate([entry[1] for entry in entries]) if len(entries) > 1 else entries[0][1]
-    weights = xp.concatenate([entry[2] for entry in entries]) if len(entries) > 1 else entries[0][2]
-    return tables, starts, weights

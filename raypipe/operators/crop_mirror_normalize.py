@@ -29,6 +29,18 @@ _OP = "crop_mirror_normalize"
 _LAYOUTS = ("CHW", "HWC")
 
 
+def _uniform_rank(batch: Any) -> bool:
+    """Whether every sample has the same number of dimensions (always, for a packed batch or an array)."""
+    if isinstance(batch, launch.Packed) or hasattr(batch, "ndim"):
+        return True
+    return len({sample.ndim for sample in batch}) == 1
+
+
+def _round_half_away(values: np.ndarray) -> np.ndarray:
+    """DALI's ``roundf``: halves away from zero, as int64 (:func:`raypipe.operators.crop.crop_window`)."""
+    return (np.sign(values) * np.floor(np.abs(values) + 0.5)).astype(np.int64)
+
+
 def _crop_size(crop: Any) -> tuple[int, int]:
     if (
         not isinstance(crop, Sequence)
@@ -54,6 +66,11 @@ def channel_values(name: str, value: Any, op: str = _OP) -> np.ndarray:
 def _padded_channels(channels: int) -> int:
     """The next power of two (3 -> 4), as DALI's ``pad_output``."""
     return 1 << (channels - 1).bit_length()
+
+
+def _padded_channels_of(channels: np.ndarray) -> np.ndarray:
+    """:func:`_padded_channels` of an int array."""
+    return np.left_shift(1, np.ceil(np.log2(channels)).astype(np.int64))
 
 
 @register
@@ -162,15 +179,16 @@ class CropMirrorNormalize(Operator):
         layout and padding exactly.
         """
         batch = inputs[0]
-        images = list(batch)
-        sample_args = [{k: v[i] for k, v in args.items()} for i in range(len(images))]
-        windows = [self._window(image, a) for image, a in zip(images, sample_args, strict=True)]
-        mirrored = [self._mirrored(a) for a in sample_args]
-        channels = [image.shape[2] for image in images]
-        for c in channels:
+        shapes = launch.shapes_of(batch) if _uniform_rank(batch) else None
+        if shapes is None or shapes.shape[1] != 3:
+            bad = next(s for s in batch if s.ndim != 3) if shapes is None else batch[0]
+            raise ValueError(f"{_OP}: expects HWC images, got a sample of shape {tuple(bad.shape)}")
+        for c in np.unique(shapes[:, 2]).tolist():
             self._check_channels(c)
-        pad_to = [_padded_channels(c) if self.pad_output else c for c in channels]
-        out_elements = sum(h * w * c for (_, _, h, w), c in zip(windows, pad_to, strict=True))
+        windows = self._windows(shapes, args)
+        mirrored = self._mirrored_batch(args, len(shapes))
+        out_channels = _padded_channels_of(shapes[:, 2]) if self.pad_output else shapes[:, 2]
+        out_elements = int((windows[:, 2] * windows[:, 3] * out_channels).sum())
         dtype = launch.uniform_dtype(batch)
         if (
             dtype is None
@@ -178,8 +196,9 @@ class CropMirrorNormalize(Operator):
             or launch.store_rule(self.dtype) is None
             or not launch.available(xp, launch.elements(batch) + out_elements)
         ):
-            crops = [image[y0 : y0 + h, x0 : x0 + w] for image, (y0, x0, h, w) in zip(images, windows, strict=True)]
-            return self._run_batch_host(xp, crops, mirrored)
+            images = batch if not isinstance(batch, launch.Packed) else batch.samples()
+            crops = [image[y0 : y0 + h, x0 : x0 + w] for image, (y0, x0, h, w) in zip(images, windows.tolist())]
+            return self._run_batch_host(xp, crops, mirrored.tolist())
         from ..kernels.crop_mirror_normalize import crop_mirror_normalize_batch
 
         return crop_mirror_normalize_batch(
@@ -192,8 +211,40 @@ class CropMirrorNormalize(Operator):
             self.shift,
             self.dtype,
             self.layout == "CHW",
-            pad_to,
+            out_channels,
         )
+
+    def _windows(self, shapes: np.ndarray, args: dict[str, list[Any]]) -> np.ndarray:
+        """``(y0, x0, height, width)`` of every sample's crop window, ``(n, 4)``, as :meth:`_window`."""
+        heights, widths = shapes[:, 0], shapes[:, 1]
+        if self.crop is None:
+            return np.stack([np.zeros_like(heights), np.zeros_like(widths), heights, widths], axis=1)
+        crop_h, crop_w = self.crop
+        small = np.flatnonzero((heights < crop_h) | (widths < crop_w))
+        if len(small):
+            i = small[0]
+            raise ValueError(f"{_OP}: crop {crop_h}x{crop_w} exceeds the {heights[i]}x{widths[i]} image")
+        pos_x = self._positions(args, "crop_pos_x", self.crop_pos_x, len(shapes))
+        pos_y = self._positions(args, "crop_pos_y", self.crop_pos_y, len(shapes))
+        y0 = _round_half_away(pos_y * (heights - crop_h))
+        x0 = _round_half_away(pos_x * (widths - crop_w))
+        return np.stack([y0, x0, np.full_like(y0, crop_h), np.full_like(x0, crop_w)], axis=1)
+
+    def _positions(self, args: dict[str, list[Any]], name: str, default: float, n: int) -> np.ndarray:
+        """A per-sample crop position argument as a float64 array, checked to lie in [0, 1]."""
+        if name not in args:
+            return np.full(n, default)
+        values = np.asarray(args[name], dtype=np.float64).reshape(n, -1)[:, 0]
+        bad = np.flatnonzero(~((values >= 0.0) & (values <= 1.0)))
+        if len(bad):
+            raise ArgumentError(f"{_OP}: {name} must be in [0, 1], got {values[bad[0]]!r}")
+        return values
+
+    def _mirrored_batch(self, args: dict[str, list[Any]], n: int) -> np.ndarray:
+        """Every sample's mirror flag as a bool array (one conversion of the per-sample values)."""
+        if "mirror" not in args:
+            return np.full(n, self.mirror)
+        return np.asarray(args["mirror"]).reshape(n, -1)[:, 0].astype(bool)
 
     def _run_batch_host(self, xp: ModuleType, windows: list[Any], mirrored: list[bool]) -> Any:
         """Stack the crop windows once, plain ones first and mirrored ones after, and normalize

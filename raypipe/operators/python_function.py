@@ -5,6 +5,7 @@ from __future__ import annotations
 from collections.abc import Callable
 
 from ..errors import ArgumentError
+from ..kernels.launch import Packed
 from ..operator import Operator, Schema, register
 
 
@@ -31,6 +32,7 @@ class PythonFunction(Operator):
         return self.function(*inputs)
 
     def run_batch(self, xp, inputs, args, ctxs):
+        inputs = [i.samples() if isinstance(i, Packed) else i for i in inputs]  # the function gets samples
         out = self.function(*inputs)
         if len(out) != len(ctxs):
             raise ValueError(f"python_function returned {len(out)} samples for a batch of {len(ctxs)}")

@@ -138,6 +138,21 @@ def check_hwc(op: str, image: Any) -> None:
         raise ValueError(f"{op}: expects a non-empty HWC image, got shape {tuple(image.shape)}")
 
 
+def hwc_shapes(op: str, batch: Any) -> np.ndarray:
+    """Every sample's ``(H, W, C)`` as an ``(n, 3)`` array (no call per sample for a packed batch or
+    a batch array); a ValueError naming the shape unless each sample is a non-empty HWC image."""
+    from ..kernels.launch import Packed, shapes_of
+
+    if not isinstance(batch, Packed) and not hasattr(batch, "ndim"):
+        for image in batch:  # a list may mix ranks: check each before stacking their shapes
+            check_hwc(op, image)
+    shapes = shapes_of(batch)
+    bad = np.flatnonzero((shapes[:, :2] < 1).any(axis=1)) if shapes.shape[1] == 3 else [0]
+    if len(bad):
+        raise ValueError(f"{op}: expects a non-empty HWC image, got shape {tuple(shapes[bad[0]].tolist())}")
+    return shapes
+
+
 def pillow_applies(image: np.ndarray, dtype: np.dtype | None, antialias: bool) -> bool:
     """True when Pillow's resize gives the wanted result: uint8 in and out, antialiased."""
     return antialias and image.dtype == np.uint8 and (dtype is None or dtype == np.uint8)

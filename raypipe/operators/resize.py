@@ -7,7 +7,6 @@ levels of Pillow on uint8 images.
 
 from __future__ import annotations
 
-import math
 from collections.abc import Sequence
 from typing import Any
 
@@ -18,13 +17,9 @@ from ..kernels import launch
 from ..operator import Operator, Schema, register
 from ..types import to_numpy_dtype
 from .host_resize import resize as host_resize
-from .resample import RESIZE_LINEAR, check_hwc, check_linear_interp, pillow_applies, resample
+from .resample import RESIZE_LINEAR, check_hwc, check_linear_interp, hwc_shapes, pillow_applies, resample
 
 MODES = ("default", "stretch", "not_smaller", "not_larger")
-
-
-def _round_size(value: float) -> int:
-    return max(1, math.floor(value + 0.5))
 
 
 def output_size(
@@ -48,23 +43,50 @@ def output_size(
     common scale where the aspect ratio is kept, extent by extent otherwise. Sizes
     round half up and are at least 1.
     """
-    limits = [(limit, extent) for limit, extent in zip(max_size, (in_w, in_h), strict=True) if limit is not None]
+    sizes = output_sizes(
+        np.array([in_w]), np.array([in_h]), resize_x, resize_y, resize_shorter, resize_longer, mode, max_size
+    )
+    return int(sizes[0, 0]), int(sizes[0, 1])
+
+
+def output_sizes(
+    in_w: np.ndarray,
+    in_h: np.ndarray,
+    resize_x: float | None = None,
+    resize_y: float | None = None,
+    resize_shorter: float | None = None,
+    resize_longer: float | None = None,
+    mode: str = "default",
+    max_size: tuple[float | None, float | None] = (None, None),
+) -> np.ndarray:
+    """:func:`output_size` for arrays of input sizes at once: an ``(n, 2)`` int64 array of
+    ``(width, height)`` (float64 arithmetic, the same as Python's on each sample)."""
+    in_w, in_h = np.asarray(in_w, np.float64), np.asarray(in_h, np.float64)
+    limits = [limit / extent for limit, extent in zip(max_size, (in_w, in_h), strict=True) if limit is not None]
     if resize_shorter is not None or resize_longer is not None:
-        scale = resize_shorter / min(in_w, in_h) if resize_shorter is not None else resize_longer / max(in_w, in_h)
-        scale = min([scale] + [limit / extent for limit, extent in limits])
-        return _round_size(in_w * scale), _round_size(in_h * scale)
+        if resize_shorter is not None:
+            scale = resize_shorter / np.minimum(in_w, in_h)
+        else:
+            scale = resize_longer / np.maximum(in_w, in_h)
+        scale = np.minimum.reduce([scale, *limits])
+        return _round_sizes(in_w * scale, in_h * scale)
     scales = [size / extent for size, extent in ((resize_x, in_w), (resize_y, in_h)) if size is not None]
     if mode == "stretch" or (mode == "default" and len(scales) != 1):
-        width = resize_x if resize_x is not None else in_w
-        height = resize_y if resize_y is not None else in_h
+        width = np.full_like(in_w, resize_x) if resize_x is not None else in_w
+        height = np.full_like(in_h, resize_y) if resize_y is not None else in_h
     elif mode == "default":
         width, height = in_w * scales[0], in_h * scales[0]
     else:
-        scale = min(scales) if mode == "not_larger" else max(scales)
-        scale = min([scale] + [limit / extent for limit, extent in limits])
-        return _round_size(in_w * scale), _round_size(in_h * scale)
-    width, height = (min(v, limit) if limit is not None else v for v, limit in zip((width, height), max_size))
-    return _round_size(width), _round_size(height)
+        scale = np.minimum.reduce(scales) if mode == "not_larger" else np.maximum.reduce(scales)
+        scale = np.minimum.reduce([scale, *limits])
+        return _round_sizes(in_w * scale, in_h * scale)
+    width, height = (np.minimum(v, limit) if limit is not None else v for v, limit in zip((width, height), max_size))
+    return _round_sizes(width, height)
+
+
+def _round_sizes(width: np.ndarray, height: np.ndarray) -> np.ndarray:
+    """Sizes rounded half up, at least 1, as ``(n, 2)`` int64 columns."""
+    return np.maximum(1, np.floor(np.stack([width, height], axis=1) + 0.5)).astype(np.int64)
 
 
 def _per_axis(name: str, value: Any) -> tuple[float | None, float | None]:
@@ -156,6 +178,14 @@ class Resize(Operator):
             in_w, in_h, self.resize_x, self.resize_y, self.resize_shorter, self.resize_longer, self.mode, self.max_size
         )
 
+    def target_sizes(self, in_w: np.ndarray, in_h: np.ndarray) -> np.ndarray:
+        """:meth:`target_size` of a whole batch: ``(n, 2)`` (width, height) for arrays of input sizes."""
+        if self._fixed_size is not None:
+            return np.broadcast_to(np.asarray(self._fixed_size, np.int64), (len(in_w), 2))
+        return output_sizes(
+            in_w, in_h, self.resize_x, self.resize_y, self.resize_shorter, self.resize_longer, self.mode, self.max_size
+        )
+
     def compute(self, xp, inputs, args, ctx):
         image = inputs[0]
         check_hwc("resize", image)
@@ -184,13 +214,11 @@ class Resize(Operator):
         accumulation differs).
         """
         batch = inputs[0]
-        images = list(batch)
-        for image in images:
-            check_hwc("resize", image)
-        sizes = [self.target_size(image.shape[1], image.shape[0]) for image in images]
+        shapes = hwc_shapes("resize", batch)
+        sizes = self.target_sizes(shapes[:, 1], shapes[:, 0])
         in_dtype = launch.uniform_dtype(batch)
         out_dtype = self.dtype if self.dtype is not None else in_dtype
-        out_elements = sum(w * h * image.shape[2] for (w, h), image in zip(sizes, images, strict=True))
+        out_elements = int((sizes[:, 0] * sizes[:, 1] * shapes[:, 2]).sum())
         if (
             in_dtype is None
             or in_dtype.kind not in "iuf"
@@ -200,5 +228,4 @@ class Resize(Operator):
             return super().run_batch(xp, inputs, args, ctxs)
         from ..kernels.resample import resample_batch
 
-        packed = launch.pack(xp, batch, "resize")
-        return resample_batch(xp, packed, sizes, antialias=self.antialias, dtype=out_dtype)
+        return resample_batch(xp, launch.pack(xp, batch, "resize"), sizes, antialias=self.antialias, dtype=out_dtype)

@@ -156,3 +156,19 @@ def test_a_pipelines_gpu_stage_runs_the_kernels(xp, tmp_path, ragged):
     gpu, cpu = _stage_pipeline(files, "gpu"), _stage_pipeline(files, "cpu")
     assert gpu.shape == cpu.shape == (3, 3, 8, 8)
     np.testing.assert_allclose(gpu, cpu, rtol=0, atol=2 / 50 + 1e-5)  # resize: 2 grey levels, std 50
+
+
+def test_packed_batches_and_allocations_without_a_call_per_sample():
+    samples = [np.arange(12, dtype=np.float32).reshape(2, 2, 3), np.arange(6, dtype=np.float32).reshape(1, 2, 3)]
+    packed = launch.pack(np, samples, "test")
+    assert launch.pack(np, packed, "test") is packed
+    assert packed.shapes.tolist() == [[2, 2, 3], [1, 2, 3]] and packed.offsets.tolist() == [0, 12]
+    assert packed.sizes.tolist() == [12, 6] and launch.elements(packed) == 18
+    assert launch.uniform_dtype(packed) == np.float32 and launch.shapes_of(packed) is packed.shapes
+    assert len(packed) == 2 and all(np.array_equal(a, b) for a, b in zip(packed.samples(), samples))
+    flat, offsets, batch = launch.allocate(np, np.array([[2, 3], [2, 3]]), np.uint8)
+    assert batch.shape == (2, 2, 3) and flat.base is batch or flat.size == 12
+    flat, offsets, ragged = launch.allocate(np, np.array([[2, 3], [1, 4]]), np.uint8)
+    assert isinstance(ragged, launch.Packed) and offsets.tolist() == [0, 6] and flat.size == 10
+    dense = np.zeros((3, 4, 5), np.uint8)
+    assert launch.shapes_of(dense).tolist() == [[4, 5]] * 3

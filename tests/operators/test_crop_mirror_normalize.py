@@ -220,3 +220,25 @@ def test_one_pass_into_a_batch_row_equals_compute(kwargs, mirror):
     np.testing.assert_array_equal(batch[1], expected)
     assert np.all(batch[0] == 7)
     np.testing.assert_array_equal(op.run_sample([image], {}, ctx), expected)
+
+
+def test_batch_windows_and_mirrors_are_each_samples():
+    """The GPU stage computes every sample's window and mirror flag as arrays: the same as the
+    per-sample rule, including DALI's rounding of the anchor and per-sample positions."""
+    from raypipe.operators.crop_mirror_normalize import CropMirrorNormalize
+
+    op = CropMirrorNormalize("gpu", 0, crop=(5, 4))
+    rng = np.random.default_rng(3)
+    shapes = np.array([[9, 7, 3], [5, 4, 3], [12, 30, 3], [8, 8, 1]])
+    args = {
+        "crop_pos_x": [np.array([v], np.float32) for v in rng.random(4)],
+        "crop_pos_y": [np.array([v], np.float32) for v in [0.5, 0.0, 1.0, 0.25]],
+        "mirror": [np.array([v], np.int32) for v in (1, 0, 1, 0)],
+    }
+    windows = op._windows(shapes, args)
+    for i, shape in enumerate(shapes.tolist()):
+        sample = {k: v[i] for k, v in args.items()}
+        assert tuple(windows[i].tolist()) == op._window(np.zeros(shape), sample)
+    assert op._mirrored_batch(args, 4).tolist() == [True, False, True, False]
+    with pytest.raises(rp.errors.ArgumentError, match=r"crop_pos_x must be in \[0, 1\]"):
+        op._windows(shapes[:1], {"crop_pos_x": [np.array([1.5])]})

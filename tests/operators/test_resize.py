@@ -249,3 +249,29 @@ def test_non_image_input_names_the_shape(jpeg_files):
 
     with pipe() as p, pytest.raises(rp.SampleError, match=r"resize: expects a non-empty HWC image, got shape \(\d+,\)"):
         p.run()
+
+
+@settings(max_examples=200, deadline=None)
+@given(
+    sizes=st.lists(st.tuples(st.integers(1, 900), st.integers(1, 900)), min_size=1, max_size=6),
+    target=st.sampled_from(
+        [
+            {"resize_shorter": 256.0},
+            {"resize_longer": 300.0, "max_size": [0, 280.0]},
+            {"resize_x": 224.0},
+            {"resize_y": 97.5},
+            {"resize_x": 64.0, "resize_y": 48.0, "mode": "stretch"},
+            {"resize_x": 64.0, "resize_y": 48.0, "mode": "not_smaller", "max_size": [70.0, 0]},
+            {"resize_x": 64.0, "resize_y": 48.0, "mode": "not_larger"},
+            {"resize_x": 120.0, "max_size": [90.0, 100.0]},
+        ]
+    ),
+)
+def test_batch_sizes_are_each_samples_size(sizes, target):
+    """The GPU stage sizes a whole batch at once (``target_sizes``): the same integers as the
+    per-sample rule the host path uses."""
+    op = Resize("gpu", 0, **target)
+    widths = np.array([w for w, _ in sizes])
+    heights = np.array([h for _, h in sizes])
+    expected = [list(op.target_size(w, h)) for w, h in sizes]
+    assert op.target_sizes(widths, heights).tolist() == expected

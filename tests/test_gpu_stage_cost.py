@@ -1,0 +1,95 @@
+"""The GPU path's host work per batch does not grow with the batch.
+
+A whole pipeline (random-crop decode in the Mixed stage, resize and crop_mirror_normalize in the GPU
+stage) runs with ``RAYPIPE_DEVICE=simulator``: its graph is staged as on a GPU and its kernels run
+in numba's CUDA simulator. For batch 4 and batch 32 the GPU stage's kernel launches and the Python
+function calls it makes outside the simulator are counted per batch: they must be equal.
+"""
+
+from __future__ import annotations
+
+import sys
+import threading
+
+import pytest
+
+import raypipe as rp
+from raypipe import fn, types
+from raypipe.backend import gpu_available
+from raypipe.datasets import make_jpeg_folder
+from raypipe.executor import Executor
+from raypipe.kernels import launch
+
+pytestmark = pytest.mark.skipif(gpu_available(), reason="counts the simulated GPU stage of a machine without a GPU")
+
+
+_RUN_GPU = Executor._run_gpu
+
+
+class _Counter:
+    """Counts Python and C function calls in the threads it profiles, and the kernel launches; the
+    calls inside a launch (the simulator running every GPU thread in Python) are not counted."""
+
+    def __init__(self) -> None:
+        self.calls = 0
+        self.launches = 0
+        self._inside: dict[int, object] = {}
+
+    def profile(self, frame, event, arg) -> None:
+        thread = threading.get_ident()
+        inside = self._inside.get(thread)
+        if inside is not None:
+            if event == "return" and frame is inside:
+                del self._inside[thread]
+            return
+        if event == "call" and frame.f_code is launch.launch.__code__:
+            self.launches += 1
+            self._inside[thread] = frame
+        if event in ("call", "c_call"):
+            self.calls += 1
+
+
+def _count_gpu_stage(monkeypatch, files: list[str], batch_size: int, batches: int) -> list[tuple[int, int]]:
+    """Per batch after the first, ``(launches, calls)`` of the GPU stage's step."""
+    counts: list[tuple[int, int]] = []
+
+    def counted(self, *args):
+        counter = _Counter()
+        sys.setprofile(counter.profile)
+        try:
+            return _RUN_GPU(self, *args)
+        finally:
+            sys.setprofile(None)
+            counts.append((counter.launches, counter.calls))
+
+    monkeypatch.setattr(Executor, "_run_gpu", counted)
+
+    @rp.pipeline_def(batch_size=batch_size, num_threads=1, seed=3, device_id=0, prefetch_queue_depth=1)
+    def pipe_def():
+        jpegs, labels = fn.readers.file(files=files, random_shuffle=True, name="Reader")
+        images = fn.decoders.image_random_crop(jpegs, device="mixed")
+        images = fn.resize(images, resize_x=8, resize_y=8)
+        images = fn.crop_mirror_normalize(
+            images, mirror=fn.random.coin_flip(), dtype=types.FLOAT, mean=[100.0] * 3, std=[50.0] * 3
+        )
+        return images, labels
+
+    with pipe_def() as pipe:
+        report = pipe.device_report()
+        assert report["kernels"]["path"] == "simulator", report
+        assert set(report["operators"].values()) == {"simulator"}, report
+        for _ in range(batches):
+            (images, _) = pipe.run()
+            assert images.device == "gpu" and images.as_tensor().shape == (batch_size, 3, 8, 8)
+    return counts[1:batches]
+
+
+def test_gpu_stage_host_work_is_the_same_for_batch_4_and_32(tmp_path, monkeypatch):
+    monkeypatch.setenv("RAYPIPE_DEVICE", "simulator")
+    assert launch.simulator_enabled(), "tests/conftest.py enables the CUDA simulator when no GPU is usable"
+    files = make_jpeg_folder(str(tmp_path), num_classes=2, per_class=32, size=(12, 10), progress=False)
+    small = _count_gpu_stage(monkeypatch, files, 4, 3)
+    large = _count_gpu_stage(monkeypatch, files, 32, 2)
+    launches = {c[0] for c in small + large}
+    assert launches == {3}, f"resize's two passes and the fused crop_mirror_normalize, per batch: {small} {large}"
+    assert {c[1] for c in small} == {c[1] for c in large}, f"Python calls per batch, batch 4: {small}, 32: {large}"
