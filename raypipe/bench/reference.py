@@ -8,7 +8,7 @@ import io
 import numpy as np
 from PIL import Image
 
-from raypipe.operators.crop_window import random_crop_window
+from raypipe.operators.crop_window import DRAWS, random_crop_window
 from raypipe.presets import IMAGENET_MEAN, IMAGENET_STD
 
 SIZE = 224
@@ -20,7 +20,7 @@ def reference_sample(source: str | bytes, rng: np.random.Generator) -> np.ndarra
     """Decode a JPEG (a path or its bytes), take a random-area crop resized to 224x224 in one
     Pillow call (``resize(box=...)``), mirror it half the time and normalize it to float32 CHW."""
     image = Image.open(source if isinstance(source, str) else io.BytesIO(source)).convert("RGB")
-    x, y, w, h = random_crop_window(*image.size, (0.08, 1.0), (3 / 4, 4 / 3), 10, rng)
+    x, y, w, h = random_crop_window(*image.size, (0.08, 1.0), (3 / 4, 4 / 3), rng.random((DRAWS, 10)))
     array = np.asarray(image.resize((SIZE, SIZE), Image.BILINEAR, box=(x, y, x + w, y + h)))
     if rng.random() < 0.5:
         array = array[:, ::-1]
