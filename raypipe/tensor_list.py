@@ -23,12 +23,14 @@ class TensorList:
     batch whose samples share a shape; ``tl.as_cpu()`` brings a GPU batch to the
     host; ``tl[i]`` and ``tl.at(i)`` are one sample, and iterating gives every sample.
     Where DALI returns a ``Tensor`` (``tl[i]``, ``as_tensor()``, ``as_reshaped_tensor()``)
-    this returns the array itself (numpy on the host, cupy on the GPU).
+    this returns the array itself (numpy on the host, cupy on the GPU). A ragged batch of the GPU
+    stage stays one :class:`~raypipe.kernels.launch.Packed` buffer: a sample is a view made when
+    asked for, and ``as_cpu()`` copies the buffer once.
     """
 
-    def __init__(self, samples: Sequence[Any] | Any, device: str, layout: str = ""):
-        if isinstance(samples, (list, tuple)):
-            self._samples = list(samples)
+    def __init__(self, samples: Sequence[Any] | Packed | Any, device: str, layout: str = ""):
+        if isinstance(samples, (list, tuple, Packed)):
+            self._samples = samples if isinstance(samples, Packed) else list(samples)
             self._dense = None
         else:
             self._dense = samples
@@ -47,11 +49,13 @@ class TensorList:
     ) -> TensorList:
         """Stack samples into one dense array when their shapes and dtypes agree (into
         ``allocate(shape, dtype)`` when given, for host samples); an array that already holds
-        the whole batch is taken as it is, and a packed batch of the GPU stage
-        (:class:`raypipe.kernels.launch.Packed`) becomes its samples."""
+        the whole batch is taken as it is, and so is a packed batch of the GPU stage
+        (:class:`raypipe.kernels.launch.Packed`; viewed as one array when its shapes agree)."""
         if isinstance(samples, Packed):
-            samples = samples.samples()
-        elif not isinstance(samples, (list, tuple)):
+            if len(samples) and _same_shapes(samples.shapes):
+                return cls(samples.data.reshape(len(samples), *samples.shapes[0].tolist()), device, layout)
+            return cls(samples, device, layout)
+        if not isinstance(samples, (list, tuple)):
             return cls(samples, device, layout)
         if samples and _uniform(samples):
             first = samples[0]
@@ -82,12 +86,16 @@ class TensorList:
 
     def is_dense_tensor(self) -> bool:
         """True when every sample has the same shape and dtype."""
+        if isinstance(self._samples, Packed):
+            return bool(len(self._samples)) and _same_shapes(self._samples.shapes)
         return self._dense is not None or (bool(self._samples) and _uniform(self._samples))
 
     def shape(self) -> list[tuple[int, ...]]:
         """Shape of every sample."""
         if self._dense is not None:
             return [tuple(self._dense.shape[1:])] * len(self._dense)
+        if isinstance(self._samples, Packed):
+            return [tuple(shape) for shape in self._samples.shapes.tolist()]
         return [tuple(s.shape) for s in self._samples]
 
     def ndim(self) -> int:
@@ -126,8 +134,8 @@ class TensorList:
         if self._dense is None:
             if not self._samples:
                 raise ValueError("empty batch has no dense form")
-            if not _uniform(self._samples):
-                shapes = sorted({tuple(s.shape) for s in self._samples})[:4]
+            if not self.is_dense_tensor():
+                shapes = sorted(set(self.shape()))[:4]
                 raise ValueError(
                     f"samples have different shapes ({shapes}...); "
                     "resize/crop them to one size or read them with .at(i)"
@@ -151,6 +159,9 @@ class TensorList:
             return self
         if self._dense is not None:
             return TensorList(to_host(self._dense), "cpu", self._layout)
+        if isinstance(self._samples, Packed):
+            packed = self._samples
+            return TensorList(Packed(to_host(packed.data), packed.shapes, packed.offsets), "cpu", self._layout)
         return TensorList([to_host(s) for s in self._samples], "cpu", self._layout)
 
     def as_array(self) -> np.ndarray:
@@ -176,6 +187,11 @@ class TensorList:
 def _uniform(samples: Sequence[Any]) -> bool:
     """Whether every sample has the same shape and dtype (one set comprehension, no call per sample)."""
     return len({(s.shape, s.dtype) for s in samples}) == 1
+
+
+def _same_shapes(shapes: Any) -> bool:
+    """Whether every row of an ``(n, ndim)`` shape array is the same."""
+    return bool((shapes == shapes[0]).all())
 
 
 def _module_of(array: Any):

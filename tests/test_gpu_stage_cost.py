@@ -8,9 +8,6 @@ function calls it makes outside the simulator are counted per batch: they must b
 
 from __future__ import annotations
 
-import sys
-import threading
-
 import pytest
 
 import raypipe as rp
@@ -19,6 +16,7 @@ from raypipe.backend import gpu_available
 from raypipe.datasets import make_jpeg_folder
 from raypipe.executor import Executor
 from raypipe.kernels import launch
+from tests.kernels.counting import counting
 
 pytestmark = pytest.mark.skipif(gpu_available(), reason="counts the simulated GPU stage of a machine without a GPU")
 
@@ -26,41 +24,15 @@ pytestmark = pytest.mark.skipif(gpu_available(), reason="counts the simulated GP
 _RUN_GPU = Executor._run_gpu
 
 
-class _Counter:
-    """Counts Python and C function calls in the threads it profiles, and the kernel launches; the
-    calls inside a launch (the simulator running every GPU thread in Python) are not counted."""
-
-    def __init__(self) -> None:
-        self.calls = 0
-        self.launches = 0
-        self._inside: dict[int, object] = {}
-
-    def profile(self, frame, event, arg) -> None:
-        thread = threading.get_ident()
-        inside = self._inside.get(thread)
-        if inside is not None:
-            if event == "return" and frame is inside:
-                del self._inside[thread]
-            return
-        if event == "call" and frame.f_code is launch.launch.__code__:
-            self.launches += 1
-            self._inside[thread] = frame
-        if event in ("call", "c_call"):
-            self.calls += 1
-
-
 def _count_gpu_stage(monkeypatch, files: list[str], batch_size: int, batches: int) -> list[tuple[int, int]]:
     """Per batch after the first, ``(launches, calls)`` of the GPU stage's step."""
     counts: list[tuple[int, int]] = []
 
     def counted(self, *args):
-        counter = _Counter()
-        sys.setprofile(counter.profile)
-        try:
-            return _RUN_GPU(self, *args)
-        finally:
-            sys.setprofile(None)
-            counts.append((counter.launches, counter.calls))
+        with counting() as cost:
+            result = _RUN_GPU(self, *args)
+        counts.append(cost.pair())
+        return result
 
     monkeypatch.setattr(Executor, "_run_gpu", counted)
 

@@ -8,6 +8,7 @@ import pytest
 
 import raypipe as rp
 from raypipe import fn, types
+from raypipe.kernels import launch
 from raypipe.tensor_list import TensorList
 
 
@@ -68,6 +69,23 @@ def test_dense_and_ragged_conversions(batch):
     assert dense.dtype is types.UINT8 and labels.dtype is types.INT32
     assert dense.ndim() == ragged.ndim() == 3 and labels.ndim() == 1
     assert dense.shape() == [(10, 12, 3)] * 4 and ragged.shape() == [s.shape for s in ragged]
+
+
+def test_a_packed_batch_stays_one_buffer_until_a_sample_is_asked_for():
+    samples = [np.arange(12, dtype=np.uint8).reshape(2, 2, 3), np.arange(6, dtype=np.uint8).reshape(1, 2, 3)]
+    packed = launch.pack(np, samples, "test")
+    tl = TensorList.from_samples(packed, "gpu", "HWC")
+    assert tl.shape() == [(2, 2, 3), (1, 2, 3)] and not tl.is_dense_tensor() and tl.ndim() == 3
+    assert tl.dtype is types.UINT8 and len(tl) == 2
+    assert all(np.array_equal(a, b) and np.shares_memory(a, packed.data) for a, b in zip(tl, samples, strict=True))
+    host = tl.as_cpu()
+    assert host.device == "cpu" and host.shape() == tl.shape() and np.array_equal(host[-1], samples[1])
+    with pytest.raises(ValueError, match="samples have different shapes"):
+        tl.as_tensor()
+    same = launch.pack(np, [samples[0], samples[0] + 1], "test")
+    dense = TensorList.from_samples(same, "gpu", "HWC")
+    assert dense.is_dense_tensor() and np.shares_memory(dense.as_tensor(), same.data)
+    assert np.array_equal(dense.as_tensor(), np.stack([samples[0], samples[0] + 1]))
 
 
 def test_a_list_of_samples_indexes_like_a_dense_batch():

@@ -3,7 +3,6 @@ its own flags, any element type, any of the operator's layouts (HWC, CHW, HW).""
 
 from __future__ import annotations
 
-from collections.abc import Sequence
 from types import ModuleType
 from typing import Any
 
@@ -44,11 +43,12 @@ def flip_batch(
     xp: ModuleType,
     packed: Packed,
     axes: tuple[int, int],
-    horizontal: Sequence[bool],
-    vertical: Sequence[bool],
+    horizontal: np.ndarray,
+    vertical: np.ndarray,
 ) -> Any:
     """Flip each sample of ``packed`` whose height and width are dimensions ``axes`` = (vertical
-    axis, horizontal axis), consecutive; one launch. Returns one ``(N, ...)`` array when every
+    axis, horizontal axis), consecutive, along each direction whose flag (``horizontal`` and
+    ``vertical``: one per sample) is set; one launch. Returns one ``(N, ...)`` array when every
     shape agrees, else a :class:`Packed` batch."""
     vertical_axis, horizontal_axis = axes
     if horizontal_axis != vertical_axis + 1:

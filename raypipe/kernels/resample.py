@@ -7,11 +7,11 @@ intermediate for uint8 images and the same final rounding (``floor(x + 0.5)``, s
 
 The filter weights are computed inside the kernels, per output position, from the sample's input
 extent, output extent and box, with the arithmetic of :func:`resample_weights` (float64 centres,
-tap ranges and triangle values, normalised, then rounded to float32): no table is built on the
-host or uploaded, whatever sizes the random crops take. They differ from the host path only in the
-order of float32 accumulation (and the normalising sum's order, at most one float32 step in a
-weight). All per-sample parameters are built as arrays for the whole batch: the host work of a
-batch does not grow with its size.
+tap ranges and triangle values, summed in tap order, normalised, then rounded to float32): the
+same float32 weights, and no table built on the host or uploaded, whatever sizes the random crops
+take. Results differ from the host path only in the order of float32 accumulation. All per-sample
+parameters are built as arrays for the whole batch: the host work of a batch does not grow with
+its size.
 """
 
 from __future__ import annotations
@@ -32,6 +32,23 @@ _SRC_OFF, _SRC_W, _DST_OFF, _DST_H, _DST_W, _CHANNELS, _AXIS, _CROSS, _TAP_BASE,
 # output step) and the filter scale (the triangle's support).
 _START, _SCALE, _SUPPORT = range(3)
 _ROWS, _COLS = 0, 1  # the axis a pass resamples
+
+
+if numba.config.ENABLE_CUDASIM:
+
+    @cuda.jit(device=True)
+    def _product(x, y):
+        """``x * y`` in float64 (the simulator computes it as the host does)."""
+        return x * y
+
+else:
+    from numba.cuda import libdevice
+
+    @cuda.jit(device=True)
+    def _product(x, y):
+        """``x * y`` rounded on its own: NVVM contracts a multiply and an add into one FMA by
+        default, which would move the centres off the host's float64 values."""
+        return libdevice.dmul_rn(x, y)
 
 
 @cuda.jit(device=True)
@@ -78,7 +95,7 @@ def _resample_pass(src, dst, params, filters, mode, lo, hi):
             pos = y
             base = src_off + (x + cross) * channels + c
             step = row_pitch
-        center = start + (pos + 0.5) * scale
+        center = start + _product(pos + 0.5, scale)
         low, high = _tap_range(center, support, in_size)
         norm = 0.0
         for t in range(low, high):

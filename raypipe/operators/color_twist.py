@@ -14,7 +14,6 @@ return the input unchanged (DALI's rounded 3-digit inverse moves white by up to 
 
 from __future__ import annotations
 
-import math
 from types import ModuleType
 from typing import Any
 
@@ -23,6 +22,7 @@ import numpy as np
 from ..kernels import launch
 from ..operator import Operator, Schema, as_scalar, check_number, register
 from ..types import DALIDataType
+from .batch_args import batch_numbers
 from .cast import parse_dtype, saturate_cast
 
 _OP = "color_twist"
@@ -31,12 +31,15 @@ RGB_TO_YIQ = np.array([[0.299, 0.587, 0.114], [0.596, -0.274, -0.321], [0.211, -
 YIQ_TO_RGB = np.linalg.inv(RGB_TO_YIQ)
 
 
-def twist_matrix(brightness: float, contrast: float, saturation: float, hue: float) -> np.ndarray:
-    """The linear part ``brightness * contrast * M`` of the colour twist (float64, 3x3)."""
-    h = math.radians(hue)
-    chroma = np.array([[1.0, 0.0, 0.0], [0.0, math.cos(h), math.sin(h)], [0.0, -math.sin(h), math.cos(h)]])
-    chroma[1:] *= saturation
-    return brightness * contrast * (YIQ_TO_RGB @ chroma @ RGB_TO_YIQ)
+def twist_matrices(brightness: np.ndarray, contrast: np.ndarray, saturation: np.ndarray, hue: np.ndarray) -> np.ndarray:
+    """The linear part ``brightness * contrast * M`` of the colour twist of each sample: ``(n, 3, 3)``
+    float64 from ``(n,)`` float64 arrays (one computation for the whole batch)."""
+    h = np.radians(hue)
+    cos, sin = np.cos(h) * saturation, np.sin(h) * saturation
+    chroma = np.zeros((len(h), 3, 3))
+    chroma[:, 0, 0] = 1.0
+    chroma[:, 1, 1], chroma[:, 1, 2], chroma[:, 2, 1], chroma[:, 2, 2] = cos, sin, -sin, cos
+    return (brightness * contrast)[:, None, None] * (YIQ_TO_RGB @ chroma @ RGB_TO_YIQ)
 
 
 @register
@@ -80,13 +83,7 @@ class ColorTwist(Operator):
         float16 step.
         """
         batch = inputs[0]
-        images = list(batch)
-        coeffs = np.empty((len(images), 10), dtype=np.float32)
-        for i, image in enumerate(images):
-            _check_rgb(image)
-            matrix, offset = self._coefficients({k: v[i] for k, v in args.items()}, image.dtype)
-            coeffs[i, :9] = matrix.astype(np.float32).reshape(-1)
-            coeffs[i, 9] = np.float32(offset)
+        _check_rgb_batch(batch)
         in_dtype = launch.uniform_dtype(batch)
         out_dtype = self.dtype if self.dtype is not None else in_dtype
         if (
@@ -98,15 +95,39 @@ class ColorTwist(Operator):
             return super().run_batch(xp, inputs, args, ctxs)
         from ..kernels.color_twist import color_twist_batch
 
+        values = {name: batch_numbers(_OP, args, name, default, len(batch)) for name, default in self.defaults.items()}
+        matrices, offsets = _twist_coefficients(values, in_dtype)
+        coeffs = np.concatenate([matrices.reshape(-1, 9), offsets[:, None]], axis=1).astype(np.float32)
         return color_twist_batch(xp, launch.pack(xp, batch, _OP), coeffs, out_dtype)
 
     def _coefficients(self, args: dict[str, Any], dtype: np.dtype) -> tuple[np.ndarray, float]:
         """This sample's matrix (float64, 3x3) and offset for an image of ``dtype``."""
         values = {
-            name: check_number(_OP, name, as_scalar(args.get(name, default))) for name, default in self.defaults.items()
+            name: np.array([check_number(_OP, name, as_scalar(args.get(name, default)))])
+            for name, default in self.defaults.items()
         }
-        half_range = 0.5 if np.dtype(dtype).kind == "f" else 128.0
-        return twist_matrix(**values), values["brightness"] * (1.0 - values["contrast"]) * half_range
+        matrices, offsets = _twist_coefficients(values, dtype)
+        return matrices[0], float(offsets[0])
+
+
+def _twist_coefficients(values: dict[str, np.ndarray], dtype: np.dtype) -> tuple[np.ndarray, np.ndarray]:
+    """Matrices ``(n, 3, 3)`` and offsets ``(n,)`` (float64) for ``(n,)`` arrays of each argument
+    (``values`` by name) and images of ``dtype``."""
+    half_range = 0.5 if np.dtype(dtype).kind == "f" else 128.0
+    brightness, contrast = values["brightness"], values["contrast"]
+    return twist_matrices(**values), brightness * (1.0 - contrast) * half_range
+
+
+def _check_rgb_batch(batch: Any) -> None:
+    """:func:`_check_rgb` of every sample (one check for a packed batch or a batch array)."""
+    if isinstance(batch, launch.Packed) or hasattr(batch, "ndim"):
+        shapes = launch.shapes_of(batch)
+        bad = [0] if shapes.shape[1] != 3 else np.flatnonzero(shapes[:, 2] != 3)
+        if len(bad):
+            _check_rgb(batch[int(bad[0])])
+        return
+    for image in batch:
+        _check_rgb(image)
 
 
 def _check_rgb(image: Any) -> None:

@@ -31,6 +31,18 @@ def _round_half_away(value: float) -> int:
     return int(math.copysign(math.floor(abs(value) + 0.5), value))
 
 
+def crop_anchors(
+    in_h: np.ndarray, in_w: np.ndarray, crop_h: int, crop_w: int, pos_x: np.ndarray, pos_y: np.ndarray
+) -> tuple[np.ndarray, np.ndarray]:
+    """:func:`crop_window` of a whole batch: ``(y0, x0)`` int64 arrays for arrays of image sizes
+    and float64 positions (the same float64 arithmetic and rounding, so the same integers)."""
+    return _round_half_away_array(pos_y * (in_h - crop_h)), _round_half_away_array(pos_x * (in_w - crop_w))
+
+
+def _round_half_away_array(values: np.ndarray) -> np.ndarray:
+    return (np.sign(values) * np.floor(np.abs(values) + 0.5)).astype(np.int64)
+
+
 def check_position(op: str, name: str, value: Any) -> float:
     """A relative crop position as a float in [0, 1]; ArgumentError otherwise."""
     pos = check_number(op, name, value)

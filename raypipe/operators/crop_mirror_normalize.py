@@ -22,8 +22,9 @@ from ..errors import ArgumentError
 from ..kernels import launch
 from ..operator import Operator, Schema, as_scalar, check_number, register
 from ..types import FLOAT, DALIDataType
+from .batch_args import batch_values
 from .cast import parse_dtype, saturate_cast
-from .crop import check_position, crop_window
+from .crop import check_position, crop_anchors, crop_window
 
 _OP = "crop_mirror_normalize"
 _LAYOUTS = ("CHW", "HWC")
@@ -34,11 +35,6 @@ def _uniform_rank(batch: Any) -> bool:
     if isinstance(batch, launch.Packed) or hasattr(batch, "ndim"):
         return True
     return len({sample.ndim for sample in batch}) == 1
-
-
-def _round_half_away(values: np.ndarray) -> np.ndarray:
-    """DALI's ``roundf``: halves away from zero, as int64 (:func:`raypipe.operators.crop.crop_window`)."""
-    return (np.sign(values) * np.floor(np.abs(values) + 0.5)).astype(np.int64)
 
 
 def _crop_size(crop: Any) -> tuple[int, int]:
@@ -226,15 +222,12 @@ class CropMirrorNormalize(Operator):
             raise ValueError(f"{_OP}: crop {crop_h}x{crop_w} exceeds the {heights[i]}x{widths[i]} image")
         pos_x = self._positions(args, "crop_pos_x", self.crop_pos_x, len(shapes))
         pos_y = self._positions(args, "crop_pos_y", self.crop_pos_y, len(shapes))
-        y0 = _round_half_away(pos_y * (heights - crop_h))
-        x0 = _round_half_away(pos_x * (widths - crop_w))
+        y0, x0 = crop_anchors(heights, widths, crop_h, crop_w, pos_x, pos_y)
         return np.stack([y0, x0, np.full_like(y0, crop_h), np.full_like(x0, crop_w)], axis=1)
 
     def _positions(self, args: dict[str, list[Any]], name: str, default: float, n: int) -> np.ndarray:
         """A per-sample crop position argument as a float64 array, checked to lie in [0, 1]."""
-        if name not in args:
-            return np.full(n, default)
-        values = np.asarray(args[name], dtype=np.float64).reshape(n, -1)[:, 0]
+        values = batch_values(args, name, default, n, np.dtype(np.float64))
         bad = np.flatnonzero(~((values >= 0.0) & (values <= 1.0)))
         if len(bad):
             raise ArgumentError(f"{_OP}: {name} must be in [0, 1], got {values[bad[0]]!r}")
@@ -242,9 +235,7 @@ class CropMirrorNormalize(Operator):
 
     def _mirrored_batch(self, args: dict[str, list[Any]], n: int) -> np.ndarray:
         """Every sample's mirror flag as a bool array (one conversion of the per-sample values)."""
-        if "mirror" not in args:
-            return np.full(n, self.mirror)
-        return np.asarray(args["mirror"]).reshape(n, -1)[:, 0].astype(bool)
+        return batch_values(args, "mirror", self.mirror, n, np.dtype(bool))
 
     def _run_batch_host(self, xp: ModuleType, windows: list[Any], mirrored: list[bool]) -> Any:
         """Stack the crop windows once, plain ones first and mirrored ones after, and normalize

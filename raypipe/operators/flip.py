@@ -5,9 +5,12 @@ from __future__ import annotations
 
 from typing import Any
 
+import numpy as np
+
 from ..errors import ArgumentError
 from ..kernels import launch
 from ..operator import Operator, Schema, as_scalar, register
+from .batch_args import batch_values
 
 # (vertical axis, horizontal axis) of each supported layout.
 AXES = {"HWC": (0, 1), "CHW": (1, 2), "HW": (0, 1)}
@@ -58,24 +61,32 @@ class Flip(Operator):
     def run_batch(self, xp, inputs, args, ctxs):
         """The whole batch in one kernel launch (:mod:`raypipe.kernels.flip`) when the kernels can
         take it, else sample by sample. The kernel copies elements, so it equals :meth:`run_sample`
-        exactly."""
+        exactly; the flags of the whole batch are two arrays."""
         batch = inputs[0]
-        images = list(batch)
-        for image in images:
-            self._check_rank(image)
+        self._check_ranks(batch)
         dtype = launch.uniform_dtype(batch)
         if dtype is None or dtype.kind not in "biuf" or not launch.available(xp, 2 * launch.elements(batch)):
             return super().run_batch(xp, inputs, args, ctxs)
-        sample_args = [{k: v[i] for k, v in args.items()} for i in range(len(images))]
         from ..kernels.flip import flip_batch
 
+        n = len(batch)
         return flip_batch(
             xp,
             launch.pack(xp, batch, "flip"),
             AXES[self.resolved_layout],
-            [self._flag(a, "horizontal") for a in sample_args],
-            [self._flag(a, "vertical") for a in sample_args],
+            batch_values(args, "horizontal", self.horizontal, n, np.dtype(bool)),
+            batch_values(args, "vertical", self.vertical, n, np.dtype(bool)),
         )
+
+    def _check_ranks(self, batch) -> None:
+        """:meth:`_check_rank` of every sample (one check for a packed batch or a batch array)."""
+        if isinstance(batch, launch.Packed) or hasattr(batch, "ndim"):
+            shapes = launch.shapes_of(batch)
+            if len(shapes) and shapes.shape[1] != len(self.resolved_layout):
+                self._check_rank(batch[0])
+            return
+        for image in batch:
+            self._check_rank(image)
 
     def _check_rank(self, image) -> None:
         layout = self.resolved_layout

@@ -30,6 +30,8 @@ def resample_weights(
     Returns ``(first, matrix)``: ``matrix`` is ``(out_size, n)`` float32 and applies to input
     indices ``first .. first + n - 1``; like Pillow, taps may reach outside the span (never
     outside the axis). ``antialias=False`` keeps the filter at unit support (plain bilinear).
+    Each row is normalised by its float64 sum taken in tap order, so the kernels, which compute
+    each output position's weights alone, give these float32 values exactly.
     """
     stop = float(in_size) if stop is None else float(stop)
     start, stop = float(np.float32(start)), float(np.float32(stop))
@@ -43,7 +45,7 @@ def resample_weights(
     taps = np.arange(first, last)
     weights = np.maximum(0.0, 1.0 - np.abs((taps[None, :] - centers[:, None] + 0.5) / filterscale))
     weights[(taps[None, :] < lows[:, None]) | (taps[None, :] >= highs[:, None])] = 0.0
-    totals = weights.sum(axis=1, keepdims=True)
+    totals = np.cumsum(weights, axis=1)[:, -1:]  # tap by tap, as Pillow (and the resampling kernels) sum
     weights = np.divide(weights, totals, out=np.zeros_like(weights), where=totals != 0)
     matrix = weights.astype(np.float32)
     matrix.flags.writeable = False

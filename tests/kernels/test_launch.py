@@ -18,7 +18,8 @@ import raypipe as rp
 from raypipe import fn
 from raypipe.backend import to_host
 from raypipe.kernels import launch
-from tests.kernels.helpers import on_device
+from raypipe.operator import Operator, Schema
+from tests.kernels.helpers import contexts, on_device
 
 
 @cuda.jit
@@ -172,3 +173,18 @@ def test_packed_batches_and_allocations_without_a_call_per_sample():
     assert isinstance(ragged, launch.Packed) and offsets.tolist() == [0, 6] and flat.size == 10
     dense = np.zeros((3, 4, 5), np.uint8)
     assert launch.shapes_of(dense).tolist() == [[4, 5]] * 3
+
+
+class _Negate(Operator):
+    """An operator with only ``compute``: the GPU stage runs it with the default ``run_batch``."""
+
+    schema = Schema("test_negate")
+
+    def compute(self, xp, inputs, args, ctx):
+        return -inputs[0]
+
+
+def test_the_per_sample_fallback_takes_a_packed_batch():
+    samples = [np.arange(6, dtype=np.float32).reshape(2, 3), np.arange(3, dtype=np.float32).reshape(1, 3)]
+    out = _Negate("gpu", 0).run_batch(np, [launch.pack(np, samples, "test")], {}, contexts(2))
+    assert [o.tolist() for o in out] == [(-s).tolist() for s in samples]

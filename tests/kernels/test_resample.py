@@ -33,32 +33,54 @@ def assert_within_tolerance(got: np.ndarray, ref: np.ndarray) -> None:
         np.testing.assert_allclose(got, ref, rtol=1e-5, atol=1e-4)
 
 
-@pytest.mark.parametrize(
-    ("in_size", "out_size", "start", "stop", "antialias"),
-    [
-        (24, 10, 0.0, 24.0, True),
-        (9, 20, 0.0, 9.0, True),
-        (30, 7, 4.0, 29.0, True),
-        (30, 7, 4.0, 29.0, False),
-        (17, 5, 2.5, 13.25, True),
-        (8, 8, 0.0, 8.0, True),
-    ],
-)
-def test_kernel_weights_are_the_host_weights(xp, in_size, out_size, start, stop, antialias):
-    """Each sample of a batch is a float32 row that is 1 at one source column and 0 elsewhere: the
-    resized row holds that column's weight for every output position, computed in the kernel.
-    Together they are the host's weight matrix, within one float32 step (the normalising sum may
-    add in another order)."""
+def _weights_in_kernels(xp, cases: list[tuple[int, int, float, float, bool]], antialias: bool) -> list[np.ndarray]:
+    """The weight matrices the kernels compute for ``cases`` of ``(in_size, out_size, start, stop,
+    along_x)``, all in one batch: each sample is an ``in_size`` x ``in_size`` identity image resized
+    along one axis (the other keeps its size, whose weights are exactly 1 and 0), so output position
+    ``o`` at source column (or row) ``t`` holds the weight of tap ``t`` for ``o``."""
+    images, sizes, boxes = [], [], []
+    for in_size, out_size, start, stop, along_x in cases:
+        images.append(np.eye(in_size, dtype=np.float32)[:, :, None])
+        sizes.append((out_size, in_size) if along_x else (in_size, out_size))
+        boxes.append((start, 0.0, stop, in_size) if along_x else (0.0, start, in_size, stop))
+    packed = launch.pack(xp, on_device(xp, images), "test")
+    out = resample_batch(xp, packed, np.array(sizes), np.array(boxes), antialias, np.float32)
+    return [got[:, :, 0].T if along_x else got[:, :, 0] for got, (*_, along_x) in zip(host_samples(out), cases)]
+
+
+def _host_weights(in_size: int, out_size: int, start: float, stop: float, antialias: bool) -> np.ndarray:
+    """:func:`resample_weights` as a dense ``(out_size, in_size)`` matrix."""
     first, matrix = resample_weights(in_size, out_size, start, stop, antialias)
-    rows = np.zeros((in_size, 1, in_size, 1), np.float32)
-    rows[np.arange(in_size), 0, np.arange(in_size), 0] = 1.0
-    packed = launch.pack(xp, xp.asarray(rows), "test")
-    sizes = np.tile([out_size, 1], (in_size, 1))
-    boxes = np.tile([start, 0.0, stop, 1.0], (in_size, 1))
-    out = to_host(resample_batch(xp, packed, sizes, boxes, antialias, np.float32))
     dense = np.zeros((out_size, in_size), np.float32)
     dense[:, first : first + matrix.shape[1]] = matrix
-    np.testing.assert_allclose(out[:, 0, :, 0].T, dense, rtol=2**-23, atol=1e-12)
+    return dense
+
+
+@pytest.mark.parametrize("antialias", [True, False])
+def test_kernel_weights_are_exactly_the_host_weights(xp, antialias):
+    """Whole axes, boxes inside and at the edges, fractional boxes, up- and downscaling, along
+    either axis (so both passes and both pass orders compute weights)."""
+    cases = [
+        (24, 10, 0.0, 24.0),
+        (9, 20, 0.0, 9.0),
+        (30, 7, 4.0, 29.0),
+        (17, 5, 2.5, 13.25),
+        (8, 8, 0.0, 8.0),
+        (1, 6, 0.0, 1.0),
+        (31, 1, 0.0, 31.0),
+        (12, 30, 11.0, 12.0),
+    ]
+    rng = np.random.default_rng(17)
+    for _ in range(48):
+        in_size = int(rng.integers(1, 33))
+        start = float(rng.choice([0.0, rng.integers(0, in_size), rng.uniform(0, in_size)]))
+        stop = float(rng.choice([in_size, rng.uniform(start, in_size)]))
+        stop = stop if stop > start else float(in_size)
+        cases.append((in_size, int(rng.integers(1, 33)), start, stop))
+    along = [bool(i % 2) for i in range(len(cases))]
+    got = _weights_in_kernels(xp, [(*case, x) for case, x in zip(cases, along, strict=True)], antialias)
+    for weights, case in zip(got, cases, strict=True):
+        np.testing.assert_array_equal(weights, _host_weights(*case, antialias), err_msg=str(case))
 
 
 def test_resize_ragged_uint8_batch_matches_pillow_in_both_pass_orders(xp, ragged):

@@ -242,3 +242,17 @@ def test_batch_windows_and_mirrors_are_each_samples():
     assert op._mirrored_batch(args, 4).tolist() == [True, False, True, False]
     with pytest.raises(rp.errors.ArgumentError, match=r"crop_pos_x must be in \[0, 1\]"):
         op._windows(shapes[:1], {"crop_pos_x": [np.array([1.5])]})
+
+
+def test_batch_crop_anchors_are_crop_window_for_each_sample():
+    """Anchors for a whole batch: the scalar rule's integers, ties (halves) and windows larger than
+    the image (negative anchors) included."""
+    from raypipe.operators.crop import crop_anchors, crop_window
+
+    rng = np.random.default_rng(4)
+    heights, widths = rng.integers(1, 60, 300), rng.integers(1, 60, 300)
+    pos_x = rng.choice([0.0, 0.5, 1.0, 0.25], 300)
+    pos_y = np.where(rng.random(300) < 0.5, 0.5, rng.random(300).astype(np.float32))
+    y0, x0 = crop_anchors(heights, widths, 17, 24, pos_x, pos_y)
+    expected = [crop_window(h, w, 17, 24, px, py) for h, w, px, py in zip(heights, widths, pos_x, pos_y, strict=True)]
+    assert list(zip(y0.tolist(), x0.tolist(), strict=True)) == expected
