@@ -188,3 +188,28 @@ def test_the_per_sample_fallback_takes_a_packed_batch():
     samples = [np.arange(6, dtype=np.float32).reshape(2, 3), np.arange(3, dtype=np.float32).reshape(1, 3)]
     out = _Negate("gpu", 0).run_batch(np, [launch.pack(np, samples, "test")], {}, contexts(2))
     assert [o.tolist() for o in out] == [(-s).tolist() for s in samples]
+
+
+def test_a_ragged_gpu_output_reaches_the_user_as_one_packed_batch(xp, tmp_path, ragged, monkeypatch):
+    """Decode in the Mixed stage, resize_shorter in the GPU stage (its kernels): the pipeline's
+    output keeps the kernels' packed batch; samples are views of it, as close to the host as resize."""
+    if xp is np:
+        monkeypatch.setenv("RAYPIPE_DEVICE", "simulator")
+    images = ragged(seed=12)
+    files = [str(tmp_path / f"{i}.png") for i in range(len(images))]
+    for image, path in zip(images, files, strict=True):
+        Image.fromarray(image).save(path)
+
+    @rp.pipeline_def(batch_size=len(files), num_threads=1, seed=3, device_id=0)
+    def pipe():
+        encoded, _ = fn.readers.file(files=files)
+        return fn.resize(fn.decoders.image(encoded, device="mixed"), resize_shorter=6)
+
+    with pipe() as p:
+        assert set(p.device_report()["operators"].values()) == {"simulator" if xp is np else "kernels"}
+        (out,) = p.run()
+    assert out.device == "gpu" and not out.is_dense_tensor()
+    assert out.shape() == [(6, 7, 3), (9, 6, 3), (6, 16, 3)]
+    for got, image in zip(out.as_cpu(), images, strict=True):
+        ref = np.asarray(Image.fromarray(image).resize(got.shape[1::-1], Image.BILINEAR))
+        assert np.abs(got.astype(np.int16) - ref).max() <= 2
