@@ -14,9 +14,11 @@
 # service (benchmarks/gpu_service_check.py: a Ray service to a torch rank through CUDA IPC against
 # the host path, memory over 3 epochs), bench (examples/bench_gpu.py, the GPU stage in the rank's
 # process and in a pipeline actor), cpu_costs (the CPU stage per sample, benchmarks/cpu_helpers.py).
-# Each step's whole output goes to $OUT/<step>.log (default OUT: a new folder under /tmp); the
-# last lines show here, and summary.tsv (step, status, exit code, seconds) ends the run. The exit
-# status is 0 only when every step passed. GPU_SESSION_STEPS="setup service" runs only those steps.
+# Each step's whole output goes to <step>.log in a folder of logs (LOGS, default a new folder under
+# /tmp), its last lines show here, and summary.tsv (step, status, exit code, seconds) ends the run.
+# After every step the logs are packed into $OUT/logs.tgz and the summary copied to $OUT (two
+# files: the device tool brings back at most eight). The exit status is 0 only when every step
+# passed. GPU_SESSION_STEPS="setup service" runs only those steps.
 set -uo pipefail
 
 ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
@@ -93,17 +95,17 @@ pytest_gpu() {
     local args files
     mapfile -t args < <(pytest_args)
     mapfile -t files < <(gpu_test_files)
-    "$PY" -m pytest "${args[@]}" -m gpu --junitxml="$OUT/pytest_gpu.xml" "${files[@]}"
+    "$PY" -m pytest "${args[@]}" -m gpu --junitxml="$LOGS/pytest_gpu.xml" "${files[@]}"
 }
 
 pytest_kernels() {
     local args
     mapfile -t args < <(pytest_args)
-    "$PY" -m pytest "${args[@]}" -m "not gpu" --junitxml="$OUT/pytest_kernels.xml" \
+    "$PY" -m pytest "${args[@]}" -m "not gpu" --junitxml="$LOGS/pytest_kernels.xml" \
         tests/kernels tests/actors tests/test_backend.py tests/test_gpu_decode.py
 }
 
-service() { "$PY" benchmarks/gpu_service_check.py --json "$OUT/service_check.json"; }
+service() { "$PY" benchmarks/gpu_service_check.py --json "$LOGS/service_check.json"; }
 
 bench() { "$PY" examples/bench_gpu.py --images 5120 --batch-size 256 --threads 4 --where both; }
 
@@ -125,34 +127,41 @@ step() {
     ((limit > left)) && limit=$left
     echo "== $name (at most ${limit} s)"
     began=$SECONDS
-    timeout -k 10 "$limit" bash "$SELF" --step "$name" >"$OUT/$name.log" 2>&1
+    timeout -k 10 "$limit" bash "$SELF" --step "$name" >"$LOGS/$name.log" 2>&1
     rc=$?
     case $rc in
         0) status=passed ;;
         124 | 137) status=timeout ;;
         *) status=failed ;;
     esac
-    tail -n "$TAIL" "$OUT/$name.log"
+    tail -n "$TAIL" "$LOGS/$name.log"
     printf '%s\t%s\t%s\t%s\n' "$name" "$status" "$rc" "$((SECONDS - began))" >>"$SUMMARY"
     echo "== $name: $status (exit $rc) in $((SECONDS - began)) s"
 }
 
+# What comes back from the device machine: the summary and every log, packed.
+bring_back() {
+    [[ -n ${OUT:-} ]] || return 0
+    cp "$SUMMARY" "$OUT/summary.tsv"
+    tar -czf "$OUT/logs.tgz" -C "$LOGS" . 2>/dev/null || true
+}
+
 if [[ ${1:-} == --step ]]; then
     cd "$ROOT" || exit 1
-    OUT=${OUT:?} && "$2"
+    LOGS=${LOGS:?} && "$2"
     exit
 fi
 
 cd "$ROOT" || exit 1
-OUT=${OUT:-$(mktemp -d "${TMPDIR:-/tmp}/raypipe-gpu-XXXXXX")}
-export OUT
-mkdir -p "$OUT"
+LOGS=${LOGS:-$(mktemp -d "${TMPDIR:-/tmp}/raypipe-gpu-XXXXXX")}
+export LOGS
+mkdir -p "$LOGS"
 BUDGET_S=${GPU_SESSION_BUDGET_S:-540}
 TAIL=${GPU_SESSION_TAIL:-12}
-SUMMARY="$OUT/summary.tsv"
+SUMMARY="$LOGS/summary.tsv"
 START=$SECONDS
 printf 'step\tstatus\texit\tseconds\n' >"$SUMMARY"
-echo "raypipe GPU session: output in $OUT, budget ${BUDGET_S} s"
+echo "raypipe GPU session: logs in $LOGS${OUT:+ (packed into $OUT/logs.tgz)}, budget ${BUDGET_S} s"
 
 declare -A LIMIT_S=([setup]=120 [machine]=60 [pytest_gpu]=150 [pytest_kernels]=100 [service]=120 [bench]=150
     [cpu_costs]=60)
@@ -165,9 +174,10 @@ for name in "${STEPS[@]}"; do
 done
 for name in "${STEPS[@]}"; do
     step "$name" "${LIMIT_S[$name]}"
+    bring_back
     [[ $name == setup || $name == machine ]] || ray_stop
 done
 
-echo "== summary ($((SECONDS - START)) s in all; logs in $OUT)"
+echo "== summary ($((SECONDS - START)) s in all; logs in $LOGS)"
 column -t -s $'\t' "$SUMMARY" 2>/dev/null || cat "$SUMMARY"
 ! grep -q -v -E $'\tpassed\t|^step\t' "$SUMMARY"

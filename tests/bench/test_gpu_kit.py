@@ -138,7 +138,16 @@ def test_the_kit_built_here_passes_the_check():
 
 
 def _session(tmp_path: Path, **env: str) -> subprocess.CompletedProcess:
-    environ = os.environ | {"OUT": str(tmp_path / "out"), "RAYPIPE_GPU_KIT": str(tmp_path / "no-kit")} | env
+    (tmp_path / "out").mkdir(exist_ok=True)
+    environ = (
+        os.environ
+        | {
+            "OUT": str(tmp_path / "out"),
+            "LOGS": str(tmp_path / "logs"),
+            "RAYPIPE_GPU_KIT": str(tmp_path / "no-kit"),
+        }
+        | env
+    )
     return subprocess.run(["bash", str(SESSION_SCRIPT)], capture_output=True, text=True, timeout=120, env=environ)
 
 
@@ -152,8 +161,11 @@ def test_a_failed_step_is_recorded_with_its_log_and_the_session_fails(tmp_path):
     (header, (name, status, code, _)) = _summary(tmp_path)
     assert header == ["step", "status", "exit", "seconds"]
     assert (name, status, code) == ("setup", "failed", "1")
-    assert "no Ray archive in" in (tmp_path / "out" / "setup.log").read_text()
+    assert "no Ray archive in" in (tmp_path / "logs" / "setup.log").read_text()
     assert "== setup: failed (exit 1)" in result.stdout
+    with tarfile.open(tmp_path / "out" / "logs.tgz") as packed:
+        assert {"./setup.log", "./summary.tsv"} <= set(packed.getnames())
+    assert sorted(path.name for path in (tmp_path / "out").iterdir()) == ["logs.tgz", "summary.tsv"]
 
 
 def test_steps_past_the_budget_are_skipped_and_unknown_steps_refused(tmp_path):
