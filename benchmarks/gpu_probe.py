@@ -52,6 +52,10 @@ def numba_kernel() -> str:
     import numpy as np
     from numba import config, cuda
 
+    from raypipe.kernels import numpy_aliases
+
+    restored = numpy_aliases.restore()
+
     @cuda.jit
     def add_one(a):
         a[0] += 1
@@ -60,7 +64,8 @@ def numba_kernel() -> str:
     add_one[1, 1](a)
     if a.copy_to_host()[0] != 1:
         raise RuntimeError("the kernel ran but wrote the wrong value")
-    return "compiled and ran a kernel" + (" (CUDA simulator)" if config.ENABLE_CUDASIM else "")
+    where = " (CUDA simulator)" if config.ENABLE_CUDASIM else ""
+    return f"compiled and ran a kernel{where}" + (f"; restored numpy.{', numpy.'.join(restored)}" if restored else "")
 
 
 def main() -> int:

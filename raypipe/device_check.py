@@ -26,6 +26,7 @@ import os
 import threading
 import warnings
 from dataclasses import dataclass, field
+from typing import Any
 
 import numpy as np
 
@@ -36,7 +37,9 @@ DECODE_ENV = "RAYPIPE_GPU_DECODE"
 #: differently, most pixels within 1-2 grey levels, a few more along sharp colour edges.
 DECODE_MEAN_TOLERANCE = 3.0
 DECODE_P99_TOLERANCE = 16
-#: nvImageCodec's GPU backends this checks, by the name the report uses.
+#: nvImageCodec's GPU backends this checks, by the name the report uses: "hw_gpu" the hardware JPEG
+#: decoder (HW_GPU_ONLY), "gpu" nvJPEG's CUDA decoder, which nvImageCodec files under HYBRID_CPU_GPU
+#: (Huffman decoding on the host, the rest on the GPU; its GPU_ONLY kind cannot create that decoder).
 GPU_BACKENDS = ("hw_gpu", "gpu")
 _EXTRA_HINT = "pip install raypipe[gpu-cu12] or raypipe[gpu-cu13], matching the CUDA major of the driver"
 
@@ -137,11 +140,17 @@ def describe_failure(exc: BaseException) -> str:
     return text
 
 
-@functools.cache
 def decoder(device_id: int) -> Check:
-    """Whether nvImageCodec decodes JPEGs on GPU ``device_id``, and with which GPU backends (cached)."""
+    """Whether nvImageCodec decodes JPEGs on GPU ``device_id``, and with which GPU backends (the
+    decode check is made once per device; ``RAYPIPE_GPU_DECODE=0`` is read at every call)."""
     if os.environ.get(DECODE_ENV, "").strip() == "0":
         return Check("decoder", False, f"{DECODE_ENV}=0")
+    return _decoder_check(device_id)
+
+
+@functools.cache
+def _decoder_check(device_id: int) -> Check:
+    """:func:`decoder`'s check of nvImageCodec on GPU ``device_id`` (cached)."""
     if not gpu_available():
         return Check("decoder", False, f"no usable GPU ({gpu_unavailable_reason()})")
     try:
@@ -167,12 +176,23 @@ def decoder(device_id: int) -> Check:
     return Check("decoder", True, detail, tuple(passed))
 
 
+def backend_of(nv: Any, name: str, load_hint: float = 1.0) -> Any:
+    """nvImageCodec's backend for one of :data:`GPU_BACKENDS` (``load_hint``: its share of a batch)."""
+    kind = nv.BackendKind.HW_GPU_ONLY if name == "hw_gpu" else nv.BackendKind.HYBRID_CPU_GPU
+    return nv.Backend(kind, load_hint=float(load_hint))
+
+
+def clear() -> None:
+    """Forget the checks made (for tests that change what they see)."""
+    kernels.cache_clear()
+    _decoder_check.cache_clear()
+
+
 def _decode_with(nv, device_id: int, backend: str, data: bytes):
     """``data`` decoded by nvImageCodec on ``device_id`` with one GPU backend only, on the host."""
     import cupy
 
-    kind = nv.BackendKind.HW_GPU_ONLY if backend == "hw_gpu" else nv.BackendKind.GPU_ONLY
-    decoder = nv.Decoder(device_id=device_id, backends=[nv.Backend(kind)], options=":fancy_upsampling=1")
+    decoder = nv.Decoder(device_id=device_id, backends=[backend_of(nv, backend)], options=":fancy_upsampling=1")
     image = decoder.decode(nv.CodeStream(np.frombuffer(data, np.uint8)))
     if image is None:
         return None

@@ -72,11 +72,11 @@ class GpuImageDecoder:
         self._nv = nv
         self._cp = cupy
         self.backends = check.backends
+        # the hardware decoder takes hw_load of a batch when nvJPEG's CUDA decoder can take the rest,
+        # else all of it (nvImageCodec would hand the rest to its CPU backend)
+        hw_share = float(hw_load) if "gpu" in check.backends else 1.0
         backends = [
-            nv.Backend(nv.BackendKind.HW_GPU_ONLY, load_hint=float(hw_load))
-            if name == "hw_gpu"
-            else nv.Backend(nv.BackendKind.GPU_ONLY)
-            for name in check.backends
+            device_check.backend_of(nv, name, hw_share if name == "hw_gpu" else 1.0) for name in check.backends
         ] + [nv.Backend(nv.BackendKind.CPU_ONLY)]
         self._decoder = nv.Decoder(
             device_id=device_id, max_num_cpu_threads=num_threads, backends=backends, options=":fancy_upsampling=1"

@@ -22,11 +22,9 @@ no_gpu = pytest.mark.skipif(gpu_available(), reason="checks the machine without 
 @pytest.fixture
 def fresh_checks():
     """The checks are cached per process: forget them around a test that changes their inputs."""
-    device_check.kernels.cache_clear()
-    device_check.decoder.cache_clear()
+    device_check.clear()
     yield
-    device_check.kernels.cache_clear()
-    device_check.decoder.cache_clear()
+    device_check.clear()
 
 
 def test_probe_jpeg_is_a_small_colour_jpeg_with_its_host_decode():
@@ -114,4 +112,4 @@ def test_on_a_gpu_the_kernels_and_the_decoder_prove_themselves(fresh_checks):
     assert kernels.ok, kernels.detail
     decoder = device_check.decoder(0)
     assert decoder.ok, decoder.detail
-    assert "gpu" in decoder.backends
+    assert set(decoder.backends) == set(device_check.GPU_BACKENDS), decoder.detail

@@ -155,13 +155,14 @@ def test_mixed_stage_host_decode_async_copy_and_flat_memory(jpeg_root, monkeypat
     monkeypatch.setenv("RAYPIPE_GPU_MEMORY_MB", "512")
 
     @rp.pipeline_def(batch_size=6, num_threads=2, seed=3)
-    def decode(root, device, device_id):
+    def decode(root, device):
         jpegs, labels = fn.readers.file(file_root=root, name="Reader")
         images = fn.decoders.image(jpegs, device=device)
         return images, fn.cast(images, dtype=types.FLOAT), labels
 
     totals = []
-    with decode(jpeg_root, "cpu", None) as cpu, decode(jpeg_root, "mixed", 0) as gpu:
+    with decode(jpeg_root, "cpu", device_id=None) as cpu, decode(jpeg_root, "mixed", device_id=0) as gpu:
+        gpu.build()
         assert not gpu._staged.deferred
         for _epoch in range(4):
             for _ in range(gpu.batches_per_epoch()):

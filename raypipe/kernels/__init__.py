@@ -7,6 +7,9 @@ them. Importing this package does not import numba: :func:`available` tells an o
 the kernels can take its batch, and the kernel modules are imported only after it says yes.
 """
 
+from . import numpy_aliases
 from .launch import available
+
+numpy_aliases.restore()
 
 __all__ = ["available"]

@@ -35,7 +35,7 @@ class HeldUntilCopied:
         self._lock = threading.Lock()
 
     def hold(self, source: Any, event: Any) -> None:
-        """Keep ``source`` until ``event`` (anything with ``query()``: a CUDA event) has passed."""
+        """Keep ``source`` until ``event`` (a cupy or torch CUDA event) has passed."""
         with self._lock:
             self._held.append((event, source))
         self.sweep()
@@ -43,11 +43,18 @@ class HeldUntilCopied:
     def sweep(self) -> None:
         """Drop the sources whose copies have finished."""
         with self._lock:
-            while self._held and self._held[0][0].query():
+            while self._held and _passed(self._held[0][0]):
                 self._held.popleft()
 
     def __len__(self) -> int:
         return len(self._held)
+
+
+def _passed(event: Any) -> bool:
+    """Whether the work before a CUDA event has finished: cupy's events say so with ``done``,
+    torch's with ``query()``."""
+    done = getattr(event, "done", None)
+    return bool(done) if done is not None else bool(event.query())
 
 
 _HELD = HeldUntilCopied()

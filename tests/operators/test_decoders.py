@@ -272,11 +272,12 @@ def test_device_result_checks_shape_cuts_ignored_regions_and_orders_channels():
 @pytest.mark.parametrize("decoder", ["image", "image_random_crop"])
 def test_mixed_decoders_decode_on_the_gpu_close_to_pillow(jpeg_files, decoder):
     @rp.pipeline_def(batch_size=4, num_threads=2, seed=11)
-    def pipe_def(device, device_id):
+    def pipe_def(device):
         jpegs, _ = fn.readers.file(files=jpeg_files[:8], name="Reader")
         return getattr(fn.decoders, decoder)(jpegs, device=device)
 
-    with pipe_def("cpu", None) as cpu, pipe_def("mixed", 0) as gpu:
+    with pipe_def("cpu", device_id=None) as cpu, pipe_def("mixed", device_id=0) as gpu:
+        gpu.build()
         assert gpu._staged.deferred and gpu._staged.host_nodes[1].op.deferred
         for _ in range(2):
             (ref,), (got,) = cpu.run(), gpu.run()

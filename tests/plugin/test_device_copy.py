@@ -9,8 +9,8 @@ from raypipe.backend import gpu_available
 from raypipe.plugin.device_copy import HeldUntilCopied, torch_dtype
 
 
-class _Signal:
-    """A stand-in with a CUDA event's ``query()`` that the test sets."""
+class _TorchSignal:
+    """A stand-in with a torch CUDA event's ``query()`` that the test sets."""
 
     def __init__(self) -> None:
         self.passed = False
@@ -19,9 +19,21 @@ class _Signal:
         return self.passed
 
 
-def test_sources_are_held_until_their_copies_ran_oldest_first():
+class _CupySignal:
+    """A stand-in with a cupy CUDA event's ``done`` (cupy events have no ``query()``)."""
+
+    def __init__(self) -> None:
+        self.passed = False
+
+    @property
+    def done(self) -> bool:
+        return self.passed
+
+
+@pytest.mark.parametrize("signal", [_TorchSignal, _CupySignal])
+def test_sources_are_held_until_their_copies_ran_oldest_first(signal):
     held = HeldUntilCopied()
-    first, second = _Signal(), _Signal()
+    first, second = signal(), signal()
     held.hold(np.zeros(3), first)
     held.hold(np.ones(3), second)
     assert len(held) == 2
