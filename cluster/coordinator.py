@@ -9,6 +9,7 @@ waiting), and nothing it does waits on a pipeline actor.
 
 from __future__ import annotations
 
+import dataclasses
 import os
 import threading
 import time
@@ -20,11 +21,11 @@ from actors.metrics_export import EXPORT_INTERVAL_S, export_rank
 from raypipe import log
 from raypipe.service_config import ServiceConfig
 
-from . import journal
+from . import journal, service_record
 from .coordinator_state import CoordinatorState
 from .helper_policy import choose_node, decide, stall_fraction
 from .helpers import HelperPlan, cluster_nodes, helper_index, start_helper
-from .naming import helper_name
+from .naming import NAMESPACE, helper_name, pipeline_actor_name
 from .placement import ActorLaunch
 from .rank_meter import RankMeter
 
@@ -46,6 +47,24 @@ def _busy_seconds(handles: dict[str, Any]) -> dict[str, float]:
     return out
 
 
+@dataclasses.dataclass(frozen=True)
+class Resize:
+    """The coordinator's answer to :meth:`Coordinator.resize`: the configuration now served, or
+    None and the ranks of the current group whose pipeline actors are still alive."""
+
+    config: ServiceConfig | None
+    alive: list[int]
+
+
+def _alive(actor_name: str) -> bool:
+    """Whether the named actor exists and is not dead (an actor goes with the rank that owns it)."""
+    try:
+        ray.get_actor(actor_name, namespace=NAMESPACE)
+    except ValueError:
+        return False
+    return True
+
+
 class Coordinator:
     """Records where each rank attached and which batches it acknowledged, and runs the service's
     CPU helpers: a fixed number, or as many as the ranks' stall asks for. Ranks start their
@@ -65,6 +84,8 @@ class Coordinator:
         self._exported: dict[int, float] = {}
         saved = journal.load(config.name) if ray.get_runtime_context().was_current_actor_reconstructed else None
         self._state = CoordinatorState.restore(saved) if saved else CoordinatorState()
+        if self._state.world_size is not None:  # a group of another size took over before the restart
+            self._config = dataclasses.replace(config, world_size=self._state.world_size)
         if saved:
             self._apply(("restart",))
             LOG.warning("service %r: coordinator restarted, state read back from its journal", config.name)
@@ -164,6 +185,26 @@ class Coordinator:
 
     def config(self) -> ServiceConfig:
         return self._config
+
+    def resize(self, world_size: int) -> Resize:
+        """Serve ``world_size`` ranks from now on: a training group of another size took over (Ray
+        Train restarted its workers in another number, or a run resumes from a checkpoint in more or
+        fewer processes). Positions are global, so the new group picks up where the checkpoint it
+        loads left off. Refused while a pipeline actor of the current group is alive (its rank's
+        process still runs): the answer names those ranks and the loader asks again."""
+        with self._lock:
+            if world_size != self._config.world_size:
+                alive = [r for r in range(self._config.world_size) if _alive(pipeline_actor_name(self._config.name, r))]
+                if alive:
+                    return Resize(None, alive)
+                self._config = dataclasses.replace(self._config, world_size=world_size)
+                service_record.save(self._config.name, self._config, self._launch)
+                self._apply(("resize", world_size))
+                for measured in (self._timing, self._stall, self._meters, self._exported):
+                    for rank in [r for r in measured if r >= world_size]:
+                        del measured[rank]
+                LOG.info("service %r: now serves %d ranks", self._config.name, world_size)
+            return Resize(self._config, [])
 
     def attach(self, rank: int, location: dict[str, Any]) -> None:
         """Rank ``rank`` trains at ``location`` (node, GPU), where it has started its pipeline

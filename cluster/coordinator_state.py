@@ -12,17 +12,20 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-JOURNALED = ("attach", "skip", "restart", "helper_added", "helper_removed")
+JOURNALED = ("attach", "skip", "restart", "resize", "helper_added", "helper_removed")
 DECISIONS_KEPT = 50
 
 
 @dataclass
 class CoordinatorState:
-    """Where each rank attached, skipped samples, restarts, and (not journaled) progress."""
+    """Where each rank attached, skipped samples, restarts, the world size when a training group
+    of another size took over (None: the size the service was started with), and (not journaled)
+    progress."""
 
     attached: dict[int, dict[str, Any]] = field(default_factory=dict)
     skipped: dict[tuple[int, int], str] = field(default_factory=dict)
     restarts: int = 0
+    world_size: int | None = None
     progress: dict[int, tuple[int, int]] = field(default_factory=dict)
     helpers: dict[str, str] = field(default_factory=dict)  # CPU helper name -> node
     decisions: list[dict[str, Any]] = field(default_factory=list)  # helper scaling, newest last
@@ -31,7 +34,8 @@ class CoordinatorState:
         """Apply ``event``; True when it must be journaled.
 
         ``("attach", rank, location)``, ``("skip", epoch, sample_index, source)``,
-        ``("restart",)``, ``("ack", rank, epoch, next_batch)``, ``("helper_added", name, node,
+        ``("restart",)``, ``("resize", world_size)`` (the ranks from ``world_size`` up are gone),
+        ``("ack", rank, epoch, next_batch)``, ``("helper_added", name, node,
         reason, time)``, ``("helper_removed", name, reason, time)``, ``("decision", action, reason,
         time)`` (a scaling decision that changed nothing; not journaled)."""
         kind, *args = event
@@ -47,6 +51,11 @@ class CoordinatorState:
             self.skipped[(epoch, sample_index)] = source
         elif kind == "restart":
             self.restarts += 1
+        elif kind == "resize":
+            (self.world_size,) = args
+            for ranks in (self.attached, self.progress):
+                for rank in [r for r in ranks if r >= self.world_size]:
+                    del ranks[rank]
         elif kind == "ack":
             rank, epoch, next_batch = args
             self.progress[rank] = (epoch, next_batch)
@@ -77,6 +86,7 @@ class CoordinatorState:
             "attached": {str(r): loc for r, loc in self.attached.items()},
             "skipped": [[e, i, src] for (e, i), src in sorted(self.skipped.items())],
             "restarts": self.restarts,
+            "world_size": self.world_size,
             "helpers": dict(self.helpers),
             "decisions": list(self.decisions),
         }
@@ -88,6 +98,7 @@ class CoordinatorState:
             attached={int(r): loc for r, loc in snapshot["attached"].items()},
             skipped={(e, i): src for e, i, src in snapshot["skipped"]},
             restarts=snapshot["restarts"],
+            world_size=snapshot.get("world_size"),
             helpers=dict(snapshot.get("helpers", {})),
             decisions=list(snapshot.get("decisions", [])),
         )

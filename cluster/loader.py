@@ -26,6 +26,7 @@ import ray
 from actors import host_ring, request_channel
 from actors.cuda_ipc import CopiedReleases, Importer, IpcArray, device_uuid
 from raypipe.errors import ArgumentError, RaypipeError
+from raypipe.service_config import ServiceConfig
 
 from . import object_store, service_record
 from .host_upload import HostUpload
@@ -40,6 +41,8 @@ SETTLE_TIMEOUT_S = 10.0
 #: at the end of every pass): one call per batch cost the coordinator about 1.3 ms of CPU and the
 #: rank about 0.6 ms, each batch.
 ACK_INTERVAL_S = 0.25
+#: How long a loader of another world size waits for the ranks of the group before it to go.
+RESIZE_WAIT_S = 30.0
 #: ``RAYPIPE_HOST_RING=0`` in a rank's environment keeps its host batches in the object store.
 HOST_RING_ENV = "RAYPIPE_HOST_RING"
 #: ``RAYPIPE_REQUEST_SOCKET=0`` keeps a rank's batch requests on Ray.
@@ -84,13 +87,11 @@ class Loader:
             raise RaypipeError(
                 f"loader: no raypipe service named {name!r} on this Ray cluster (start it with rp.serve)"
             )
+        if world_size < 1 or not 0 <= rank < world_size:
+            raise ArgumentError(f"loader: rank {rank} outside [0, {world_size})")
         self.config, launch = record
         if world_size != self.config.world_size:
-            raise ArgumentError(
-                f"loader: world_size={world_size} but service {name!r} serves {self.config.world_size} ranks"
-            )
-        if not 0 <= rank < world_size:
-            raise ArgumentError(f"loader: rank {rank} outside [0, {world_size})")
+            self.config = _resize(self._coordinator, name, self.config.world_size, world_size)
         self.name, self.rank, self.output, self.prefetch = name, rank, output, prefetch
         self.device = device
         self.location = locate_rank(device)
@@ -392,6 +393,24 @@ class _Acks:
         self._sent = time.monotonic()
 
 
+def _resize(coordinator: Any, name: str, serving: int, world_size: int) -> ServiceConfig:
+    """Have the service serve ``world_size`` ranks instead of ``serving`` (a training group of
+    another size took over), waiting at most :data:`RESIZE_WAIT_S` for the pipeline actors of the
+    group before it to go with their ranks' processes."""
+    deadline = time.monotonic() + RESIZE_WAIT_S
+    while True:
+        answer = ray.get(coordinator.resize.remote(world_size))
+        if answer.config is not None:
+            return answer.config
+        if time.monotonic() > deadline:
+            raise ArgumentError(
+                f"loader: world_size={world_size} but service {name!r} serves {serving} ranks, and ranks "
+                f"{answer.alive} of those still run (their pipeline actors are alive after {RESIZE_WAIT_S:g} s): "
+                "a group of another size takes over only once the one before it has gone"
+            )
+        time.sleep(0.2)
+
+
 def _wait_attached(attached: ray.ObjectRef, name: str, timeout_s: float, actor: Any) -> None:
     """Wait until the coordinator has recorded the rank's attachment (it may still be starting);
     when it cannot, stop the rank's new pipeline actor and say why."""
@@ -423,6 +442,49 @@ def _settle(refs: list, requests: request_channel.RequestClient | None) -> None:
         pass
 
 
-def loader(name: str, rank: int, world_size: int, **kwargs: Any) -> Loader:
-    """Open rank ``rank``'s loader of the service ``name`` (see :class:`Loader`)."""
-    return Loader(name, rank, world_size, **kwargs)
+def loader(name: str, rank: int | None = None, world_size: int | None = None, **kwargs: Any) -> Loader:
+    """Open rank ``rank``'s loader of the service ``name`` (see :class:`Loader`).
+
+    Inside a Ray Train worker, ``rank`` and ``world_size`` default to the worker's (from
+    ``ray.train.get_context()``), and a loader position saved in the checkpoint Ray Train restored
+    (:func:`raypipe.train.save`) is loaded: after a restart the loader continues where that
+    checkpoint left off, in whatever number of workers the group now has."""
+    in_train = ray_train_context()
+    if rank is None and world_size is None and in_train is not None:
+        rank, world_size = in_train.get_world_rank(), in_train.get_world_size()
+    elif rank is None or world_size is None:
+        raise ArgumentError(
+            "loader: give rank and world_size (both default to the worker's only inside a Ray Train worker), "
+            f"got rank={rank!r} and world_size={world_size!r}"
+        )
+    opened = Loader(name, rank, world_size, **kwargs)
+    if in_train is not None:
+        state = _checkpointed_state(name)
+        if state is not None:
+            opened.load_state_dict(state)
+    return opened
+
+
+def ray_train_context() -> Any | None:
+    """Ray Train's context when this process is one of its workers, else None."""
+    try:
+        from ray import train
+    except ImportError:
+        return None
+    try:
+        return train.get_context()
+    except RuntimeError:  # "get_context cannot be used outside of a Ray Train training function"
+        return None
+
+
+def _checkpointed_state(name: str) -> dict[str, Any] | None:
+    """The position of service ``name``'s loader in the checkpoint Ray Train restored, if any."""
+    from ray import train
+
+    from raypipe.train import load
+
+    checkpoint = train.get_checkpoint()
+    if checkpoint is None:
+        return None
+    with checkpoint.as_directory() as directory:
+        return load(directory, name)

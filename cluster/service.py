@@ -44,8 +44,19 @@ class Service:
 
     def __init__(self, name: str, config: ServiceConfig, coordinator):
         self.name = name
-        self.config = config
+        self._config = config
         self._coordinator = coordinator
+
+    @property
+    def config(self) -> ServiceConfig:
+        """The configuration served now: its world size is the training group's, which changes when
+        a group of another size takes over (``Coordinator.resize``)."""
+        if self._coordinator is not None:
+            try:
+                self._config = ray.get(self._coordinator.config.remote(), timeout=10)
+            except ray.exceptions.RayError:
+                pass  # the coordinator is restarting or gone: the last configuration seen
+        return self._config
 
     def _actors(self) -> dict[int, Any]:
         """The pipeline actors of the ranks attached so far, by rank."""

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from . import fn, ops, types
+from . import fn, ops, train, types
 from .batch_spec import BatchSpec
 from .errors import (
     ArgumentError,
@@ -39,6 +39,7 @@ __all__ = [
     "pipeline_def",
     "serve",
     "synthetic_loader",
+    "train",
     "types",
 ]
 __version__ = "0.1.0"

@@ -33,3 +33,15 @@ def test_a_snapshot_is_json_and_restores_everything_journaled():
     assert restored.attached == {3: HOME} and restored.skipped == {(0, 5): "a.jpg"} and restored.restarts == 1
     assert restored.progress == {}, "progress is not journaled: it refills as ranks acknowledge"
     assert restored.skipped_report() == {"count": 1, "files": ["a.jpg"]}
+
+
+def test_a_resize_is_journaled_forgets_the_ranks_gone_and_survives_a_restore():
+    state = CoordinatorState()
+    for rank in range(3):
+        state.apply(("attach", rank, {**HOME, "gpu": str(rank)}))
+        state.apply(("ack", rank, 0, 4))
+    assert state.apply(("resize", 2)) is True
+    assert state.world_size == 2 and sorted(state.attached) == [0, 1] and sorted(state.progress) == [0, 1]
+    restored = CoordinatorState.restore(json.loads(json.dumps(state.snapshot())))
+    assert restored.world_size == 2 and sorted(restored.attached) == [0, 1]
+    assert CoordinatorState.restore({"attached": {}, "skipped": [], "restarts": 0}).world_size is None

@@ -1,0 +1,177 @@
+"""Ray Train restarts and resizes carry the data position: a worker's death and a group of
+another size train every sample of every epoch exactly once (real Ray Train, real processes)."""
+
+from __future__ import annotations
+
+import collections
+import json
+from pathlib import Path
+
+import pytest
+import ray
+from ray.train import FailureConfig, RunConfig, ScalingConfig
+from ray.train.torch import TorchTrainer
+
+import raypipe as rp
+from cluster.naming import NAMESPACE
+from tests.cluster.pipelines import indexed
+from tests.cluster.train_worker import train_loop
+
+pytestmark = pytest.mark.slow
+
+
+@pytest.fixture(scope="module")
+def many_files(tmp_path_factory) -> list[str]:
+    """70 small JPEGs."""
+    from raypipe.datasets import make_jpeg_folder
+    from raypipe.operators.readers import list_file_root
+
+    root = str(tmp_path_factory.mktemp("train-jpegs"))
+    make_jpeg_folder(root, num_classes=2, per_class=35, size=(64, 48), progress=False)
+    return list_file_root(root)[0]
+
+
+def _serve(files: list[str], name: str, world: int):
+    return rp.serve(
+        indexed, name=name, world_size=world, seed=0, num_cpus_per_actor=0, replace=True, files=files,
+        shuffle="global", last_batch="pad",
+    )  # fmt: skip
+
+
+def _fit(name: str, tmp: Path, workers: int, **config):
+    """Train on ``workers`` workers in run ``name``: a run of a name that ran before resumes from
+    its latest checkpoint (Ray Train's restoration of a run), whatever its number of workers."""
+    (tmp / "logs").mkdir(exist_ok=True)
+    trainer = TorchTrainer(
+        train_loop,
+        train_loop_config={"service": name, "logs": str(tmp / "logs"), "epochs": 2, "every": 4} | config,
+        scaling_config=ScalingConfig(num_workers=workers, resources_per_worker={"CPU": 0.5}),
+        run_config=RunConfig(name=name, storage_path=str(tmp / "runs"), failure_config=FailureConfig(max_failures=1)),
+    )
+    return trainer.fit()
+
+
+def _processes(logs: Path) -> list[dict]:
+    """Each worker process's log: its start line and its steps, oldest group first."""
+    out = []
+    for path in sorted(logs.glob("*.jsonl")):
+        start, *steps = [json.loads(line) for line in path.read_text().splitlines()]
+        out.append({"start": start, "steps": steps, "restored": start["restored"]})
+    return out
+
+
+def _groups(processes: list[dict], sizes: list[int]) -> list[list[dict]]:
+    """The worker groups in the order they started, of the given sizes."""
+    ordered = sorted(processes, key=lambda p: p["start"]["began"])
+    out = []
+    for size in sizes:
+        out.append(sorted(ordered[:size], key=lambda p: p["steps"][0]["rank"]))
+        ordered = ordered[size:]
+    assert not ordered, f"more worker processes than groups of sizes {sizes}"
+    return out
+
+
+def _effective(groups: list[list[dict]]) -> tuple[list[dict], list[tuple[dict, dict]]]:
+    """The steps the final model rests on (each group's up to the checkpoint the next one started
+    from, then the last group's), and pairs of (abandoned, redone) steps of equal step and rank."""
+    kept, redone = [], []
+    for i, group in enumerate(groups):
+        steps = [s for p in group for s in p["steps"]]
+        if i + 1 < len(groups):
+            resumed_at = groups[i + 1][0]["restored"]
+            later = {(s["step"], s["rank"]): s for p in groups[i + 1] for s in p["steps"]}
+            redone += [(s, later.get((s["step"], s["rank"]))) for s in steps if s["step"] > resumed_at]
+            steps = [s for s in steps if s["step"] <= resumed_at]
+        kept += steps
+    return kept, redone
+
+
+def _assert_exactly_once(kept: list[dict], samples: int, epochs: int) -> None:
+    for epoch in range(epochs):
+        seen = collections.Counter(
+            i for s in kept if s["epoch"] == epoch for i, pad in zip(s["indices"], s["pad"]) if not pad
+        )
+        assert sorted(seen) == list(range(samples)) and set(seen.values()) == {1}, (epoch, seen)
+
+
+def _assert_released(name: str) -> None:
+    """No named actor of service ``name`` (coordinator, pipeline actors, helpers) left alive."""
+    alive = [
+        a["name"]
+        for a in ray.util.list_named_actors(all_namespaces=True)
+        if a["namespace"] == NAMESPACE and a["name"].startswith(f"{name}.")
+    ]
+    assert not alive, alive
+
+
+def test_a_worker_killed_mid_epoch_resumes_from_the_checkpoint_and_trains_every_sample_once(
+    cluster, many_files, tmp_path
+):
+    name = "train-fail"
+    files = many_files[:70]  # 2 ranks x batch 5: 7 steps an epoch; checkpoints at steps 4, 8, 12
+    svc = _serve(files, name, 2)
+    try:
+        result = _fit(name, tmp_path, 2, fail_at=6, fail_rank=1, settle_s=2.5)
+        assert result.error is None, result.error
+        groups = _groups(_processes(tmp_path / "logs"), [2, 2])
+        assert [p["restored"] for g in groups for p in g] == [0, 0, 4, 4], "one restart, from step 4"
+        kept, redone = _effective(groups)
+        _assert_exactly_once(kept, len(files), 2)
+        assert max(s["step"] for s in kept) == 14
+        assert {(s["step"], s["rank"]) for s, _ in redone} >= {(5, 0), (5, 1), (6, 1)}
+        for abandoned, again in redone:
+            assert again is not None and (abandoned["indices"], abandoned["digest"]) == (
+                again["indices"],
+                again["digest"],
+            ), "a redone step reads the same samples, byte for byte"
+        died = max(s["time"] for s in groups[0][1]["steps"] if s["rank"] == 1)
+        first = min(s["time"] for p in groups[1] for s in p["steps"])
+        loader_s = max(p["start"]["loader_ready"] - p["start"]["began"] for p in groups[1])
+        print(f"\ndeath to first batch after the restart: {first - died:.1f} s; opening the loader {loader_s:.1f} s")
+        assert svc.stats()["attached"].keys() == {0, 1}
+    finally:
+        svc.shutdown()
+    _assert_released(name)
+
+
+def test_a_checkpoint_of_two_workers_resumes_in_three_mid_epoch_exactly_once(cluster, many_files, tmp_path):
+    name = "train-resize"
+    files = many_files[:60]  # 2 ranks: 6 steps an epoch; stop after the checkpoint at step 4
+    svc = _serve(files, name, 2)
+    try:
+        first = _fit(name, tmp_path, 2, stop_at=4)
+        assert first.error is None and first.checkpoint is not None
+        second = _fit(name, tmp_path, 3)
+        assert second.error is None, second.error
+        groups = _groups(_processes(tmp_path / "logs"), [2, 3])
+        assert [g[0]["steps"][0]["world"] for g in groups] == [2, 3]
+        kept, _ = _effective(groups)
+        _assert_exactly_once(kept, len(files), 2)
+        counts = collections.Counter(
+            s["rank"] for s in groups[1][0]["steps"] + groups[1][1]["steps"] + groups[1][2]["steps"]
+        )
+        assert len(set(counts.values())) == 1, f"equal batch counts on the 3 ranks: {counts}"
+        assert svc.config.world_size == 3 and sorted(svc.stats()["attached"]) == [0, 1, 2]
+    finally:
+        svc.shutdown()
+    _assert_released(name)
+
+
+def test_a_group_of_another_size_waits_for_the_one_before_it(cluster, jpeg_files, monkeypatch):
+    import cluster.loader as loader_module
+
+    monkeypatch.setattr(loader_module, "RESIZE_WAIT_S", 1.0)
+    svc = _serve(jpeg_files[:20], "train-busy", 2)
+    try:
+        running = rp.loader("train-busy", rank=0, world_size=2, output="numpy")
+        with pytest.raises(
+            rp.ArgumentError, match=r"world_size=3 but service 'train-busy' serves 2 ranks, and ranks \[0\]"
+        ):
+            rp.loader("train-busy", rank=0, world_size=3, output="numpy")
+        del running
+        with pytest.raises(rp.ArgumentError, match="give rank and world_size"):
+            rp.loader("train-busy", rank=0)
+    finally:
+        svc.shutdown()
+    _assert_released("train-busy")
+    assert ray.is_initialized()
