@@ -17,7 +17,7 @@ PACKAGES = ("raypipe", "actors", "cluster")
 ONLY_ON_A_GPU = "raypipe/kernels/"  # numba kernels, imported by operators on a GPU only
 # a framework plugin imports its framework on load, as nvidia.dali.plugin.pytorch does; nothing
 # else in the packages imports the plugin, so the framework stays an extra
-FRAMEWORK_PLUGINS = {"raypipe/plugin/pytorch.py": "torch"}
+FRAMEWORK_PLUGINS = {"raypipe/plugin/pytorch.py": "torch", "raypipe/plugin/lightning.py": "lightning"}
 # import name -> distribution name, for every third-party module the packages import
 DISTRIBUTION = {
     "PIL": "pillow",
@@ -28,6 +28,7 @@ DISTRIBUTION = {
     "crc32c": "crc32c",
     "psutil": "psutil",
     "torch": "torch",
+    "lightning": "lightning",
     "cupy": "cupy-cuda13x",
     "numba": "numba",
     "nvidia": "nvidia-nvimgcodec-cu13",
