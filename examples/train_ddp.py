@@ -12,6 +12,13 @@ the cluster can hold fails at once, naming the resource. ``--cpu-helpers N`` (or
 adds CPU helper actors that run the pipelines' CPU stage on other CPUs of the cluster
 (CPU-only nodes first); the summary printed at the end shows them.
 
+Every ``--checkpoint-every`` steps the ranks report a Ray Train checkpoint holding the model, the
+optimizer and the loader's position (``rp.train.save``). ``--fail-at STEP`` makes the last rank
+kill its own process once at that step: Ray Train restarts the worker group from the last
+checkpoint (``FailureConfig(max_failures=1)``), each restarted rank's ``rp.loader`` re-attaches
+to the running service and resumes from the checkpoint's position, and the steps since that
+checkpoint are trained again on the same samples.
+
 The driver shows a progress bar over every rank's batches (from the service's acknowledged
 progress) and each rank's per-epoch results; Ray's own logs stay in Ray's log files
 (``--verbose`` shows them, and raypipe's INFO messages).
@@ -23,6 +30,7 @@ import argparse
 import logging
 import os
 import queue
+import signal
 import tempfile
 import threading
 import time
@@ -30,7 +38,17 @@ import time
 import ray
 import torch
 import torch.nn.functional as F
-from ray.train import FailureConfig, RunConfig, ScalingConfig, TrainingFailedError, get_context, report
+from ray.experimental import internal_kv
+from ray.train import (
+    Checkpoint,
+    FailureConfig,
+    RunConfig,
+    ScalingConfig,
+    TrainingFailedError,
+    get_checkpoint,
+    get_context,
+    report,
+)
 from ray.train.torch import TorchTrainer, prepare_model
 from ray.util.queue import Queue
 from tqdm import tqdm
@@ -55,14 +73,22 @@ def small_cnn(num_classes: int) -> torch.nn.Module:
 
 
 def train_loop(config: dict) -> None:
-    """One DDP rank: its loader, a DDP-wrapped model, SGD."""
+    """One DDP rank: its loader, a DDP-wrapped model, SGD, and every ``checkpoint_every`` steps a
+    checkpoint of the model, the optimizer and the loader's position. Rank, world size and, after a
+    restart, the position of the checkpoint Ray Train restored all reach ``rp.loader`` from Ray
+    Train, so a restarted group (of any size) picks up where that checkpoint left off."""
+    began = time.time()
+    loader = rp.loader(config["service"])
+    opened_s = time.time() - began
     ctx = get_context()
-    rank, world = ctx.get_world_rank(), ctx.get_world_size()
-    loader = rp.loader(config["service"], rank=rank, world_size=world)
+    rank = ctx.get_world_rank()
     model = prepare_model(small_cnn(config["classes"]))
     opt = torch.optim.SGD(model.parameters(), lr=0.05, momentum=0.9)
     device = next(model.parameters()).device
-    for epoch in range(config["epochs"]):
+    step = restore(model, opt)
+    restarted = step > 0 and rank == 0
+    resumed = (step, loader.epoch)
+    for epoch in range(loader.epoch, config["epochs"]):
         loader.set_epoch(epoch)
         start, seen, total = time.perf_counter(), 0, 0.0
         for images, labels in loader:
@@ -73,6 +99,15 @@ def train_loop(config: dict) -> None:
             opt.step()
             seen += len(labels)
             total += loss.item() * len(labels)
+            if restarted:
+                restarted = False
+                config["results"].put({"restart": _restart_line(config, *resumed, opened_s)})
+            step += 1
+            if step == config["fail_at"] and rank == ctx.get_world_size() - 1 and _first_failure(config):
+                config["results"].put({"failure": f"rank {rank} kills its own process at step {step} (--fail-at)"})
+                os.kill(os.getpid(), signal.SIGKILL)
+            if config["checkpoint_every"] and step % config["checkpoint_every"] == 0:
+                save(model, opt, loader, step, rank)
         metrics = {
             "epoch": epoch,
             "rank": rank,
@@ -85,6 +120,47 @@ def train_loop(config: dict) -> None:
         report(metrics)
 
 
+def save(model: torch.nn.Module, opt: torch.optim.Optimizer, loader, step: int, rank: int) -> None:
+    """Report a checkpoint: rank 0 writes the model, the optimizer, the step and the loader's
+    position (the same on every rank: the ranks step together); the others report no files."""
+    with tempfile.TemporaryDirectory() as directory:
+        if rank != 0:
+            report({"step": step})
+            return
+        torch.save({"model": model.state_dict(), "opt": opt.state_dict(), "step": step}, f"{directory}/model.pt")
+        rp.train.save(loader, directory)
+        report({"step": step}, checkpoint=Checkpoint.from_directory(directory))
+
+
+def restore(model: torch.nn.Module, opt: torch.optim.Optimizer) -> int:
+    """Load the model and the optimizer from the checkpoint Ray Train restored, if any; the step it
+    was made at (0 without one). The loader restored itself when it opened."""
+    checkpoint = get_checkpoint()
+    if checkpoint is None:
+        return 0
+    with checkpoint.as_directory() as directory:
+        saved = torch.load(f"{directory}/model.pt", map_location=next(model.parameters()).device)
+    model.load_state_dict(saved["model"])
+    opt.load_state_dict(saved["opt"])
+    return saved["step"]
+
+
+def _restart_line(config: dict, step: int, epoch: int, opened_s: float) -> str:
+    """What a restarted rank 0 says at its first batch: where it resumed and how long it took."""
+    died = internal_kv._internal_kv_get(_failure_key(config))
+    since = f"; first batch {time.time() - float(died):.1f} s after the rank died" if died else ""
+    return f"resumed from the checkpoint of step {step} in epoch {epoch}{since}; rp.loader opened in {opened_s:.1f} s"
+
+
+def _failure_key(config: dict) -> bytes:
+    return f"raypipe-demo/{config['run']}/died".encode()
+
+
+def _first_failure(config: dict) -> bool:
+    """True once per run: Ray's key-value store outlives the worker, and remembers when it died."""
+    return not internal_kv._internal_kv_put(_failure_key(config), str(time.time()), overwrite=False)
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--data", help="folder of class folders of JPEGs (default: generated)")
@@ -93,11 +169,27 @@ def main() -> None:
     parser.add_argument("--gpu", action="store_true", help="train on GPUs (nccl); default CPU (gloo)")
     parser.add_argument("--verbose", action="store_true", help="show Ray's logs and raypipe's INFO messages")
     parser.add_argument(
+        "--checkpoint-every", type=int, default=4, help="checkpoint model and loader every N steps (0: never)"
+    )
+    parser.add_argument(
+        "--fail-at",
+        type=int,
+        default=0,
+        help="the last rank kills its own process (SIGKILL) once at this step, to show the restart and resume",
+    )
+    parser.add_argument(
+        "--storage",
+        help="where Ray Train keeps checkpoints (default: a temporary folder; on several nodes a shared file "
+        "system or a bucket)",
+    )
+    parser.add_argument(
         "--cpu-helpers",
         default="0",
         help="CPU helper actors running the pipelines' CPU stage anywhere in the cluster: a number or 'auto'",
     )
     args = parser.parse_args()
+    if args.checkpoint_every < 0 or args.fail_at < 0:
+        parser.error("--checkpoint-every and --fail-at must be >= 0")
     cpu_helpers = args.cpu_helpers if args.cpu_helpers == "auto" else int(args.cpu_helpers)
     root = args.data or os.path.join(tempfile.gettempdir(), "raypipe-ddp-demo")
     if not args.data:
@@ -135,13 +227,27 @@ def main() -> None:
         cpu_helpers=cpu_helpers,
     )
     results = Queue()
+    run = f"ddp-demo-{time.strftime('%Y%m%d-%H%M%S')}"  # a new run: Ray Train resumes a run of the same name
     try:
         trainer = TorchTrainer(
             train_loop,
-            train_loop_config={"service": "ddp-demo", "epochs": args.epochs, "classes": classes, "results": results},
+            train_loop_config={
+                "service": "ddp-demo",
+                "run": run,
+                "epochs": args.epochs,
+                "classes": classes,
+                "results": results,
+                "checkpoint_every": args.checkpoint_every,
+                "fail_at": args.fail_at,
+            },
             scaling_config=ScalingConfig(num_workers=args.workers, use_gpu=args.gpu, resources_per_worker=per_worker),
-            # Ray Train waits 60 s for its workers' resources per attempt: give up after two.
-            run_config=RunConfig(failure_config=FailureConfig(controller_failure_limit=1)),
+            run_config=RunConfig(
+                name=run,
+                storage_path=args.storage or os.path.join(tempfile.gettempdir(), "raypipe-ddp-runs"),
+                # a worker group that fails restarts once from the last checkpoint; Ray Train waits 60 s
+                # for its workers' resources per attempt: give up after two
+                failure_config=FailureConfig(max_failures=1, controller_failure_limit=1),
+            ),
         )
         try:
             result = fit_with_progress(trainer, svc, args.epochs, results)
