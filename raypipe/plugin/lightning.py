@@ -47,19 +47,19 @@ class TrainBatches:
 
     def __init__(self, loader: Loader, trainer: Trainer):
         self.loader = loader
-        self._trainer = trainer
+        self.trainer = trainer
         self._loaded = False  # a checkpoint's position waits for the next iteration
 
     def __len__(self) -> int:
         """Batches in a whole epoch, equal on every rank."""
-        return self.loader.config.plan(self._trainer.current_epoch).num_batches
+        return self.loader.config.plan(self.trainer.current_epoch).num_batches
 
     def __iter__(self) -> Iterator[tuple[Any, ...]]:
         """The current epoch's batches; after ``load_state_dict``, those from the loaded position
         on. Lightning makes that iterator while its epoch counter may still name the epoch the
         checkpoint ended (a checkpoint at an epoch's last batch), and trains the next epoch on it."""
         if not self._loaded:
-            self.loader.set_epoch(self._trainer.current_epoch)
+            self.loader.set_epoch(self.trainer.current_epoch)
         self._loaded = False
         return iter(self.loader)
 
@@ -102,17 +102,19 @@ class RaypipeDataModule(LightningDataModule):
         return self._train.loader if self._train is not None else None
 
     def train_dataloader(self) -> TrainBatches:
-        """This rank's batches: its loader is opened on the first call and kept for the next ones."""
+        """This rank's batches: its loader is opened on the first call and kept for the next ones
+        (a later ``fit`` with another Trainer reads that trainer's epochs)."""
+        trainer = self.trainer
+        if trainer is None:
+            raise ArgumentError("RaypipeDataModule: train_dataloader() needs a Trainer (pass it to trainer.fit)")
         if self._train is None:
-            trainer = self.trainer
-            if trainer is None:
-                raise ArgumentError("RaypipeDataModule: train_dataloader() needs a Trainer (pass it to trainer.fit)")
             import raypipe as rp
 
             loader = rp.loader(
                 self.service_name, rank=trainer.global_rank, world_size=trainer.world_size, **self.loader_kwargs
             )
             self._train = TrainBatches(loader, trainer)
+        self._train.trainer = trainer
         return self._train
 
 

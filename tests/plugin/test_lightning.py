@@ -149,6 +149,58 @@ def test_bad_arguments_are_named_before_any_cluster_work():
     assert module.loader is None
 
 
+class _StandInLoader:
+    """What TrainBatches uses of a rank loader, recording the calls: 3 batches an epoch."""
+
+    def __init__(self):
+        self.config = SimpleNamespace(plan=lambda epoch: SimpleNamespace(num_batches=3))
+        self.calls = []
+
+    def set_epoch(self, epoch):
+        self.calls.append(("set_epoch", epoch))
+
+    def load_state_dict(self, state):
+        self.calls.append(("load_state_dict", state["epoch"]))
+
+    def state_dict(self):
+        return {"epoch": 1}
+
+    def __iter__(self):
+        self.calls.append(("iter",))
+        return iter([])
+
+
+def test_each_iteration_reads_the_trainers_epoch_unless_a_position_was_just_loaded(monkeypatch):
+    """Lightning loads a checkpoint's position, then makes the epoch's iterator while its epoch
+    counter may still name the epoch that checkpoint ended: that iteration follows the position."""
+    opened = []
+
+    def open_loader(*args, **kwargs):
+        opened.append((args, kwargs))
+        return _StandInLoader()
+
+    monkeypatch.setattr(rp, "loader", open_loader)
+    module = RaypipeDataModule("svc", prefetch=3)
+    module.trainer = SimpleNamespace(global_rank=1, world_size=2, current_epoch=0)
+    batches = module.train_dataloader()
+    assert opened == [(("svc",), {"rank": 1, "world_size": 2, "prefetch": 3})]
+    assert len(batches) == 3 and batches.state_dict() == {"epoch": 1}
+    iter(batches)
+    batches.load_state_dict({"epoch": 1})
+    iter(batches)
+    module.trainer = SimpleNamespace(global_rank=1, world_size=2, current_epoch=4)  # a later fit's trainer
+    assert module.train_dataloader() is batches and len(opened) == 1
+    iter(batches)
+    assert module.loader.calls == [
+        ("set_epoch", 0),
+        ("iter",),
+        ("load_state_dict", 1),
+        ("iter",),
+        ("set_epoch", 4),
+        ("iter",),
+    ]
+
+
 @pytest.mark.slow
 def test_ddp_fit_from_a_fresh_start_reads_every_sample_once_per_epoch(ray_address, jpeg_files, tmp_path):
     with _service("lightning-fresh", jpeg_files[:SAMPLES]):
