@@ -59,6 +59,10 @@ from raypipe import log
 from raypipe.datasets import make_jpeg_folder
 from raypipe.presets import resnet50_train
 
+#: How long after the last checkpoint Ray Train has surely registered it (its health check runs
+#: every RAY_TRAIN_HEALTH_CHECK_INTERVAL_S, 2 s by default).
+REGISTERED_S = float(os.environ.get("RAY_TRAIN_HEALTH_CHECK_INTERVAL_S", "2")) + 1.0
+
 
 def small_cnn(num_classes: int) -> torch.nn.Module:
     return torch.nn.Sequential(
@@ -105,6 +109,9 @@ def train_loop(config: dict) -> None:
             step += 1
             if step == config["fail_at"] and rank == ctx.get_world_size() - 1 and _first_failure(config):
                 config["results"].put({"failure": f"rank {rank} kills its own process at step {step} (--fail-at)"})
+                # Ray Train registers a reported checkpoint at its next health check (every 2 s): a
+                # rank that died sooner would restart from the checkpoint before the last
+                time.sleep(REGISTERED_S)
                 os.kill(os.getpid(), signal.SIGKILL)
             if config["checkpoint_every"] and step % config["checkpoint_every"] == 0:
                 save(model, opt, loader, step, rank)

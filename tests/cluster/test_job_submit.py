@@ -140,6 +140,19 @@ def test_ddp_example_submitted_as_a_job_trains_and_ends(head):
     assert "Token authentication" not in out and "TrainController" not in out, "Ray's logs stay out of the output"
 
 
+def test_ddp_example_survives_a_rank_killing_itself_and_resumes_from_its_checkpoint(head):
+    proc = _submit(head, ["python", "examples/train_ddp.py", "--fail-at", "6"])
+    out = proc.stdout + proc.stderr
+    assert proc.returncode == 0, out[-4000:]
+    assert "rank 1 kills its own process at step 6 (--fail-at)" in out
+    assert re.search(r"resumed from the checkpoint of step 4 in epoch 0; first batch [0-9.]+ s after the rank", out)
+    # the restarted group finishes epoch 0 from step 4 (its last batch) and trains epoch 1 whole
+    assert re.search(r"epoch 0, rank 0, batches \d+, images 16,", out), out[-4000:]
+    for rank in (0, 1):
+        assert re.search(rf"epoch 1, rank {rank}, batches 5, images 80", out), out[-4000:]
+    assert "training finished: ok" in out
+
+
 def test_horovod_example_submitted_as_a_job_trains_and_ends(head):
     pytest.importorskip("horovod.torch", reason="install with: bash cluster/install_horovod.sh")
     horovodrun = shutil.which("horovodrun", path=BIN) or "horovodrun"
