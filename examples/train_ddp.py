@@ -112,6 +112,7 @@ def train_loop(config: dict) -> None:
                 # Ray Train registers a reported checkpoint at its next health check (every 2 s): a
                 # rank that died sooner would restart from the checkpoint before the last
                 time.sleep(REGISTERED_S)
+                internal_kv._internal_kv_put(_failure_key(config), str(time.time()))  # when it died
                 os.kill(os.getpid(), signal.SIGKILL)
             if config["checkpoint_every"] and step % config["checkpoint_every"] == 0:
                 save(model, opt, loader, step, rank)
