@@ -5,7 +5,8 @@ first line logs when the function began and when its loader was ready, then each
 the rank's loader delivered (epoch, the samples and their padding, a digest of the image bytes)
 to one file per process, checkpoints the step counter and the loader's position every ``every``
 steps (``rp.train.save``, rank 0), dies hard once at ``fail_at`` on ``fail_rank`` (SIGKILL of its
-own process), or stops at ``stop_at``. ``settle_s`` after a checkpoint gives Ray Train's controller
+own process) or, at ``lose_node_at``, asks the driver to remove its node from the cluster and waits
+to go with it; or stops at ``stop_at``. ``settle_s`` after a checkpoint gives Ray Train's controller
 time to register it: it collects reports at its health checks (every 2 s by default), and a worker
 that dies before then restarts from the checkpoint before.
 """
@@ -19,11 +20,15 @@ import signal
 import tempfile
 import time
 
+import ray
 import torch.distributed as dist
 from ray import train
 from ray.experimental import internal_kv
 
 import raypipe as rp
+
+#: Where a worker names the node it wants removed (``lose_node_at``, tests/cluster/elastic_run.py).
+REMOVE_KEY = b"raypipe-test/remove-node"
 
 
 def train_loop(config: dict) -> None:
@@ -61,6 +66,8 @@ def train_loop(config: dict) -> None:
                 log.flush()
                 if step == config.get("fail_at") and rank == config.get("fail_rank", 1) and _first_failure(config):
                     os.kill(os.getpid(), signal.SIGKILL)
+                if step == config.get("lose_node_at") and rank == config.get("fail_rank", 1) and _first_failure(config):
+                    _ask_to_remove_my_node()
                 if step % config["every"] == 0:
                     _checkpoint(loader, step, rank)
                     time.sleep(config.get("settle_s", 0.0))
@@ -72,6 +79,14 @@ def _first_failure(config: dict) -> bool:
     """True for the first process that asks (a key in Ray's store outlives the worker)."""
     key = f"raypipe-test-failed/{config['logs']}".encode()
     return not internal_kv._internal_kv_put(key, b"1", overwrite=False)
+
+
+def _ask_to_remove_my_node() -> None:
+    """Name this worker's node to the driver (which removes it from the cluster), then wait to go
+    with it."""
+    internal_kv._internal_kv_put(REMOVE_KEY, ray.get_runtime_context().get_node_id().encode())
+    while True:
+        time.sleep(1)
 
 
 def _checkpoint(loader, step: int, rank: int) -> None:
