@@ -107,7 +107,7 @@ pytest_kernels() {
 
 service() { "$PY" benchmarks/gpu_service_check.py --json "$LOGS/service_check.json"; }
 
-bench() { "$PY" examples/bench_gpu.py --images 5120 --batch-size 256 --threads 4 --where both; }
+bench() { "$PY" examples/bench_gpu.py --images 2560 --epochs 2 --batch-size 256 --threads 4 --where both --hw-load 0.65 1; }
 
 cpu_costs() { "$PY" benchmarks/cpu_helpers.py --part costs; }
 

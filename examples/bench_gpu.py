@@ -16,6 +16,7 @@ process's; ``both`` runs the two in one go.
     python examples/bench_gpu.py                       # generates 5,120 JPEGs of ~500x375
     python examples/bench_gpu.py --data /imagenet/train --images 20000 --threads 4
     python examples/bench_gpu.py --where both          # in the rank's process and in the actor
+    python examples/bench_gpu.py --hw-load 0.65 0.9 1  # the hardware decoder's share of each batch
 
 Without a GPU it runs the host fallback (and says so), which is what the mixed/cpu ratio on
 a laptop measures.
@@ -34,11 +35,18 @@ from raypipe.gpu_decode import nvimgcodec_available
 from raypipe.presets import resnet50_train
 
 
-def run(root: str, decoder_device: str, batch_size: int, threads: int, batches: int, epochs: int) -> dict:
+def run(
+    root: str, decoder_device: str, batch_size: int, threads: int, batches: int, epochs: int, hw_load: float = 0.65
+) -> dict:
     """Time ``batches`` batches per epoch after one warm-up batch; returns rates and memory."""
     device_id = 0 if decoder_device == "mixed" and gpu_available() else None
     with resnet50_train(
-        root, batch_size=batch_size, num_threads=threads, decoder_device=decoder_device, device_id=device_id
+        root,
+        batch_size=batch_size,
+        num_threads=threads,
+        decoder_device=decoder_device,
+        device_id=device_id,
+        hw_decoder_load=hw_load,
     ) as pipe:
         pipe.run()
         wall = cpu = 0.0
@@ -133,7 +141,14 @@ def main() -> None:
         "--where", choices=("process", "actor", "both"), default="process",
         help="the GPU stage in this (the rank's) process, in a pipeline actor serving it, or both",
     )  # fmt: skip
+    parser.add_argument(
+        "--hw-load", type=float, nargs="+", default=[0.65], metavar="SHARE",
+        help="hw_decoder_load: the share of each batch the hardware JPEG decoder takes; several values "
+        "give one in-process row each (nvJPEG's CUDA decoder takes the rest, its Huffman stage on the threads)",
+    )  # fmt: skip
     args = parser.parse_args()
+    if any(not 0.0 <= share <= 1.0 for share in args.hw_load):
+        parser.error(f"--hw-load values must be within [0, 1], got {args.hw_load}")
     root = args.data or os.path.join(tempfile.gettempdir(), "raypipe-bench-gpu-jpegs")
     if not args.data:
         make_jpeg_folder(root, num_classes=16, per_class=max(1, args.images // 16), seed=0)
@@ -143,17 +158,19 @@ def main() -> None:
     batches = max(1, args.images // args.batch_size)
     # the reference first, so that each row prints (with its ratio) as soon as it is measured
     cpu = run(root, "cpu", args.batch_size, args.threads, max(1, args.cpu_images // args.batch_size), 1)
-    print(f"{'recipe':<28}{'img/s':>10}{'host CPU ms/img':>18}{'vs cpu':>9}")
+    print(f"{'recipe':<34}{'img/s':>10}{'host CPU ms/img':>18}{'vs cpu':>9}")
     sizes = (args.batch_size, args.threads)
     rows = [("cpu (reference)", lambda: cpu)]
     if args.where in ("process", "both"):
-        rows.append(("mixed, in this process", lambda: run(root, "mixed", *sizes, batches, args.epochs)))
+        for share in args.hw_load:
+            name = "mixed, in this process" + (f" (hw {share:g})" if len(args.hw_load) > 1 else "")
+            rows.append((name, lambda share=share: run(root, "mixed", *sizes, batches, args.epochs, share)))
     if args.where in ("actor", "both"):
         rows.append(("mixed, served by an actor", lambda: run_actor(root, *sizes, batches, args.epochs)))
     for name, measure in rows:
         result = measure()
         ratio = result["img_per_s"] / cpu["img_per_s"]
-        print(f"{name:<28}{result['img_per_s']:>10.0f}{result['cpu_ms_per_image']:>18.2f}{ratio:>8.2f}x", flush=True)
+        print(f"{name:<34}{result['img_per_s']:>10.0f}{result['cpu_ms_per_image']:>18.2f}{ratio:>8.2f}x", flush=True)
         if result is not cpu:
             print(f"  output batch shape {result['shape']}")
             for epoch, memory in enumerate(result["memory"]):

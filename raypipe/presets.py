@@ -17,17 +17,19 @@ def resnet50_train(
     decoder_device: str = "cpu",
     random_shuffle: bool = True,
     dtype: DALIDataType = FLOAT,
+    hw_decoder_load: float = 0.65,
 ):
     """Random-area crop decoded from JPEG, resized to ``size``, random mirror, ImageNet
     normalization, CHW; labels from the class folders of ``file_root``.
 
     ``dtype`` is FLOAT (float32), FLOAT16 (half the bytes) or UINT8: a quarter of the bytes,
-    not normalized (the rank normalizes, e.g. with ``rp.Normalize``)."""
+    not normalized (the rank normalizes, e.g. with ``rp.Normalize``). ``hw_decoder_load``: the
+    share of each batch the GPU's hardware JPEG decoder takes (DALI's argument and default)."""
     if dtype not in (FLOAT, FLOAT16, UINT8):
         raise ValueError(f"resnet50_train: dtype must be types.FLOAT, FLOAT16 or UINT8, got {dtype!r}")
     normalized = dtype is not UINT8
     jpegs, labels = fn.readers.file(file_root=file_root, random_shuffle=random_shuffle, name="Reader")
-    images = fn.decoders.image_random_crop(jpegs, device=decoder_device)
+    images = fn.decoders.image_random_crop(jpegs, device=decoder_device, hw_decoder_load=hw_decoder_load)
     images = fn.resize(images, resize_x=size, resize_y=size)
     images = fn.crop_mirror_normalize(
         images,

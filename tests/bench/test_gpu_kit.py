@@ -277,8 +277,9 @@ def test_the_gpu_benchmark_times_the_pipeline_in_this_process_and_served_by_an_a
         timeout=60,
     )
     args = ["--data", str(data), "--images", "32", "--batch-size", "16", "--threads", "1", "--epochs", "2"]
+    args += ["--cpu-images", "16", "--where", "both", "--hw-load", "0.65", "1"]
     result = subprocess.run(
-        [sys.executable, "examples/bench_gpu.py", *args, "--cpu-images", "16", "--where", "both"],
+        [sys.executable, "examples/bench_gpu.py", *args],
         cwd=ROOT,
         capture_output=True,
         text=True,
@@ -287,9 +288,10 @@ def test_the_gpu_benchmark_times_the_pipeline_in_this_process_and_served_by_an_a
     )
     assert result.returncode == 0, result.stdout + result.stderr
     rows = {
-        line[:28].strip(): line[28:].split() for line in result.stdout.splitlines() if line.startswith(("mixed", "cpu"))
+        line[:34].strip(): line[34:].split() for line in result.stdout.splitlines() if line.startswith(("mixed", "cpu"))
     }
-    assert set(rows) >= {"mixed, in this process", "mixed, served by an actor", "cpu (reference)"}, result.stdout
-    assert all(float(rows[name][0]) > 0 for name in ("mixed, in this process", "mixed, served by an actor"))
-    assert result.stdout.count("output batch shape (16, 3, 224, 224)") == 2
-    assert result.stdout.count("  epoch 1: GPU memory") == 2, "each GPU row reports memory per timed epoch"
+    mixed = ["mixed, in this process (hw 0.65)", "mixed, in this process (hw 1)", "mixed, served by an actor"]
+    assert set(rows) == {*mixed, "cpu (reference)"}, result.stdout
+    assert all(float(rows[name][0]) > 0 for name in mixed)
+    assert result.stdout.count("output batch shape (16, 3, 224, 224)") == 3
+    assert result.stdout.count("  epoch 1: GPU memory") == 3, "each GPU row reports memory per timed epoch"
