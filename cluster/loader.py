@@ -26,13 +26,13 @@ import ray
 from actors import host_ring, request_channel
 from actors.cuda_ipc import CopiedReleases, Importer, IpcArray, device_uuid
 from raypipe.errors import ArgumentError, RaypipeError
+from raypipe.rank_normalize import Normalize
 from raypipe.service_config import ServiceConfig
 
 from . import object_store, service_record
 from .host_upload import HostUpload
 from .naming import NAMESPACE, coordinator_name
 from .placement import local_world_size, locate_rank, parse_device, start_pipeline_actor
-from .rank_normalize import Normalize
 
 OUTPUTS = ("torch", "numpy")
 #: How long an abandoned iteration waits for its requests in flight (see :func:`_settle`).

@@ -19,6 +19,7 @@ from .errors import (
     SampleError,
 )
 from .pipeline import BatchInfo, Pipeline, pipeline_def
+from .rank_normalize import Normalize
 from .tensor_list import TensorList
 
 __all__ = [
@@ -65,13 +66,3 @@ def synthetic_loader(*args: Any, **kwargs: Any):
     from cluster.synthetic import synthetic_loader as _synthetic_loader
 
     return _synthetic_loader(*args, **kwargs)
-
-
-def __getattr__(name: str) -> Any:
-    """``rp.Normalize`` (normalize uint8 batches on the rank, see ``cluster.rank_normalize``),
-    loaded on first use like ``serve`` and ``loader``."""
-    if name == "Normalize":
-        from cluster.rank_normalize import Normalize
-
-        return Normalize
-    raise AttributeError(f"module 'raypipe' has no attribute {name!r}")

@@ -176,7 +176,7 @@ class Executor:
         slow one; empty ones after it say the same."""
         running = bool(self._threads)
         used = {
-            "cpu": self._cpu_size - self._slots._value if running else 0,  # Semaphore keeps its count in _value
+            "cpu": self._dispatched - self._gathered if running else 0,
             "gpu": self._device_q.qsize() if running else 0,
             "ready": self._out_q.qsize() if running else 0,
         }
@@ -202,6 +202,8 @@ class Executor:
         self._stop = threading.Event()
         self._finished = False
         self._slots = threading.Semaphore(self._cpu_size)
+        # batches into and out of the CPU stage, each counted by one thread (the dispatcher, the Mixed stage)
+        self._dispatched = self._gathered = 0
         self._pending: queue.Queue = queue.Queue()
         self._device_q: queue.Queue = queue.Queue(self._gpu_size)
         self._out_q: queue.Queue = queue.Queue(1)
@@ -309,6 +311,7 @@ class Executor:
                         return
                 if self._stop.is_set():
                     return
+                self._dispatched += 1
                 self._submit(spec)
         except BaseException as exc:
             self._pending.put(_Failure(exc))
@@ -375,6 +378,7 @@ class Executor:
         delivered = self._put(self._device_q, _attempt(self._gather, *item))
         if self.profile is not None:
             self.profile.add("mixed", "wait for samples, move the batch", time.perf_counter() - began)
+        self._gathered += 1
         self._slots.release()
         return delivered
 

@@ -10,8 +10,8 @@ import numpy as np
 
 from ..errors import ArgumentError, ReaderError
 from ..formats import recordio
+from ..formats.record_files import RecordTable
 from ..operator import Schema, register
-from ..record_files import RecordTable
 from .reader_base import as_path_list
 from .record_reader import RecordReader
 

@@ -1,5 +1,5 @@
 """Base of the readers whose samples are records in container files (TFRecord, RecordIO,
-WebDataset tar shards): the index gives every record's place, :class:`~raypipe.record_files.RecordFiles`
+WebDataset tar shards): the index gives every record's place, :class:`~raypipe.formats.record_files.RecordFiles`
 reads it (one ``pread`` per record under a global shuffle, whole extents read ahead when the
 pipeline reads in order or ``read_ahead=True``), the subclass parses it."""
 
@@ -10,7 +10,7 @@ from typing import Any
 import numpy as np
 
 from ..errors import ReaderError
-from ..record_files import RecordFiles, RecordTable
+from ..formats.record_files import RecordFiles, RecordTable
 from .reader_base import ShardedReader
 
 

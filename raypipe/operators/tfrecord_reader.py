@@ -17,9 +17,9 @@ from typing import Any
 import numpy as np
 
 from ..errors import ArgumentError, ReaderError
+from ..formats.record_files import RecordTable
 from ..formats.tfrecord import parse_example, read_index, unframe
 from ..operator import Schema, register
-from ..record_files import RecordTable
 from ..tfrecord import DTYPE_NAMES, Feature, float32, int64, string
 from .reader_base import as_path_list
 from .record_reader import RecordReader

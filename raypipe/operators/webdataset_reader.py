@@ -4,7 +4,7 @@ DALI's ``fn.readers.webdataset`` (a list of outputs; one node when ``ext`` has o
 Each sample is one record spanning its wanted members, from the first one's data to the last
 one's end (the tar headers between them included), so that a sample is one ``pread`` and
 consecutive samples are consecutive byte ranges: the extent read-ahead of
-:class:`~raypipe.record_files.RecordFiles` then reads a shard sequentially. One record table per
+:class:`~raypipe.formats.record_files.RecordFiles` then reads a shard sequentially. One record table per
 ``ext`` entry would read every extent once per entry and cost one ``pread`` per member.
 """
 
@@ -17,9 +17,9 @@ from typing import Any
 import numpy as np
 
 from ..errors import ArgumentError, ReaderError
+from ..formats.record_files import RecordTable
 from ..formats.webdataset import TarIndex, index_of, read_index, scan
 from ..operator import Schema, register
-from ..record_files import RecordTable
 from ..types import to_numpy_dtype
 from .reader_base import as_path_list
 from .record_reader import RecordReader

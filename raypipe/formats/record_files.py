@@ -23,7 +23,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from .errors import ReaderError
+from ..errors import ReaderError
 
 EXTENT_BYTES = 4 << 20
 CACHE_BYTES = 256 << 20

@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 
 from raypipe.errors import ReaderError
-from raypipe.record_files import RecordFiles, RecordTable
+from raypipe.formats.record_files import RecordFiles, RecordTable
 
 
 def _container(path, sizes, seed=0) -> tuple[list[bytes], np.ndarray, np.ndarray]:

@@ -11,11 +11,11 @@ import pytest
 import torch
 
 import raypipe as rp
-from cluster.rank_normalize import Normalize
 from raypipe import fn, types
 from raypipe.backend import gpu_available
 from raypipe.datasets import make_jpeg_folder
 from raypipe.errors import ArgumentError
+from raypipe.rank_normalize import Normalize
 
 MEAN = [0.485 * 255, 0.456 * 255, 0.406 * 255]
 STD = [0.229 * 255, 0.224 * 255, 0.225 * 255]
