@@ -35,6 +35,7 @@ from .cpu_helper import build_service_pipeline, remote_worker
 from .cuda_ipc import Exporter, device_uuid, use_ipc
 from .meters import ProcessMeter, QueueMeter
 from .metrics_export import EXPORT_INTERVAL_S, export_actor
+from .protocol import BatchReply, BatchRequest, Skip
 
 # Methods in this group answer while a batch is being made (they only read counters).
 CONTROL = "control"
@@ -149,44 +150,23 @@ class PipelineActor:
         """Where a rank checks that it can map this actor's shared-memory batches (None: it cannot)."""
         return dataclasses.asdict(self._host.channel()) if self._host is not None else None
 
-    def get_batch(
-        self,
-        epoch: int,
-        start: int,
-        k: int,
-        gpu_uuid: bytes | None = None,
-        ipc_ring: int = 3,
-        host: str | None = None,
-        released: tuple[int, ...] = (),
-    ) -> dict[str, Any]:
-        """Batch ``k`` of ``epoch`` (begun at stream position ``start``) for this actor's rank: outputs as
-        host arrays (or CUDA IPC handles into a ring of ``ipc_ring`` buffers per output when the
-        rank runs on this actor's GPU, ``gpu_uuid``; or shared-memory :class:`host_ring.HostArray`
-        descriptors when ``host`` names this actor's host exporter, which the rank has checked it
-        can map; ``released`` are the tokens of such batches the rank no longer uses),
-        padding flags and sample indices. Skipped samples are replaced (see
-        :mod:`raypipe.replacement`) and reported under ``"skipped"``. A reply to a request that
-        does not name the host exporter carries its ``"host_channel"`` for the rank to check, and
-        the address and token for its ``"requests"``. Called by Ray, or from a rank's socket
+    def get_batch(self, request: BatchRequest) -> BatchReply:
+        """The batch ``request`` asks for: outputs as host arrays (or CUDA IPC handles into a ring
+        of ``rank_slots`` buffers per output when the rank runs on this actor's GPU; or
+        shared-memory :class:`host_ring.HostArray` descriptors when the request names this actor's
+        host exporter), padding flags and sample indices. Skipped samples are replaced (see
+        :mod:`raypipe.replacement`) and listed in the reply. Called by Ray, or from a rank's socket
         (:mod:`actors.request_channel`)."""
         with self._serving:
-            return self._get_batch(epoch, start, k, gpu_uuid, ipc_ring, host, released)
+            return self._get_batch(request)
 
-    def _get_batch(
-        self,
-        epoch: int,
-        start: int,
-        k: int,
-        gpu_uuid: bytes | None,
-        ipc_ring: int,
-        host: str | None,
-        released: tuple[int, ...],
-    ) -> dict[str, Any]:
+    def _get_batch(self, request: BatchRequest) -> BatchReply:
         began = time.perf_counter()
-        ring = self._host is not None and host == self._host.exporter_id
+        epoch, start, k = request.epoch, request.start, request.index
+        ring = self._host is not None and request.host_exporter == self._host.exporter_id
         if ring:
-            self._host.release(released)
-        self._size_host_pool(ipc_ring)
+            self._host.release(request.released)
+        self._size_host_pool(request.rank_slots)
         self._refresh_helpers()
         self._queues.sample(self.pipe.queue_stats())
         outputs, info = self._produce(epoch, start, k)
@@ -198,23 +178,24 @@ class PipelineActor:
             )
         self._served += 1
         self._skipped += len(info.skipped)
-        shipped = [self._ship(o, rows, gpu_uuid, (epoch, k), ipc_ring * len(outputs), ring) for o in outputs]
+        slots = request.rank_slots * len(outputs)
+        shipped = [self._ship(o, rows, request.gpu_uuid, (epoch, k), slots, ring) for o in outputs]
         self._shipped_bytes += sum(a.nbytes for a in shipped if isinstance(a, np.ndarray))
         self._busy_s += time.perf_counter() - began
         if time.monotonic() - self._exported > EXPORT_INTERVAL_S:
             self._exported = time.monotonic()
             export_actor(self.config.name, self.rank, self.stats())
-        return {
-            "outputs": shipped,
-            "is_pad": is_pad,
-            "sample_indices": samples,
-            "epoch": epoch,
-            "start": start,
-            "index": k,
-            "skipped": [(info.epoch, s.sample_index, s.source, s.reason) for s in info.skipped],
-            "host_channel": None if ring else self._host_channel(),
-            "requests": None if ring else self._requests_offer(),
-        }
+        return BatchReply(
+            outputs=shipped,
+            is_pad=is_pad,
+            sample_indices=samples,
+            epoch=epoch,
+            start=start,
+            index=k,
+            skipped=tuple(Skip(info.epoch, s.sample_index, s.source, s.reason) for s in info.skipped),
+            host_channel=None if ring else self._host_channel(),
+            requests=None if ring else self._requests_offer(),
+        )
 
     def _size_host_pool(self, rank_slots: int) -> None:
         """Batch arrays in shared memory, with a spare for each batch the rank may hold: the

@@ -25,6 +25,7 @@ import ray
 
 from actors import host_ring, request_channel
 from actors.cuda_ipc import CopiedReleases, Importer, IpcArray, device_uuid
+from actors.protocol import BatchReply, BatchRequest
 from raypipe.errors import ArgumentError, RaypipeError
 from raypipe.rank_normalize import Normalize
 from raypipe.service_config import ServiceConfig
@@ -162,21 +163,21 @@ class Loader:
                 batch = self._fetch(ref, epoch, k)
                 # waited for this batch, trained on the last; requests still queued, out of prefetch
                 timing = (time.perf_counter() - asked, trained, len(pending), self.prefetch)
-                if (batch["epoch"], batch["start"], batch["index"]) != (epoch, start, k):
+                if (batch.epoch, batch.start, batch.index) != (epoch, start, k):
                     raise RaypipeError(
                         f"loader: rank {self.rank} asked for batch {k} of epoch {epoch} and received batch "
-                        f"{batch['index']} of epoch {batch['epoch']}"
+                        f"{batch.index} of epoch {batch.epoch}"
                     )
-                self._take_channel(batch.get("host_channel"), batch.get("requests"))
+                self._take_channel(batch.host_channel, batch.requests)
                 if not self._store_checked and self._host_exporter is None:
-                    self._check_store(batch["outputs"])
+                    self._check_store(batch.outputs)
                 self._next = k + 1
-                self.last_is_pad = batch["is_pad"]
-                self.last_sample_indices = batch["sample_indices"]
-                skipped = [(e, i, src) for e, i, src, _ in batch["skipped"]]
+                self.last_is_pad = batch.is_pad
+                self.last_sample_indices = batch.sample_indices
+                skipped = [(s.epoch, s.sample_index, s.source) for s in batch.skipped]
                 self._acks.add(epoch, self._next, skipped, timing, last=self._next == total)
-                outputs = tuple(self._convert(a) for a in batch["outputs"])
-                if any(isinstance(a, IpcArray) for a in batch["outputs"]):
+                outputs = tuple(self._convert(a) for a in batch.outputs)
+                if any(isinstance(a, IpcArray) for a in batch.outputs):
                     self._ipc_releases.add((epoch, k), self._importer.last_copy)
                 if self.normalize is not None:
                     outputs = self.normalize.apply(outputs)
@@ -200,9 +201,9 @@ class Loader:
         if self._next >= len(self):
             epoch, start = epoch + 1, 0
         batch = self._fetch(self._request(epoch, start, k), epoch, k)
-        self._take_channel(batch.get("host_channel"), batch.get("requests"))
-        outputs = tuple(self._convert(a) for a in batch["outputs"])
-        if any(isinstance(a, IpcArray) for a in batch["outputs"]):
+        self._take_channel(batch.host_channel, batch.requests)
+        outputs = tuple(self._convert(a) for a in batch.outputs)
+        if any(isinstance(a, IpcArray) for a in batch.outputs):
             self._ipc_releases.add((epoch, k), self._importer.last_copy)
             self._ipc_releases.flush()  # its ring slot goes back: the next pass asks for this batch again
         return self.normalize.apply(outputs) if self.normalize is not None else outputs
@@ -212,13 +213,13 @@ class Loader:
         Ray), handing back the shared-memory batches this rank no longer uses."""
         exporter = self._host_exporter
         released = self._host.released(exporter) if exporter is not None else []
-        args = (epoch, start, k, self._gpu_uuid, self.prefetch + 1, exporter, tuple(released))
+        request = BatchRequest(epoch, start, k, self._gpu_uuid, self.prefetch + 1, exporter, tuple(released))
         if self._requests is not None:
             try:
-                return _Sent(self._requests, self._requests.send(args), args)
+                return _Sent(self._requests, self._requests.send((request,)), request)
             except OSError as exc:
                 self._lose_requests(exc)
-        return self._actor.get_batch.remote(*args)
+        return self._actor.get_batch.remote(request)
 
     def _take_channel(self, channel: dict[str, Any] | None, requests: dict[str, str] | None) -> None:
         """Check the host channel an actor offers (when it starts, and again after a restart):
@@ -288,14 +289,14 @@ class Loader:
     def _plan(self):
         return self.config.plan(self._epoch, self._start)
 
-    def _fetch(self, ref: ray.ObjectRef | _Sent, epoch: int, k: int) -> dict[str, Any]:
+    def _fetch(self, ref: ray.ObjectRef | _Sent, epoch: int, k: int) -> BatchReply:
         if isinstance(ref, _Sent):
             try:
                 return ref.client.receive(ref.seq)
             except (OSError, EOFError) as exc:  # the actor died: ask again through Ray
                 if ref.client is self._requests:
                     self._lose_requests(exc)
-                ref = self._actor.get_batch.remote(*ref.args)
+                ref = self._actor.get_batch.remote(ref.request)
         try:
             return ray.get(ref)
         except ray.exceptions.RayTaskError as exc:
@@ -346,12 +347,12 @@ class Loader:
 
 @dataclasses.dataclass(frozen=True)
 class _Sent:
-    """A batch request sent over the actor's socket: its sequence number there, and its arguments
+    """A batch request sent over the actor's socket: its sequence number there, and the request
     to send again through Ray if the socket breaks before the reply."""
 
     client: request_channel.RequestClient
     seq: int
-    args: tuple
+    request: BatchRequest
 
 
 class _Acks:

@@ -1,0 +1,57 @@
+"""What crosses the seam between a rank's loader and its pipeline actor: a batch request, the
+batch's reply and the samples a batch replaced. Both sides use these types, over Ray or over the
+actor's socket (:mod:`actors.request_channel`), so a field has one name and one meaning."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+
+@dataclass(frozen=True)
+class BatchRequest:
+    """Batch ``index`` of ``epoch`` (begun at stream position ``start``) for the actor's rank.
+
+    ``gpu_uuid``: the rank's GPU, for CUDA IPC when it is the actor's; ``rank_slots``: how many of
+    its batches the rank may hold at once (prefetch + 1), which sizes the IPC ring and the
+    shared-memory pool; ``host_exporter``: the actor's shared-memory exporter, which the rank has
+    checked it can map (None: it cannot, or has not yet); ``released``: tokens of such batches the
+    rank no longer uses."""
+
+    epoch: int
+    start: int
+    index: int
+    gpu_uuid: bytes | None = None
+    rank_slots: int = 3
+    host_exporter: str | None = None
+    released: tuple[int, ...] = ()
+
+
+@dataclass(frozen=True)
+class Skip:
+    """A sample a batch replaced (``on_error="skip"``): where, which file, and why."""
+
+    epoch: int
+    sample_index: int
+    source: str
+    reason: str
+
+
+@dataclass(frozen=True)
+class BatchReply:
+    """The batch a :class:`BatchRequest` asked for: its outputs (host arrays, CUDA IPC handles or
+    shared-memory descriptors), padding flags and sample indices per position, the samples it
+    replaced, and, in a reply to a request that did not name the actor's exporter, the
+    ``host_channel`` for the rank to check and the socket ``requests`` go over."""
+
+    outputs: list[Any]
+    is_pad: np.ndarray
+    sample_indices: np.ndarray
+    epoch: int
+    start: int
+    index: int
+    skipped: tuple[Skip, ...] = ()
+    host_channel: dict[str, Any] | None = None
+    requests: dict[str, str] | None = None
