@@ -1,5 +1,6 @@
-"""What crosses the seam between a rank's loader and its pipeline actor: a batch request, the
-batch's reply and the samples a batch replaced. Both sides use these types, over Ray or over the
+"""What crosses the seams between a rank's loader, its pipeline actor and the coordinator: a batch
+request, the batch's reply, the samples a batch replaced, and the rank's timing of each batch
+(acknowledged to the coordinator). Both sides of each seam use these types, over Ray or over the
 actor's socket (:mod:`actors.request_channel`), so a field has one name and one meaning."""
 
 from __future__ import annotations
@@ -37,6 +38,19 @@ class Skip:
     sample_index: int
     source: str
     reason: str
+
+
+@dataclass(frozen=True)
+class Timing:
+    """One batch as its rank saw it: how long it waited for the batch, how long it trained on the
+    batch before (seconds), the requests it still had queued, its prefetch depth, and when (the
+    rank's monotonic clock, so rates stay per batch however acknowledgements are grouped)."""
+
+    waited_s: float
+    trained_s: float
+    in_flight: int
+    prefetch: int
+    at: float
 
 
 @dataclass(frozen=True)

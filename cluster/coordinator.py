@@ -13,11 +13,13 @@ import dataclasses
 import os
 import threading
 import time
+from collections.abc import Sequence
 from typing import Any
 
 import ray
 
 from actors.metrics_export import EXPORT_INTERVAL_S, export_rank
+from actors.protocol import Skip, Timing
 from raypipe import log
 from raypipe.service_config import ServiceConfig
 
@@ -216,16 +218,14 @@ class Coordinator:
         rank: int,
         epoch: int,
         next_batch: int,
-        skipped: list[tuple[int, int, str]] = (),
-        timings: list[tuple[float, float, int, int, float]] = (),
+        skipped: Sequence[Skip] = (),
+        timings: Sequence[Timing] = (),
     ) -> None:
         """Rank ``rank`` has consumed every batch of ``epoch`` before ``next_batch``; ``skipped``
-        lists (epoch, sample index, file) of samples its batches replaced; ``timings`` has one entry
-        per batch since its last acknowledgement: how long the rank waited for that batch and
-        trained on the one before (seconds), the requests it still had queued, its prefetch depth,
-        and when (the rank's monotonic clock)."""
-        for epoch_, index, source in skipped:
-            self._apply(("skip", epoch_, index, source))
+        are the samples its batches replaced, ``timings`` one per batch since its last
+        acknowledgement."""
+        for skip in skipped:
+            self._apply(("skip", skip.epoch, skip.sample_index, skip.source))
         self._apply(("ack", rank, epoch, next_batch))
         if not timings:
             return
@@ -233,10 +233,10 @@ class Coordinator:
             acc = self._timing.setdefault(rank, [0.0, 0.0])
             meter = self._meters.setdefault(rank, RankMeter())
             meter.acks += 1
-            for waited, trained, in_flight, prefetch, at in timings:
-                acc[0] += waited
-                acc[1] += trained
-                meter.add(waited, trained, in_flight, prefetch, now=at)
+            for t in timings:
+                acc[0] += t.waited_s
+                acc[1] += t.trained_s
+                meter.add(t.waited_s, t.trained_s, t.in_flight, t.prefetch, now=t.at)
             export = time.monotonic() - self._exported.get(rank, float("-inf")) > EXPORT_INTERVAL_S
             if export:
                 self._exported[rank] = time.monotonic()

@@ -25,7 +25,7 @@ import ray
 
 from actors import host_ring, request_channel
 from actors.cuda_ipc import CopiedReleases, Importer, IpcArray, device_uuid
-from actors.protocol import BatchReply, BatchRequest
+from actors.protocol import BatchReply, BatchRequest, Skip, Timing
 from raypipe.errors import ArgumentError, RaypipeError
 from raypipe.rank_normalize import Normalize
 from raypipe.service_config import ServiceConfig
@@ -162,7 +162,7 @@ class Loader:
                 asked = time.perf_counter()
                 batch = self._fetch(ref, epoch, k)
                 # waited for this batch, trained on the last; requests still queued, out of prefetch
-                timing = (time.perf_counter() - asked, trained, len(pending), self.prefetch)
+                timing = Timing(time.perf_counter() - asked, trained, len(pending), self.prefetch, time.monotonic())
                 if (batch.epoch, batch.start, batch.index) != (epoch, start, k):
                     raise RaypipeError(
                         f"loader: rank {self.rank} asked for batch {k} of epoch {epoch} and received batch "
@@ -174,8 +174,7 @@ class Loader:
                 self._next = k + 1
                 self.last_is_pad = batch.is_pad
                 self.last_sample_indices = batch.sample_indices
-                skipped = [(s.epoch, s.sample_index, s.source) for s in batch.skipped]
-                self._acks.add(epoch, self._next, skipped, timing, last=self._next == total)
+                self._acks.add(epoch, self._next, batch.skipped, timing, last=self._next == total)
                 outputs = tuple(self._convert(a) for a in batch.outputs)
                 if any(isinstance(a, IpcArray) for a in batch.outputs):
                     self._ipc_releases.add((epoch, k), self._importer.last_copy)
@@ -358,31 +357,29 @@ class _Sent:
 class _Acks:
     """A rank's acknowledgements, sent to the coordinator together: at most every
     :data:`ACK_INTERVAL_S`, at once when samples were skipped (they are journaled), and at the end
-    of a pass. Each batch's timing keeps this process's clock reading, so the coordinator's rates
-    stay per batch."""
+    of a pass."""
 
     def __init__(self, coordinator: Any, rank: int):
         self._coordinator = coordinator
         self._rank = rank
         self._position: tuple[int, int] | None = None
-        self._skipped: list[tuple[int, int, str]] = []
-        self._timings: list[tuple[float, float, int, int, float]] = []
+        self._skipped: list[Skip] = []
+        self._timings: list[Timing] = []
         self._sent = time.monotonic()
 
     def add(
         self,
         epoch: int,
         next_batch: int,
-        skipped: list[tuple[int, int, str]],
-        timing: tuple[float, float, int, int],
+        skipped: tuple[Skip, ...],
+        timing: Timing,
         last: bool,
     ) -> None:
         """The rank has consumed every batch of ``epoch`` before ``next_batch``; ``last``: the pass ends."""
-        now = time.monotonic()
         self._position = (epoch, next_batch)
         self._skipped += skipped
-        self._timings.append((*timing, now))
-        if last or skipped or now - self._sent >= ACK_INTERVAL_S:
+        self._timings.append(timing)
+        if last or skipped or timing.at - self._sent >= ACK_INTERVAL_S:
             self.flush()
 
     def flush(self) -> None:

@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 
 from actors import request_channel
-from actors.protocol import BatchReply, BatchRequest, Skip
+from actors.protocol import BatchReply, BatchRequest, Skip, Timing
 
 
 def _reply_to(request: BatchRequest) -> BatchReply:
@@ -34,6 +34,8 @@ def test_messages_are_frozen_and_survive_pickling():
     with pytest.raises(dataclasses.FrozenInstanceError):
         request.index = 4
     assert pickle.loads(pickle.dumps(request)) == request
+    timing = Timing(waited_s=0.01, trained_s=0.2, in_flight=1, prefetch=2, at=12.5)
+    assert pickle.loads(pickle.dumps(timing)) == timing
     reply = _reply_to(request)
     again = pickle.loads(pickle.dumps(reply))
     assert again.skipped == reply.skipped and np.array_equal(again.outputs[0], reply.outputs[0])
