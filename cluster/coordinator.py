@@ -24,11 +24,11 @@ from raypipe import log
 from raypipe.service_config import ServiceConfig
 
 from . import journal, service_record
+from .actor_launch import ActorLaunch
 from .coordinator_state import CoordinatorState
 from .helper_policy import choose_node, decide, stall_fraction
 from .helpers import HelperPlan, cluster_nodes, helper_index, start_helper
 from .naming import NAMESPACE, helper_name, pipeline_actor_name
-from .placement import ActorLaunch
 from .rank_meter import RankMeter
 
 LOG = log.get(__name__)

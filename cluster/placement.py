@@ -18,7 +18,6 @@ from __future__ import annotations
 import dataclasses
 import os
 import uuid
-from collections.abc import Callable
 from typing import Any
 
 import ray
@@ -29,6 +28,7 @@ from actors.pipeline_actor import CONCURRENCY_GROUPS, PipelineActor
 from raypipe.errors import ArgumentError, RaypipeError
 from raypipe.service_config import ServiceConfig
 
+from .actor_launch import ActorLaunch
 from .naming import NAMESPACE, coordinator_name, pipeline_actor_name
 
 _LOCAL_RANK_VARS = ("LOCAL_RANK", "HOROVOD_LOCAL_RANK", "OMPI_COMM_WORLD_LOCAL_RANK")
@@ -158,24 +158,6 @@ def _node_resources(node_id: str | None = None) -> dict[str, float]:
         if node["NodeID"] == node_id:
             return node["Resources"]
     return {}
-
-
-@dataclasses.dataclass(frozen=True)
-class ActorLaunch:
-    """How a service starts its pipeline actors and CPU helpers: what they run, what they reserve,
-    and their scheduling priority."""
-
-    pipeline: Callable
-    pipeline_kwargs: dict[str, Any]
-    num_cpus: float
-    max_restarts: int
-    max_task_retries: int
-    startup_timeout_s: float
-    niceness: int | None = None
-
-    def niceness_here(self) -> int:
-        """The niceness of an actor the calling process starts: ``niceness``, or the caller's own."""
-        return self.niceness if self.niceness is not None else niceness.current()
 
 
 def start_pipeline_actor(

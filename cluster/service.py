@@ -20,12 +20,12 @@ from raypipe.errors import ArgumentError, PipelineDefinitionError, RaypipeError
 from raypipe.service_config import ServiceConfig
 
 from . import journal, object_store, service_record
+from .actor_launch import ActorLaunch
 from .coordinator import Coordinator
 from .diagnosis import diagnose
 from .helper_policy import choose_node
 from .helpers import HelperPlan, cluster_nodes, find_helper
 from .naming import NAMESPACE, coordinator_name, pipeline_actor_name
-from .placement import ActorLaunch
 
 LOG = log.get(__name__)
 # A pipeline actor that dies is restarted and the call in flight re-run: batches are a

@@ -15,8 +15,8 @@ from ray.experimental import internal_kv
 
 from raypipe.service_config import ServiceConfig
 
+from .actor_launch import ActorLaunch
 from .naming import NAMESPACE
-from .placement import ActorLaunch
 
 
 def _key(service: str) -> bytes:

@@ -3,6 +3,9 @@ waiting for the coordinator (on the simulated cluster of ``conftest.py``)."""
 
 from __future__ import annotations
 
+import pathlib
+import subprocess
+import sys
 import time
 
 import pytest
@@ -15,6 +18,8 @@ from cluster.naming import NAMESPACE, coordinator_name
 from cluster.service import connect
 from raypipe.errors import RaypipeError
 from tests.cluster.pipelines import indexed
+
+ROOT = pathlib.Path(__file__).resolve().parents[2]
 
 
 def test_serve_records_what_it_serves_and_shutdown_forgets_it(cluster, jpeg_files):
@@ -84,3 +89,11 @@ def test_a_coordinator_that_dies_before_recording_the_rank_stops_its_new_actor(c
         _wait_dead(actor.where.remote, "the rank's new pipeline actor")
     finally:
         svc.shutdown()
+
+
+def test_reading_records_does_not_import_the_actor_classes():
+    """Every loader and ``raypipe stats`` read records: they need the launch description, not the
+    pipeline actor's or the CPU helper's code."""
+    probe = "import sys; from cluster import service_record; print(sorted(m for m in sys.modules if 'actors' in m))"
+    out = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, check=True, cwd=ROOT).stdout
+    assert "actors.pipeline_actor" not in out and "actors.cpu_helper" not in out, out
