@@ -3,17 +3,14 @@
 Finds the service by name, starts this rank's pipeline actor on the rank's node and GPU
 (:mod:`cluster.placement`; the actor belongs to this process and goes with it), and
 yields this rank's batches of the current epoch, keeping ``prefetch`` requests in flight.
-Host batches arrive through shared memory and become torch tensors without a copy
-(read-only: clone before writing in place): the pipeline actor's own segments where this
-process can map them (:mod:`actors.host_ring`), else the node's object store; on a GPU
-node they are moved to the rank's GPU. Where it maps them, the rank also sends its batch
-requests over the actor's socket instead of through Ray (:mod:`actors.request_channel`).
+How requests and batches travel is :mod:`cluster.batch_client`'s; here, host batches become
+torch tensors without a copy (read-only: clone before writing in place), on a GPU node moved
+to the rank's GPU, and the rank's position and acknowledgements are kept.
 """
 
 from __future__ import annotations
 
 import collections
-import dataclasses
 import os
 import time
 import warnings
@@ -23,31 +20,26 @@ from typing import Any
 import numpy as np
 import ray
 
-from actors import host_ring, request_channel
-from actors.cuda_ipc import CopiedReleases, Importer, IpcArray, device_uuid
-from actors.protocol import BatchReply, BatchRequest, Skip, Timing
+from actors.cuda_ipc import device_uuid
+from actors.protocol import BatchReply, Skip, Timing
 from raypipe.errors import ArgumentError, RaypipeError
 from raypipe.rank_normalize import Normalize
 from raypipe.service_config import ServiceConfig
 
 from . import object_store, service_record
+from .batch_client import HOST_RING_ENV, REQUEST_SOCKET_ENV, BatchClient, Pending
 from .host_upload import HostUpload
 from .naming import NAMESPACE, coordinator_name
 from .placement import local_world_size, locate_rank, parse_device, start_pipeline_actor
 
 OUTPUTS = ("torch", "numpy")
-#: How long an abandoned iteration waits for its requests in flight (see :func:`_settle`).
-SETTLE_TIMEOUT_S = 10.0
 #: How often a rank acknowledges its progress and timings to the coordinator while iterating (and
 #: at the end of every pass): one call per batch cost the coordinator about 1.3 ms of CPU and the
 #: rank about 0.6 ms, each batch.
 ACK_INTERVAL_S = 0.25
 #: How long a loader of another world size waits for the ranks of the group before it to go.
 RESIZE_WAIT_S = 30.0
-#: ``RAYPIPE_HOST_RING=0`` in a rank's environment keeps its host batches in the object store.
-HOST_RING_ENV = "RAYPIPE_HOST_RING"
-#: ``RAYPIPE_REQUEST_SOCKET=0`` keeps a rank's batch requests on Ray.
-REQUEST_SOCKET_ENV = "RAYPIPE_REQUEST_SOCKET"
+__all__ = ["HOST_RING_ENV", "REQUEST_SOCKET_ENV", "Loader", "loader"]
 
 
 class Loader:
@@ -97,31 +89,31 @@ class Loader:
         self.device = device
         self.location = locate_rank(device)
         self._cuda_index = self.location.cuda_index
-        self._gpu_uuid = device_uuid(self._cuda_index) if output == "torch" and self._cuda_index is not None else None
-        self._importer = Importer() if self._gpu_uuid is not None else None
         self._upload: HostUpload | None = None  # made on the first host batch bound for a GPU
-        self._ipc_releases = (
-            CopiedReleases(lambda key: self._actor.release.remote(key)) if self._importer is not None else None
-        )
-        self._host = host_ring.Importer() if os.environ.get(HOST_RING_ENV, "1") != "0" else None
-        self._host_exporter: str | None = None  # the actor's host exporter, once checked
-        # how host batches arrive, and why not through shared memory
-        self.host_transport = "object store" if self._host is not None else f"object store ({HOST_RING_ENV}=0)"
-        self._requests: request_channel.RequestClient | None = None
-        # how batch requests travel, and why not over the actor's socket
-        self.request_transport = "ray"
         self.normalize = normalize
         # The actor starts while the coordinator may still be starting: both at once.
         attached = self._coordinator.attach.remote(rank, self.location.as_dict())
         self._actor, self.actor_info = start_pipeline_actor(launch, self.config, rank, self.location)
         _wait_attached(attached, name, launch.startup_timeout_s, self._actor)
         self._acks = _Acks(self._coordinator, rank)
-        self._take_channel(self.actor_info.get("host_channel"), self.actor_info.get("requests"))
+        gpu_uuid = device_uuid(self._cuda_index) if output == "torch" and self._cuda_index is not None else None
+        self._client = BatchClient(self._actor, f"rank {rank} of {name!r}", prefetch + 1, gpu_uuid, self._cuda_index)
+        self._client.offer(self.actor_info.get("host_channel"), self.actor_info.get("requests"))
         self._epoch, self._start, self._next = 0, 0, 0  # the rank's position: its only home
         self._resumed = False
         self._store_checked = False
         self.last_is_pad: np.ndarray | None = None
         self.last_sample_indices: np.ndarray | None = None
+
+    @property
+    def host_transport(self) -> str:
+        """How host batches arrive ("shared memory", or "object store" and why)."""
+        return self._client.host_transport
+
+    @property
+    def request_transport(self) -> str:
+        """How batch requests travel ("socket", or "ray" and why)."""
+        return self._client.request_transport
 
     @property
     def epoch(self) -> int:
@@ -147,20 +139,18 @@ class Loader:
     def __iter__(self) -> Iterator[tuple[Any, ...]]:
         epoch, start, total = self._epoch, self._start, len(self)
         self._resumed = False
-        pending: collections.deque = collections.deque()
+        pending: collections.deque[Pending] = collections.deque()
         requested = self._next
         trained = 0.0
-        if self._importer is not None:
-            self._actor.release_all.remote()
+        self._client.begin_pass()
         try:
             while self._next < total:
                 while len(pending) < self.prefetch and requested < total:
-                    ref = self._request(epoch, start, requested)
-                    pending.append((requested, ref))
+                    pending.append(self._client.request(epoch, start, requested))
                     requested += 1
-                k, ref = pending.popleft()
+                k = pending[0].request.index
                 asked = time.perf_counter()
-                batch = self._fetch(ref, epoch, k)
+                batch = self._client.receive(pending.popleft())
                 # waited for this batch, trained on the last; requests still queued, out of prefetch
                 timing = Timing(time.perf_counter() - asked, trained, len(pending), self.prefetch, time.monotonic())
                 if (batch.epoch, batch.start, batch.index) != (epoch, start, k):
@@ -168,27 +158,21 @@ class Loader:
                         f"loader: rank {self.rank} asked for batch {k} of epoch {epoch} and received batch "
                         f"{batch.index} of epoch {batch.epoch}"
                     )
-                self._take_channel(batch.host_channel, batch.requests)
-                if not self._store_checked and self._host_exporter is None:
+                if not self._store_checked and not self._client.maps_host_memory:
                     self._check_store(batch.outputs)
                 self._next = k + 1
                 self.last_is_pad = batch.is_pad
                 self.last_sample_indices = batch.sample_indices
                 self._acks.add(epoch, self._next, batch.skipped, timing, last=self._next == total)
-                outputs = tuple(self._convert(a) for a in batch.outputs)
-                if any(isinstance(a, IpcArray) for a in batch.outputs):
-                    self._ipc_releases.add((epoch, k), self._importer.last_copy)
-                if self.normalize is not None:
-                    outputs = self.normalize.apply(outputs)
+                outputs = self._outputs(batch)
                 handed = time.perf_counter()
                 yield outputs
                 trained = time.perf_counter() - handed  # the caller trained on the batch until it asked again
         except GeneratorExit:  # the caller broke off the epoch (an error gets no wait)
-            _settle([ref for _, ref in pending], self._requests)
+            self._client.settle(list(pending))
             raise
         finally:  # where the rank got to, also when it broke off or failed
-            if self._ipc_releases is not None:
-                self._ipc_releases.flush()
+            self._client.release_copied()
             self._acks.flush()
         self._epoch, self._start, self._next = epoch + 1, 0, 0
 
@@ -199,71 +183,15 @@ class Loader:
         k = self._next if self._next < len(self) else 0
         if self._next >= len(self):
             epoch, start = epoch + 1, 0
-        batch = self._fetch(self._request(epoch, start, k), epoch, k)
-        self._take_channel(batch.host_channel, batch.requests)
-        outputs = tuple(self._convert(a) for a in batch.outputs)
-        if any(isinstance(a, IpcArray) for a in batch.outputs):
-            self._ipc_releases.add((epoch, k), self._importer.last_copy)
-            self._ipc_releases.flush()  # its ring slot goes back: the next pass asks for this batch again
+        outputs = self._outputs(self._client.receive(self._client.request(epoch, start, k)))
+        self._client.release_copied()  # its ring slot goes back: the next pass asks for this batch again
+        return outputs
+
+    def _outputs(self, batch: BatchReply) -> tuple[Any, ...]:
+        """``batch``'s outputs as the caller asked for them (numpy, or torch on the rank's device),
+        normalized when the loader normalizes."""
+        outputs = tuple(self._convert(a) for a in self._client.unpack(batch))
         return self.normalize.apply(outputs) if self.normalize is not None else outputs
-
-    def _request(self, epoch: int, start: int, k: int) -> ray.ObjectRef | _Sent:
-        """Ask the pipeline actor for batch ``k`` (over its socket when connected, else through
-        Ray), handing back the shared-memory batches this rank no longer uses."""
-        exporter = self._host_exporter
-        released = self._host.released(exporter) if exporter is not None else []
-        request = BatchRequest(epoch, start, k, self._gpu_uuid, self.prefetch + 1, exporter, tuple(released))
-        if self._requests is not None:
-            try:
-                return _Sent(self._requests, self._requests.send((request,)), request)
-            except OSError as exc:
-                self._lose_requests(exc)
-        return self._actor.get_batch.remote(request)
-
-    def _take_channel(self, channel: dict[str, Any] | None, requests: dict[str, str] | None) -> None:
-        """Check the host channel an actor offers (when it starts, and again after a restart):
-        from the next request on, host batches come through its shared memory when this process
-        can map it, and requests go over its socket (``requests``) when this process reaches it."""
-        if channel is None or self._host is None:
-            return
-        channel = host_ring.Channel(**channel)
-        why = self._host.check(channel)
-        self._host_exporter = channel.exporter if why is None else None
-        self.host_transport = "shared memory" if why is None else f"object store ({why})"
-        if why is None:
-            self._connect(requests)
-
-    def _connect(self, offer: dict[str, str] | None) -> None:
-        """Send requests over the actor's socket (``offer``: its address and token) from now on,
-        where this rank can (CUDA IPC batches keep their Ray calls: their releases are ordered
-        with them)."""
-        address = offer["address"] if offer is not None else None
-        if self._requests is not None and self._requests.address == address and not self._requests.broken:
-            return
-        self._close_requests()
-        if offer is None:
-            self.request_transport = "ray (the actor has no socket)"
-        elif os.environ.get(REQUEST_SOCKET_ENV, "1") == "0":
-            self.request_transport = f"ray ({REQUEST_SOCKET_ENV}=0)"
-        elif self._gpu_uuid is not None:
-            self.request_transport = "ray (batches come by CUDA IPC)"
-        else:
-            try:
-                self._requests = request_channel.RequestClient(offer["address"], offer["token"])
-                self.request_transport = "socket"
-            except OSError as exc:
-                self.request_transport = f"ray (cannot reach the actor's socket: {exc})"
-
-    def _lose_requests(self, exc: BaseException) -> None:
-        """The socket broke (the actor died): requests go through Ray, which waits for a restarted
-        actor (whose first reply offers its own socket) or says the actor is gone."""
-        self._close_requests()
-        self.request_transport = f"ray (the actor's socket broke: {exc or type(exc).__name__})"
-
-    def _close_requests(self) -> None:
-        if self._requests is not None:
-            self._requests.close()
-            self._requests = None
 
     def report_synthetic(self, batches: int, trained_s: float) -> None:
         """Tell the service this rank trained ``batches`` steps on synthetic data in ``trained_s``
@@ -288,27 +216,6 @@ class Loader:
     def _plan(self):
         return self.config.plan(self._epoch, self._start)
 
-    def _fetch(self, ref: ray.ObjectRef | _Sent, epoch: int, k: int) -> BatchReply:
-        if isinstance(ref, _Sent):
-            try:
-                return ref.client.receive(ref.seq)
-            except (OSError, EOFError) as exc:  # the actor died: ask again through Ray
-                if ref.client is self._requests:
-                    self._lose_requests(exc)
-                ref = self._actor.get_batch.remote(ref.request)
-        try:
-            return ray.get(ref)
-        except ray.exceptions.RayTaskError as exc:
-            cause = exc.cause
-            if isinstance(cause, RaypipeError):
-                raise cause from None
-            raise
-        except ray.exceptions.RayActorError as exc:
-            raise RaypipeError(
-                f"loader: the pipeline actor serving rank {self.rank} of {self.name!r} is gone at epoch {epoch}, "
-                f"batch {k} ({type(exc).__name__}); resume from state_dict() once the service is back"
-            ) from exc
-
     def _check_store(self, arrays: list) -> None:
         """Warn once when this node's ranks' batches in flight may not fit its object store, where
         Ray would spill them (see :mod:`cluster.object_store`); GPU batches (CUDA IPC) do not count."""
@@ -322,12 +229,8 @@ class Loader:
         if risk is not None:
             warnings.warn(f"loader: rank {self.rank} of {self.name!r}: {risk}", object_store.ObjectStoreWarning, 3)
 
-    def _convert(self, array: np.ndarray | IpcArray | host_ring.HostArray) -> Any:
-        if isinstance(array, IpcArray):
-            return self._importer.to_torch(array, self._cuda_index)
-        if isinstance(array, host_ring.HostArray):
-            array = self._host.to_array(array)
-        if self.output == "numpy":
+    def _convert(self, array: Any) -> Any:
+        if self.output == "numpy" or not isinstance(array, np.ndarray):  # numpy asked for, or a GPU tensor
             return array
         import torch
 
@@ -342,16 +245,6 @@ class Loader:
             warnings.filterwarnings("ignore", message="The given NumPy array is not writable")
             tensor = torch.from_numpy(array)
         return tensor.to(device) if device else tensor
-
-
-@dataclasses.dataclass(frozen=True)
-class _Sent:
-    """A batch request sent over the actor's socket: its sequence number there, and the request
-    to send again through Ray if the socket breaks before the reply."""
-
-    client: request_channel.RequestClient
-    seq: int
-    request: BatchRequest
 
 
 class _Acks:
@@ -423,21 +316,6 @@ def _wait_attached(attached: ray.ObjectRef, name: str, timeout_s: float, actor: 
         ray.kill(actor, no_restart=True)
         cause = str(exc).strip().splitlines()[-1]
         raise RaypipeError(f"loader: the coordinator of service {name!r} failed: {cause}") from exc
-
-
-def _settle(refs: list, requests: request_channel.RequestClient | None) -> None:
-    """Wait (a bounded time) for the requests an abandoned iteration left in flight, so that a
-    service shut down right after a ``break`` does not kill its actors mid-request (Ray then
-    logs each as a failed task it will retry), and the socket's next reply is the next request's."""
-    if requests is not None:
-        requests.drain(SETTLE_TIMEOUT_S)
-    refs = [ref for ref in refs if not isinstance(ref, _Sent)]
-    if not refs:
-        return
-    try:
-        ray.wait(refs, num_returns=len(refs), timeout=SETTLE_TIMEOUT_S)
-    except Exception:  # Ray is shutting down too: nothing left to settle
-        pass
 
 
 def loader(name: str, rank: int | None = None, world_size: int | None = None, **kwargs: Any) -> Loader:
