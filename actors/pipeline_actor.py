@@ -67,7 +67,7 @@ class PipelineActor:
         self.location = location
         device_id = 0 if location["gpu"] is not None else None
         self.pipe = build_service_pipeline(pipeline_fn, pipeline_kwargs, config, device_id, "pipeline actor")
-        self.engine = self.pipe.engine  # what the actor drives; self.pipe keeps it alive
+        self.engine = self.pipe.engine  # what the actor drives, shares with CPU helpers and allocates for
         self.pipe.enable_profiling()  # one clock read per operator call: cheap next to the operators
         self._process = ProcessMeter()
         self._queues = QueueMeter()

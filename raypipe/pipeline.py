@@ -187,8 +187,8 @@ class Pipeline:
     @property
     def engine(self) -> Engine:
         """The engine under this pipeline (built on first use): what the distributed service drives
-        (:meth:`Engine.drive`), shares with CPU helpers and builds their CPU stages from. It runs
-        the graph as long as this pipeline is referenced."""
+        (:meth:`Engine.drive`), shares with CPU helpers and builds their CPU stages from. A
+        class-style pipeline's engine builds CPU stages only while the pipeline is referenced."""
         self.build()
         return self._engine
 
