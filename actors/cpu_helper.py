@@ -2,10 +2,10 @@
 hand them, on any node of the cluster, CPU-only nodes included.
 
 A helper builds the service's pipeline without a device and, for each split a pipeline actor
-names (:meth:`raypipe.pipeline.Pipeline.cpu_split`: where that actor's CPU stage ends), the same
-CPU stage; it returns each unit's results as plain arrays through the object store. Results
-are a pure function of (seed, epoch, sample), so it does not matter which helper, or which
-restart of one, made them. :func:`remote_worker` adapts a helper to :mod:`raypipe.offload`.
+names (:meth:`raypipe.engine.Engine.cpu_split`: where that actor's CPU stage ends), the same
+CPU stage, and never an executor; it returns each unit's results as plain arrays through the
+object store. Results are a pure function of (seed, epoch, sample), so it does not matter which
+helper, or which restart of one, made them. :func:`remote_worker` adapts a helper to :mod:`raypipe.offload`.
 """
 
 from __future__ import annotations
@@ -84,7 +84,7 @@ class CpuHelper:
         with self._lock:
             stage = self._stages.get(key)
             if stage is None:
-                stage = self._stages[key] = self.pipe.cpu_stage(split)
+                stage = self._stages[key] = self.pipe.engine.cpu_stage(split)
         return stage
 
 

@@ -4,7 +4,7 @@ Returning a batch from an actor copies it into Ray's object store: for a 38.5 MB
 ResNet-50 batch that costs the actor 10-16 ms of CPU (fresh store pages, Ray's copy threads),
 about a sixth of what the pipeline spends making the batch on this machine. Instead the
 actor's pipeline writes its batch arrays straight into shared memory (:class:`Exporter`
-is its batch allocator, :meth:`raypipe.pipeline.Pipeline.set_host_allocator`), and the
+is its batch allocator, :meth:`raypipe.engine.Engine.set_host_allocator`), and the
 actor ships a small :class:`HostArray` naming the segment; the rank's process on the same
 machine maps the segment once and builds the batch on it (:class:`Importer`).
 

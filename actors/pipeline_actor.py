@@ -67,6 +67,7 @@ class PipelineActor:
         self.location = location
         device_id = 0 if location["gpu"] is not None else None
         self.pipe = build_service_pipeline(pipeline_fn, pipeline_kwargs, config, device_id, "pipeline actor")
+        self.engine = self.pipe.engine  # what the actor drives, shares with CPU helpers and allocates for
         self.pipe.enable_profiling()  # one clock read per operator call: cheap next to the operators
         self._process = ProcessMeter()
         self._queues = QueueMeter()
@@ -109,14 +110,14 @@ class PipelineActor:
             self._helpers_ref = None
             if names != self._helpers:
                 self._helpers = names
-                split = self.pipe.cpu_split()
+                split = self.engine.cpu_split()
                 workers = {}
                 for name in names:
                     try:
                         workers[name] = remote_worker(ray.get_actor(name, namespace=self._coordinator[1]), split)
                     except ValueError:
                         continue
-                self.pipe.set_cpu_helpers(workers)
+                self.engine.set_cpu_helpers(workers)
         if time.monotonic() - self._helpers_asked > HELPER_REFRESH_S:
             self._helpers_asked = time.monotonic()
             try:
@@ -202,7 +203,7 @@ class PipelineActor:
         ``rank_slots`` (prefetch + 1) it has asked for, and one it has dropped but not yet released."""
         if self._host is not None and rank_slots + 1 != self._host_spare:
             self._host_spare = rank_slots + 1
-            self.pipe.set_host_allocator(self._host.allocate, spare=self._host_spare)
+            self.engine.set_host_allocator(self._host.allocate, spare=self._host_spare)
 
     def _produce(self, epoch: int, start: int, k: int) -> tuple[tuple[TensorList, ...], Any]:
         """Run the pipeline to the requested batch, re-seeking when the executor is elsewhere."""
@@ -226,7 +227,7 @@ class PipelineActor:
 
     def _seek(self, epoch: int, start: int, k: int) -> None:
         self._seeks += 1
-        self.pipe.drive(self._specs(epoch, start, k), sequential=self.config.shuffle != "global")
+        self.engine.drive(self._specs(epoch, start, k), sequential=self.config.shuffle != "global")
         self._cursor = (epoch, start, k)
 
     def release(self, token: tuple[int, int]) -> None:
@@ -321,7 +322,7 @@ class PipelineActor:
             "skipped": self._skipped,
             "busy_s": round(self._busy_s, 3),
             "reads": self.pipe.read_stats(),
-            "offload": self.pipe.offload_stats(),
+            "offload": self.engine.offload_stats(),
             **self.where(),
         }
 

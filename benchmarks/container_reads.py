@@ -73,7 +73,7 @@ def time_epoch(source: str, where: str, order: str, cold: bool, n: int) -> tuple
     if cold:
         evict(data_files(source, where))
     began = time.perf_counter()
-    pipe.drive((epoch.batch(0, k) for k in range(epoch.num_batches)), sequential=order != "global")
+    pipe.engine.drive((epoch.batch(0, k) for k in range(epoch.num_batches)), sequential=order != "global")
     samples = nbytes = 0
     while True:
         try:

@@ -121,7 +121,7 @@ def measure(root: str, rounds: int) -> None:
 def stage_cost(root: str, split: dict[str, bool], samples: int = 300) -> float:
     """CPU milliseconds per sample of the ResNet-50 pipeline's CPU stage with ``split``, 1 thread."""
     pipe = resnet50_train(root, batch_size=32, num_threads=1, decoder_device="mixed", seed=0)
-    stage = pipe.cpu_stage(split)
+    stage = pipe.engine.cpu_stage(split)
     ctxs = [SampleContext(0, 0, i) for i in range(samples)]
     stage.run_chunk(ctxs[:20], 0, None)
     began = time.process_time()
@@ -193,7 +193,7 @@ def auto(files: list[str], seconds: float) -> None:
         cluster.add_node(num_cpus=3)  # CPU-only nodes
     cluster.wait_for_nodes()
     ray.init(address=cluster.address, log_to_driver=False, logging_level="ERROR")
-    stage = slowed(files=files).cpu_stage({"on_gpu": False, "decode_on_gpu": False})
+    stage = slowed(files=files).engine.cpu_stage({"on_gpu": False, "decode_on_gpu": False})
     ctxs = [SampleContext(0, 0, i) for i in range(len(files))]
     stage.run_chunk(ctxs[:8], 0, None)  # warm-up: imports, first decodes
     began = time.perf_counter()

@@ -44,7 +44,7 @@ FLOOR = "floor"
 def stage_of(root: str, batch: int, decode_on_gpu: bool) -> CpuStage:
     """The ResNet-50 training pipeline's CPU stage on a GPU node (decoder ``device="mixed"``)."""
     pipe = resnet50_train(root, batch_size=batch, num_threads=1, decoder_device="mixed", seed=0)
-    return pipe.cpu_stage({"on_gpu": True, "decode_on_gpu": decode_on_gpu})
+    return pipe.engine.cpu_stage({"on_gpu": True, "decode_on_gpu": decode_on_gpu})
 
 
 class Part:

@@ -19,7 +19,7 @@ the batch the caller holds, at most ``cpu_size + gpu_size + 2`` batches exist
 it and one finished).
 
 Lifetime: the threads hold the executor, never its owner, so a dropped
-:class:`~raypipe.pipeline.Pipeline` is collected and its finalizer stops them.
+:class:`~raypipe.engine.Engine` (with its pipeline) is collected and its finalizer stops them.
 Live executors sit in a weak registry that an exit hook stops (as DALI does),
 so interpreter exit neither waits on nor races with running stages.
 """
@@ -166,7 +166,7 @@ class Executor:
 
     def set_allocator(self, allocate: Allocator, spare: int = 0) -> None:
         """Make host batch arrays with ``allocate`` from the next one on, keeping ``spare`` more of
-        them for reuse (see :meth:`raypipe.pipeline.Pipeline.set_host_allocator`)."""
+        them for reuse (see :meth:`raypipe.engine.Engine.set_host_allocator`)."""
         self._buffers.set_allocator(allocate, self._pool_capacity(spare))
 
     def queue_stats(self) -> dict[str, dict[str, int]]:

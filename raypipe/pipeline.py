@@ -10,24 +10,22 @@ import json
 import os
 import warnings
 import weakref
-from collections.abc import Callable, Iterable, Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from typing import Any
 
 from .backend import DeviceContext
-from .batch_buffers import Allocator
 from .batch_spec import BatchSpec
-from .cpu_stage import CpuStage
 from .device_report import device_report
+from .engine import Engine, GraphFunction
 from .errors import ArgumentError, PipelineDefinitionError
-from .executor import BatchResult, Executor, SkippedSample
-from .gpu_decode import nvimgcodec_available
-from .graph import Graph, OpNode, StagedGraph, defining, stage
+from .executor import BatchResult, SkippedSample
+from .graph import OpNode, StagedGraph
 from .operator import Operator
+from .pipeline_options import DECLARATIONS, parse
 from .position import make_state, read_state
-from .profile import Profile
 from .tensor_list import TensorList
-from .types import CPU_ONLY_DEVICE_ID, DALIDataType
+from .types import DALIDataType
 
 # arguments of DALI's ``pipeline_def`` (not of its Pipeline) for features raypipe does not have
 DEFINITION_ARGS = ("enable_conditionals", "debug")
@@ -51,7 +49,7 @@ class BatchInfo:
 
 
 class Pipeline:
-    """A graph of operators run by the staged executor.
+    """DALI's pipeline: a graph of operators, run by its :attr:`engine` (:mod:`raypipe.engine`).
 
     Subclass it and implement :meth:`define_graph` (DALI class style), or use
     :func:`pipeline_def`. ``device_id=None`` keeps everything on the host, and so does a
@@ -60,13 +58,14 @@ class Pipeline:
     results as ``device="cpu"``. On a GPU, ``RAYPIPE_GPU_MEMORY_MB`` bounds the pipeline's device
     memory pool (see :meth:`memory_stats`).
 
-    The executor's threads never reference the pipeline, so a dropped pipeline is
-    freed at once and a finalizer stops its threads (or call :meth:`close`, or use
-    it as a context manager).
+    Neither the engine nor its executor's threads reference the pipeline, so a dropped pipeline
+    is freed at once and a finalizer stops its threads (or call :meth:`close`, or use it as a
+    context manager).
 
-    The arguments are DALI's, in DALI's order. Those about how DALI's own executor runs take
-    DALI's values and change no batch: ``exec_pipelined=False`` or ``exec_async=False`` (DALI's
-    executors without prefetching) run with the least prefetching here (queue depth 1 per stage);
+    The arguments are DALI's, in DALI's order, checked by :func:`raypipe.pipeline_options.parse`.
+    Those about how DALI's own executor runs take DALI's values and change no batch:
+    ``exec_pipelined=False`` or ``exec_async=False`` (DALI's executors without prefetching) run
+    with the least prefetching here (queue depth 1 per stage);
     ``exec_dynamic``, ``bytes_per_sample``, ``set_affinity``, ``enable_memory_stats``,
     ``max_streams`` and ``default_cuda_stream_priority`` (deprecated in DALI) are validated hints;
     ``py_num_workers`` and ``py_start_method`` configure DALI's workers for parallel external
@@ -104,60 +103,56 @@ class Pipeline:
         stream_policy: Any = None,
         concurrency: Any = None,
     ):
-        self.batch_size = _positive_int("batch_size", batch_size)
-        self.num_threads = _positive_int("num_threads", num_threads)
-        if device_id == CPU_ONLY_DEVICE_ID:
-            device_id = None
-        if device_id is not None and (not isinstance(device_id, int) or device_id < 0):
-            raise ArgumentError(f"device_id must be None or a non-negative int, got {device_id!r}")
-        self.device_id = device_id
-        for name, value in (
-            ("py_callback_pickler", py_callback_pickler),
-            ("stream_policy", stream_policy),
-            ("concurrency", concurrency),
-        ):
-            if value is not None:
-                raise ArgumentError(f"{name} is not supported by raypipe (only its default, None), got {value!r}")
-        self.enable_checkpointing = _flag("enable_checkpointing", enable_checkpointing)
-        self._checkpoint = _read_checkpoint(checkpoint, self.enable_checkpointing)
+        options = parse(
+            batch_size,
+            num_threads,
+            device_id,
+            seed,
+            exec_pipelined,
+            prefetch_queue_depth,
+            exec_async,
+            bytes_per_sample,
+            set_affinity,
+            max_streams,
+            default_cuda_stream_priority,
+            enable_memory_stats=enable_memory_stats,
+            enable_checkpointing=enable_checkpointing,
+            checkpoint=checkpoint,
+            py_num_workers=py_num_workers,
+            py_start_method=py_start_method,
+            py_callback_pickler=py_callback_pickler,
+            output_dtype=output_dtype,
+            output_ndim=output_ndim,
+            output_layout=output_layout,
+            exec_dynamic=exec_dynamic,
+            experimental_exec_dynamic=experimental_exec_dynamic,
+            stream_policy=stream_policy,
+            concurrency=concurrency,
+        )
+        self.batch_size = options.batch_size
+        self.num_threads = options.num_threads
+        self.device_id = options.device_id
+        self.seed = options.seed
+        self.exec_pipelined = options.exec_pipelined
+        self.exec_async = options.exec_async
+        self.prefetch_queue_depth = options.prefetch_queue_depth
+        self.cpu_queue_depth = options.cpu_queue_depth
+        self.gpu_queue_depth = options.gpu_queue_depth
+        self.exec_dynamic = options.exec_dynamic
+        self.bytes_per_sample = options.bytes_per_sample
+        self.set_affinity = options.set_affinity
+        self.max_streams = options.max_streams
+        self.default_cuda_stream_priority = options.default_cuda_stream_priority
+        self.enable_memory_stats = options.enable_memory_stats
+        self.enable_checkpointing = options.enable_checkpointing
+        self.py_num_workers = options.py_num_workers
+        self.py_start_method = options.py_start_method
         self.is_restored_from_checkpoint = False
-        if (seed is None or seed == -1) and self._checkpoint is not None:
-            seed = self._checkpoint.get("seed", seed)  # the checkpointed pipeline's random seed
-        if seed is None or seed == -1:
-            seed = int.from_bytes(os.urandom(8), "little") >> 1
-        if isinstance(seed, bool) or not isinstance(seed, int) or seed < 0:
-            raise ArgumentError(f"seed must be a non-negative int, got {seed!r}")
-        self.seed = seed
-        self.exec_pipelined = _flag("exec_pipelined", exec_pipelined)
-        self.exec_async = _flag("exec_async", exec_async)
-        self.prefetch_queue_depth = prefetch_queue_depth
-        self.cpu_queue_depth, self.gpu_queue_depth = _queue_depths(prefetch_queue_depth)
-        if not (self.exec_pipelined and self.exec_async):
-            if isinstance(prefetch_queue_depth, dict):
-                raise ArgumentError(
-                    "prefetch_queue_depth as a dict (separate queues) needs exec_pipelined=True and exec_async=True"
-                )
-            self.cpu_queue_depth = self.gpu_queue_depth = 1
-        if experimental_exec_dynamic is not None and exec_dynamic is None:
-            exec_dynamic = experimental_exec_dynamic
-        self.exec_dynamic = _flag("exec_dynamic", exec_dynamic, optional=True)
-        self.bytes_per_sample = _count("bytes_per_sample", bytes_per_sample)
-        self.set_affinity = _flag("set_affinity", set_affinity)
-        self.max_streams = None if max_streams is None else _count("max_streams", max_streams)
-        if default_cuda_stream_priority is not None and not _is_int(default_cuda_stream_priority):
-            raise ArgumentError(
-                f"default_cuda_stream_priority must be None or an int, got {default_cuda_stream_priority!r}"
-            )
-        self.default_cuda_stream_priority = default_cuda_stream_priority
-        self.enable_memory_stats = _flag("enable_memory_stats", enable_memory_stats)
-        self.py_num_workers = _count("py_num_workers", py_num_workers)
-        if py_start_method not in ("fork", "spawn"):
-            raise ArgumentError(f"py_start_method must be 'fork' or 'spawn', got {py_start_method!r}")
-        self.py_start_method = py_start_method
-        self._declared = _declarations(output_dtype=output_dtype, output_ndim=output_ndim, output_layout=output_layout)
+        self._checkpoint = options.checkpoint
+        self._declared = options.declared
         self._per_output: list[dict[str, Any]] = []
-        self._staged = None
-        self._executor: Executor | None = None
+        self._staged: StagedGraph | None = None
+        self._engine: Engine | None = None
         self._epoch = 0
         self._first_batch = 0  # where the self-driven order starts in ``_epoch``
         self._last: BatchResult | None = None
@@ -189,92 +184,57 @@ class Pipeline:
         """Wire operators and return the pipeline's outputs (override in a subclass)."""
         raise PipelineDefinitionError(f"{type(self).__name__} must implement define_graph()")
 
+    @property
+    def engine(self) -> Engine:
+        """The engine under this pipeline (built on first use): what the distributed service drives
+        (:meth:`Engine.drive`), shares with CPU helpers and builds their CPU stages from. A
+        class-style pipeline's engine builds CPU stages only while the pipeline is referenced."""
+        self.build()
+        return self._engine
+
     def build(self) -> None:
         """Define, check and stage the graph and open the reader; prefetching starts with
-        the first ``run()`` (or ``drive()``)."""
-        if self._staged is not None:
+        the first ``run()``."""
+        if self._engine is not None:
             return
-        device = DeviceContext(self.device_id)
-        self._split = {
-            "on_gpu": device.batched,
-            "decode_on_gpu": device.on_gpu and nvimgcodec_available(device.device_id),
-        }
-        staged = self._define(**self._split)
-        self._device_report = device_report(device, staged, self.device_id)
-        self._per_output = _per_output(self._declared, len(staged.outputs))
-        self._staged = staged
-        if self._checkpoint is not None:
-            try:
-                self._epoch, self._first_batch = self._position(self._checkpoint, strict=True)
-            except (ArgumentError, PipelineDefinitionError):
-                self._staged = None  # not built: a failed restore must not run from the start
-                raise
-            self.is_restored_from_checkpoint = True
-        reader = staged.reader.op if staged.reader is not None else None
-        self._executor = Executor(
-            staged,
+        engine = Engine(
+            self._graph_function(),
+            DeviceContext(self.device_id),
             seed=self.seed,
             num_threads=self.num_threads,
             cpu_size=self.cpu_queue_depth,
             gpu_size=self.gpu_queue_depth,
-            device=device,
-            source_of=reader.source_of if reader is not None else None,
         )
-        weakref.finalize(self, self._executor.close)
+        self._device_report = device_report(engine.device, engine.staged, self.device_id)
+        self._per_output = _per_output(self._declared, len(engine.staged.outputs))
+        self._staged, self._engine = engine.staged, engine
+        if self._checkpoint is not None:
+            try:
+                self._epoch, self._first_batch = self._position(self._checkpoint, strict=True)
+            except (ArgumentError, PipelineDefinitionError):
+                self._staged = self._engine = None  # not built: a failed restore must not run from the start
+                raise
+            self.is_restored_from_checkpoint = True
 
-    def _define(self, on_gpu: bool, decode_on_gpu: bool) -> StagedGraph:
-        """Define the graph, stage it with this split and open its reader."""
-        graph = Graph()
-        with defining(graph):
-            outputs = self.define_graph()
-        if not isinstance(outputs, (list, tuple)):
-            outputs = (outputs,)
-        staged = stage(graph, outputs, on_gpu=on_gpu, decode_on_gpu=decode_on_gpu)
-        if staged.reader is not None:
-            staged.reader.op.prepare()
-        return staged
+    def _graph_function(self) -> GraphFunction:
+        """:meth:`define_graph` for the engine, held weakly: the engine never keeps its pipeline
+        alive, so a dropped pipeline is freed at once (and its engine with it)."""
+        method = weakref.WeakMethod(self.define_graph)
 
-    def cpu_split(self) -> dict[str, bool]:
-        """Where this pipeline's CPU stage ends (``on_gpu``: a GPU runs the gpu operators;
-        ``decode_on_gpu``: mixed decoders decode there): a CPU helper builds the same stage."""
-        self.build()
-        return dict(self._split)
+        def define() -> Any:
+            graph_fn = method()
+            if graph_fn is None:
+                raise PipelineDefinitionError("the pipeline that defines this engine's graph is gone")
+            return graph_fn()
 
-    def cpu_stage(self, split: dict[str, bool]) -> CpuStage:
-        """This pipeline's CPU stage as another pipeline with ``split`` (:meth:`cpu_split`) has it:
-        what a CPU helper runs for that pipeline's samples. Needs no device."""
-        staged = self._define(**split)
-        reader = staged.reader.op if staged.reader is not None else None
-        return CpuStage(staged, self.seed, reader.source_of if reader is not None else None)
-
-    def set_cpu_helpers(self, workers: dict[str, Any], unit_timeout_s: float = 60.0) -> None:
-        """Share the CPU stage with remote workers (``{name: (epoch, indices) -> Future}``, see
-        :mod:`raypipe.offload`); ``{}`` keeps it local. A unit a worker has not returned after
-        ``unit_timeout_s`` goes to another."""
-        self.build()
-        self._executor.set_remote_workers(workers, unit_timeout_s)
-
-    def set_host_allocator(self, allocate: Allocator, spare: int = 0) -> None:
-        """Make the host batch arrays (those operators write samples into, and large stacked
-        outputs) with ``allocate(shape, dtype)`` from the next batch on, keeping ``spare`` more of
-        them for reuse than the queues need. A pipeline actor passes its shared-memory allocator
-        (:mod:`actors.host_ring`) and as many spares as its rank may hold batches, so finished
-        batches reach the rank uncopied."""
-        self.build()
-        self._executor.set_allocator(allocate, spare)
-
-    def offload_stats(self) -> dict[str, Any]:
-        """Units of samples run locally and by each CPU helper, reassignments, bytes received."""
-        self.build()
-        return self._executor.offload_stats()
+        return define
 
     def run(self) -> tuple[TensorList, ...]:
         """The next batch: one :class:`TensorList` per output."""
-        self.build()
-        if not self._executor.running:
-            self._set_sequential(True)  # a reader's own order reads its shard in order
-            self._executor.start(self._self_driven(self._epoch, self._first_batch))
-        result = self._executor.next()
+        engine = self.engine
+        if not engine.running:
+            engine.drive(self._self_driven(self._epoch, self._first_batch), sequential=True)
+        result = engine.next()
         self._last = result
         self._skipped.extend(result.skipped)
         if self._declared:
@@ -301,19 +261,6 @@ class Pipeline:
     def release_outputs(self) -> None:
         """DALI's release of shared outputs: nothing to release here (batches own their memory)."""
 
-    def drive(self, specs: Iterable[BatchSpec], sequential: bool = False) -> None:
-        """Replace the reader's own order with explicit batches; ``run()`` returns them in order
-        and raises StopIteration after the last. Used by the distributed service. ``sequential``
-        says the batches read the data mostly in order (a buffer shuffle, or none): container
-        readers then read whole extents ahead instead of one record at a time."""
-        self.build()
-        self._set_sequential(sequential)
-        self._executor.start(iter(specs))
-
-    def _set_sequential(self, sequential: bool) -> None:
-        if self._staged.reader is not None:
-            self._staged.reader.op.sequential = sequential
-
     def reset(self, epoch: int | None = None) -> None:
         """Drop prefetched batches and restart at the beginning of ``epoch`` (default: the
         epoch after the last completed one, or the current one if none was returned)."""
@@ -327,7 +274,7 @@ class Pipeline:
         self._epoch, self._first_batch = epoch, batch
         self._last = None
         self._scheduled = 0
-        self._executor.start(self._self_driven(epoch, batch))
+        self._engine.drive(self._self_driven(epoch, batch), sequential=True)
 
     def state_dict(self) -> dict[str, Any]:
         """The position of the batch the next ``run()`` returns in the reader's own order (the
@@ -428,16 +375,12 @@ class Pipeline:
 
     def enable_profiling(self) -> None:
         """Collect wall time per stage and per operator from now on (see :mod:`raypipe.profile`)."""
-        self.build()
-        self._executor.profile = Profile()
+        self.engine.enable_profiling()
 
     def profile(self) -> dict[str, Any]:
         """What :meth:`enable_profiling` collected: per (stage, operator) calls, total seconds and
         mean ms, and the executor's per-sample overhead in microseconds."""
-        self.build()
-        if self._executor.profile is None:
-            raise ArgumentError("pipeline: call enable_profiling() before profile()")
-        return self._executor.profile.report()
+        return self.engine.profile()
 
     def device_report(self) -> dict[str, Any]:
         """Where this pipeline's parts run and why, as a plain dict (see :mod:`raypipe.device_report`):
@@ -451,13 +394,11 @@ class Pipeline:
         ``pool_total_mb`` (reserved by its pool), ``limit_mb`` (the budget, None when unbounded),
         ``pinned_mb`` (host staging buffers), ``decoder_reserved_mb`` (the GPU decoder's outputs, outside
         the budget: see :meth:`raypipe.backend.DeviceContext.memory_stats`) and ``device_id``; zeros on the host."""
-        self.build()
-        return self._executor.device.memory_stats()
+        return self.engine.memory_stats()
 
     def queue_stats(self) -> dict[str, dict[str, int]]:
         """How full the executor's queues are now (see :meth:`raypipe.executor.Executor.queue_stats`)."""
-        self.build()
-        return self._executor.queue_stats()
+        return self.engine.queue_stats()
 
     def reader_label(self, name: str | None = None) -> str | None:
         """How profiles and errors name the reader (``'Reader'`` or ``'readers.file'#0``); None without one."""
@@ -467,8 +408,8 @@ class Pipeline:
     def close(self) -> None:
         """Stop the executor's threads and release its cached device memory; idempotent, and
         ``run()`` starts them again."""
-        if self._executor is not None:
-            self._executor.close()
+        if self._engine is not None:
+            self._engine.close()
 
     def __enter__(self) -> Pipeline:
         return self
@@ -521,6 +462,11 @@ class _FunctionPipeline(Pipeline):
     def define_graph(self):
         return self._graph_fn(*self._args, **self._kwargs)
 
+    def _graph_function(self) -> GraphFunction:
+        """The decorated function with its arguments: it does not reference the pipeline, so the
+        engine holds it strongly and builds CPU stages after the pipeline is gone."""
+        return functools.partial(self._graph_fn, *self._args, **self._kwargs)
+
 
 #: Every argument of :class:`Pipeline` (DALI's), which ``pipeline_def`` takes too.
 PIPELINE_ARGS = tuple(inspect.signature(Pipeline.__init__).parameters)[1:]
@@ -546,7 +492,7 @@ def pipeline_def(fn: Callable | None = None, **defaults: Any) -> Callable:
         shadowed = set(params) & set(PIPELINE_ARGS)
         to_function = set(params)
         if any(p.kind is p.VAR_KEYWORD for p in params.values()):
-            to_function |= set(_DECLARATIONS)
+            to_function |= set(DECLARATIONS)
 
         @functools.wraps(graph_fn)
         def create(*args: Any, **kwargs: Any) -> Pipeline:
@@ -571,79 +517,6 @@ def pipeline_def(fn: Callable | None = None, **defaults: Any) -> Callable:
         return create
 
     return decorate(fn) if fn is not None else decorate
-
-
-def _positive_int(name: str, value: Any) -> int:
-    if isinstance(value, bool) or not isinstance(value, int) or value <= 0:
-        raise ArgumentError(f"{name} must be a positive int, got {value!r}")
-    return value
-
-
-def _queue_depths(depth: int | dict[str, int]) -> tuple[int, int]:
-    if isinstance(depth, dict):
-        extra = set(depth) - {"cpu_size", "gpu_size"}
-        if extra or len(depth) != 2:
-            raise ArgumentError(
-                f"prefetch_queue_depth as a dict needs exactly 'cpu_size' and 'gpu_size', got {depth!r}"
-            )
-        return _positive_int("prefetch_queue_depth['cpu_size']", depth["cpu_size"]), _positive_int(
-            "prefetch_queue_depth['gpu_size']", depth["gpu_size"]
-        )
-    d = _positive_int("prefetch_queue_depth", depth)
-    return d, d
-
-
-def _is_int(value: Any) -> bool:
-    return isinstance(value, int) and not isinstance(value, bool)
-
-
-def _count(name: str, value: Any) -> int:
-    if not _is_int(value) or value < 0:
-        raise ArgumentError(f"{name} must be a non-negative int, got {value!r}")
-    return value
-
-
-def _flag(name: str, value: Any, optional: bool = False) -> bool | None:
-    if value is None and optional:
-        return None
-    if not isinstance(value, bool):
-        raise ArgumentError(f"{name} must be a bool{' or None' if optional else ''}, got {value!r}")
-    return value
-
-
-def _read_checkpoint(checkpoint: str | bytes | None, enabled: bool) -> dict[str, Any] | None:
-    """The state in a checkpoint from :meth:`Pipeline.checkpoint` (None without one)."""
-    if checkpoint is None:
-        return None
-    if not enabled:
-        raise ArgumentError(
-            "cannot restore the checkpoint: enable_checkpointing=True was not specified when creating the pipeline"
-        )
-    try:
-        state = json.loads(checkpoint)
-    except (TypeError, ValueError):
-        state = None
-    if not isinstance(state, dict):
-        raise ArgumentError("checkpoint must be the value Pipeline.checkpoint() returned (or its file's content)")
-    return state
-
-
-# what output_dtype / output_ndim / output_layout may hold per output (None, or "" for a layout: anything)
-_DECLARATIONS = {
-    "output_dtype": (lambda v: isinstance(v, DALIDataType), "a types.DALIDataType"),
-    "output_ndim": (lambda v: _is_int(v) and v >= 0, "a non-negative int"),
-    "output_layout": (lambda v: isinstance(v, str), "a str"),
-}
-
-
-def _declarations(**given: Any) -> dict[str, Any]:
-    """The given output declarations, validated: one value for every output or a list of them."""
-    for name, value in given.items():
-        ok, what = _DECLARATIONS[name]
-        values = value if isinstance(value, (list, tuple)) else [value]
-        if not all(v is None or ok(v) for v in values):
-            raise ArgumentError(f"{name} must be {what}, a list of those (None: any) or None, got {value!r}")
-    return {name: value for name, value in given.items() if value is not None}
 
 
 def _per_output(declared: dict[str, Any], count: int) -> list[dict[str, Any]]:

@@ -64,8 +64,8 @@ def test_held_batches_stay_intact_while_arrays_are_reused(jpeg_files):
             del images
             gc.collect()
         np.testing.assert_array_equal(held.as_tensor(), kept)
-        pool = pipe._executor._buffers
-        assert pool.allocated <= pipe._executor._cpu_size + pipe._executor._gpu_size + 4
+        pool = pipe.engine.executor._buffers
+        assert pool.allocated <= pipe.engine.executor._cpu_size + pipe.engine.executor._gpu_size + 4
         assert len(set(later)) < len(later)  # dropped batches' arrays came back
     with _normalized(jpeg_files[:8]) as fresh:
         np.testing.assert_array_equal(fresh.run()[0].as_tensor(), kept)
@@ -142,7 +142,7 @@ def test_a_pipeline_stacks_its_large_outputs_into_pooled_arrays(jpeg_files):
     with resized() as plain:
         reference = plain.run()[0].as_tensor().copy()
     with resized() as pipe:
-        pipe.set_host_allocator(allocate)
+        pipe.engine.set_host_allocator(allocate)
         images, labels = pipe.run()
         np.testing.assert_array_equal(images.as_tensor(), reference)
     assert set(made) == {(4, 512, 512, 3)}, "the images are pooled, the small labels are not"

@@ -29,7 +29,7 @@ def train(files, on_error="raise"):
 
 
 def _stage(files, **args) -> CpuStage:
-    return train(files=files, **args).cpu_stage(DEFERRED)
+    return train(files=files, **args).engine.cpu_stage(DEFERRED)
 
 
 def _plain(result) -> list:
@@ -47,7 +47,7 @@ def _plain(result) -> list:
 
 def test_a_deferred_stage_runs_by_node_and_a_host_one_by_sample(jpeg_files):
     assert _stage(jpeg_files).by_node
-    assert not train(files=jpeg_files).cpu_stage({"on_gpu": True, "decode_on_gpu": False}).by_node
+    assert not train(files=jpeg_files).engine.cpu_stage({"on_gpu": True, "decode_on_gpu": False}).by_node
 
 
 @pytest.mark.parametrize("chunk", [1, 5, 16])
@@ -119,7 +119,7 @@ def test_a_file_gone_after_listing_is_named_or_skipped(tmp_path, jpeg_files, on_
         jpegs, labels = fn.readers.file(files=files, on_error=on_error)
         return fn.decoders.image_random_crop(jpegs, device="mixed"), labels
 
-    stage = reading().cpu_stage(DEFERRED)
+    stage = reading().engine.cpu_stage(DEFERRED)
     (tmp_path / "1.jpg").unlink()
     ctxs = [SampleContext(5, 0, i) for i in range(3)]
     if on_error == "raise":

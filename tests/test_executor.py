@@ -104,7 +104,7 @@ def test_drive_runs_explicit_batches_then_stops(jpeg_files):
         rp.BatchSpec(epoch=4, index=1, sample_indices=np.array([2, 2]), num_pad=1, last_in_epoch=True),
     ]
     with labels_only(jpeg_files[:8]) as pipe:
-        pipe.drive(specs)
+        pipe.engine.drive(specs)
         (a,) = pipe.run()
         info_a = pipe.last_batch_info
         (b,) = pipe.run()

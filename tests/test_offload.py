@@ -31,7 +31,7 @@ class ThreadWorker:
     """A worker with its own copy of the pipeline's CPU stage, on its own thread."""
 
     def __init__(self, files, owner, fail_first: int = 0, silent: bool = False):
-        self.stage = augmented(files=files).cpu_stage(owner.cpu_split())
+        self.stage = augmented(files=files).engine.cpu_stage(owner.engine.cpu_split())
         self.pool = ThreadPoolExecutor(1)
         self.calls = 0
         self.fail_first, self.silent = fail_first, silent
@@ -61,11 +61,11 @@ def test_batches_are_identical_with_a_helper(jpeg_files):
     reference.close()
     pipe = augmented(files=jpeg_files)
     worker = ThreadWorker(jpeg_files, pipe)
-    pipe.set_cpu_helpers({"w0": worker})
+    pipe.engine.set_cpu_helpers({"w0": worker})
     got = _epochs(pipe, 6)
     for (a, la), (b, lb) in zip(expected, got):
         assert la == lb and np.array_equal(a, b)
-    stats = pipe.offload_stats()
+    stats = pipe.engine.offload_stats()
     assert stats["workers"]["w0"]["samples"] > 0 and stats["workers"]["w0"]["bytes"] > 0
     pipe.close()
 
@@ -75,20 +75,20 @@ def test_units_of_a_lost_worker_are_reassigned(jpeg_files):
     expected = _epochs(reference, 3)
     reference.close()
     pipe = augmented(files=jpeg_files)
-    pipe.set_cpu_helpers({"flaky": ThreadWorker(jpeg_files, pipe, fail_first=2)})
+    pipe.engine.set_cpu_helpers({"flaky": ThreadWorker(jpeg_files, pipe, fail_first=2)})
     got = _epochs(pipe, 3)
     assert all(np.array_equal(a, b) and la == lb for (a, la), (b, lb) in zip(expected, got))
-    stats = pipe.offload_stats()
+    stats = pipe.engine.offload_stats()
     assert stats["workers"]["flaky"]["lost"] == 2 and stats["reassigned"] == 2
     pipe.close()
 
 
 def test_a_silent_worker_times_out_and_its_units_run_elsewhere(jpeg_files):
     pipe = augmented(files=jpeg_files)
-    pipe.set_cpu_helpers({"silent": ThreadWorker(jpeg_files, pipe, silent=True)}, unit_timeout_s=0.3)
+    pipe.engine.set_cpu_helpers({"silent": ThreadWorker(jpeg_files, pipe, silent=True)}, unit_timeout_s=0.3)
     _, labels = pipe.run()
     assert len(labels) == 8
-    assert pipe.offload_stats()["workers"]["silent"]["lost"] >= 1
+    assert pipe.engine.offload_stats()["workers"]["silent"]["lost"] >= 1
     pipe.close()
 
 
@@ -97,7 +97,7 @@ def test_a_sample_error_at_a_worker_names_the_sample(jpeg_files, tmp_path):
     bad.write_bytes(b"\xff\xd8 not a jpeg")
     files = [bad] + list(jpeg_files[:7])
     pipe = augmented(files=files)
-    pipe.set_cpu_helpers({"w": ThreadWorker(files, pipe)})
+    pipe.engine.set_cpu_helpers({"w": ThreadWorker(files, pipe)})
     with pytest.raises(SampleError, match="bad.jpg"):
         for _ in range(2):
             pipe.run()
@@ -107,13 +107,13 @@ def test_a_sample_error_at_a_worker_names_the_sample(jpeg_files, tmp_path):
 def test_close_releases_the_proxy_threads(jpeg_files):
     before = {t.ident for t in threading.enumerate()}
     pipe = augmented(files=jpeg_files)
-    pipe.set_cpu_helpers({"w": ThreadWorker(jpeg_files, pipe)})
+    pipe.engine.set_cpu_helpers({"w": ThreadWorker(jpeg_files, pipe)})
     pipe.run()
     assert any(t.name.startswith("raypipe-offload") for t in threading.enumerate())
     pipe.close()
     left = [t.name for t in threading.enumerate() if t.ident not in before and t.name.startswith("raypipe-offload")]
     assert left == []
-    pipe.set_cpu_helpers({"w": ThreadWorker(jpeg_files, pipe)})  # usable again after close
+    pipe.engine.set_cpu_helpers({"w": ThreadWorker(jpeg_files, pipe)})  # usable again after close
     assert len(pipe.run()[1]) == 8
     pipe.close()
 
@@ -122,7 +122,7 @@ def test_a_dropped_pipeline_releases_the_proxy_threads(jpeg_files):
     import gc
 
     pipe = augmented(files=jpeg_files)
-    pipe.set_cpu_helpers({"w": ThreadWorker(jpeg_files, pipe)})
+    pipe.engine.set_cpu_helpers({"w": ThreadWorker(jpeg_files, pipe)})
     pipe.run()
     del pipe
     gc.collect()
@@ -147,12 +147,14 @@ def test_samples_skipped_at_a_worker_are_reported_as_locally(jpeg_files, tmp_pat
     expected = [(s.sample_index, s.source) for s in local.skipped_samples]
     local.close()
     pipe = skipping(files=files)
-    worker_stage = skipping(files=files).cpu_stage(pipe.cpu_split())
+    worker_stage = skipping(files=files).engine.cpu_stage(pipe.engine.cpu_split())
     pool = ThreadPoolExecutor(1)
-    pipe.set_cpu_helpers({"w": lambda epoch, indices: pool.submit(worker_stage.run_packed, epoch, list(indices))})
+    pipe.engine.set_cpu_helpers(
+        {"w": lambda epoch, indices: pool.submit(worker_stage.run_packed, epoch, list(indices))}
+    )
     _, labels = pipe.run()
     assert [(s.sample_index, s.source) for s in pipe.skipped_samples] == expected == [(3, str(bad))]
     assert pipe.last_batch_info.sample_indices == [0, 1, 2, 4, 5, 6, 7] and len(labels) == 7
-    assert pipe.offload_stats()["workers"]["w"]["samples"] > 0
+    assert pipe.engine.offload_stats()["workers"]["w"]["samples"] > 0
     pipe.close()
     pool.shutdown()

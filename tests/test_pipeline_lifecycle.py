@@ -43,6 +43,18 @@ def failing_gpu_op_pipe(files):
     return fn.python_function(labels, function=_fail_batch, device="gpu")
 
 
+class ClassStylePipe(rp.Pipeline):
+    """``decode_pipe`` in DALI's class style: the graph is the pipeline's own method."""
+
+    def __init__(self, files):
+        super().__init__(batch_size=6, num_threads=2, device_id=None, seed=7)
+        self.files = files
+
+    def define_graph(self):
+        jpegs, labels = fn.readers.file(files=self.files, random_shuffle=True, name="Reader")
+        return fn.resize(fn.decoders.image(jpegs), resize_x=SIDE, resize_y=SIDE), labels
+
+
 def _fail_batch(samples):
     raise ValueError("this batch is bad")
 
@@ -81,6 +93,14 @@ def _running(pipe: rp.Pipeline, before: set[threading.Thread]) -> rp.Pipeline:
 
 def test_deleted_pipeline_is_freed_and_stops_its_threads(jpeg_files, before):
     pipe = _running(decode_pipe(jpeg_files), before)
+    ref = weakref.ref(pipe)
+    del pipe
+    assert ref() is None
+    _wait_for_no_threads(before)
+
+
+def test_deleted_class_style_pipeline_is_freed_and_stops_its_threads(jpeg_files, before):
+    pipe = _running(ClassStylePipe(jpeg_files), before)
     ref = weakref.ref(pipe)
     del pipe
     assert ref() is None

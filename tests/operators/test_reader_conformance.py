@@ -239,7 +239,7 @@ def test_in_order_reads_take_extents_and_a_global_shuffle_single_records(data, r
     own.close()
     shuffled = pipe()
     epoch = plan(24, seed=0, epoch=0, world_size=1, batch_size=8, shuffle="global")
-    shuffled.drive((epoch.batch(0, k) for k in range(epoch.num_batches)), sequential=False)
+    shuffled.engine.drive((epoch.batch(0, k) for k in range(epoch.num_batches)), sequential=False)
     for _ in range(epoch.num_batches):
         shuffled.run()
     assert shuffled.read_stats() == {"direct_reads": 24, "extent_reads": 0, "extent_bytes": 0, "extent_hits": 0}
