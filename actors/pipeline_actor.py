@@ -40,7 +40,6 @@ from .protocol import BatchReply, BatchRequest, Skip
 # Methods in this group answer while a batch is being made (they only read counters).
 CONTROL = "control"
 CONCURRENCY_GROUPS = {CONTROL: 1}
-HELPER_REFRESH_S = 1.0  # how often an actor asks which CPU helpers run
 
 
 class PipelineActor:
@@ -54,7 +53,6 @@ class PipelineActor:
         config: ServiceConfig,
         rank: int,
         location: dict[str, Any],
-        coordinator: tuple[str, str] | None = None,
         nice: int | None = None,
     ):
         if nice is not None:  # before the pipeline starts its threads
@@ -88,44 +86,35 @@ class PipelineActor:
         self._seeks = 0
         self._skipped = 0
         self._busy_s = 0.0
-        self._coordinator = coordinator  # (name, namespace): where the current CPU helpers are listed
-        self._coordinator_handle = None
-        self._helpers_ref = None
-        self._helpers_asked = float("-inf")
-        self._helpers: tuple[str, ...] = ()
+        # The service's CPU helpers as the coordinator last told them, and those the pipeline
+        # shares its CPU stage with now (None: none since the last pause), by name.
+        self._helpers_lock = threading.Lock()
+        self._helpers: dict[str, Any] = {}
+        self._helpers_used: dict[str, Any] | None = {}
 
-    def _refresh_helpers(self) -> None:
-        """Share the CPU stage with the service's current CPU helpers: asks the coordinator at
-        most every ``HELPER_REFRESH_S`` and never waits for its answer."""
-        if self._coordinator is None:
+    @ray.method(concurrency_group=CONTROL)
+    def set_helpers(self, helpers: dict[str, Any]) -> None:
+        """The service's CPU helper actors now, by name (the coordinator sends them when they
+        change, and again every few seconds): the pipeline shares its CPU stage with them from the
+        next batch request on. Never waits for a batch being made."""
+        with self._helpers_lock:
+            self._helpers = dict(helpers)
+
+    def _use_helpers(self) -> None:
+        """Share the CPU stage with the helpers last told, when they are not the ones in use. A
+        helper started again under its old name (by a restarted coordinator) is another actor: the
+        old one is let go first."""
+        with self._helpers_lock:
+            helpers = dict(self._helpers)
+        used = self._helpers_used or {}
+        if helpers == self._helpers_used:
             return
-        if self._helpers_ref is not None:
-            ready, _ = ray.wait([self._helpers_ref], timeout=0)
-            if not ready:
-                return
-            try:
-                names = tuple(ray.get(self._helpers_ref))
-            except ray.exceptions.RayError:
-                names = self._helpers  # the coordinator is restarting: keep what we have
-            self._helpers_ref = None
-            if names != self._helpers:
-                self._helpers = names
-                split = self.engine.cpu_split()
-                workers = {}
-                for name in names:
-                    try:
-                        workers[name] = remote_worker(ray.get_actor(name, namespace=self._coordinator[1]), split)
-                    except ValueError:
-                        continue
-                self.engine.set_cpu_helpers(workers)
-        if time.monotonic() - self._helpers_asked > HELPER_REFRESH_S:
-            self._helpers_asked = time.monotonic()
-            try:
-                if self._coordinator_handle is None:  # looked up once: Ray restarts it under the same handle
-                    self._coordinator_handle = ray.get_actor(self._coordinator[0], namespace=self._coordinator[1])
-                self._helpers_ref = self._coordinator_handle.helpers.remote()
-            except ValueError:
-                pass
+        split = self.engine.cpu_split()
+        kept = {name: actor for name, actor in helpers.items() if used.get(name) == actor}
+        if kept.keys() != used.keys():
+            self.engine.set_cpu_helpers({name: remote_worker(actor, split) for name, actor in kept.items()})
+        self.engine.set_cpu_helpers({name: remote_worker(actor, split) for name, actor in helpers.items()})
+        self._helpers_used = helpers
 
     @ray.method(concurrency_group=CONTROL)
     def where(self) -> dict[str, Any]:
@@ -168,7 +157,7 @@ class PipelineActor:
         if ring:
             self._host.release(request.released)
         self._size_host_pool(request.rank_slots)
-        self._refresh_helpers()
+        self._use_helpers()
         self._queues.sample(self.pipe.queue_stats())
         outputs, info = self._produce(epoch, start, k)
         rows, samples, is_pad = None, np.asarray(info.sample_indices, dtype=np.int64), np.asarray(info.is_pad)
@@ -276,12 +265,12 @@ class PipelineActor:
         return self._exporter
 
     def pause(self) -> None:
-        """Stop preparing batches ahead (frees the CPUs); the next request restarts the pipeline
-        and attaches the CPU helpers again."""
+        """Stop preparing batches ahead (frees the CPUs and the CPU helpers' threads); the next
+        request restarts the pipeline with the helpers this actor knows."""
         with self._serving:
             self.pipe.close()
             self._cursor = None
-            self._helpers, self._helpers_asked = (), float("-inf")
+            self._helpers_used = None
 
     def state_dict(self) -> dict[str, Any] | None:
         """The position of the batch this actor's pipeline produces next for its rank (the

@@ -2,9 +2,10 @@
 skipped samples, every rank's acknowledged progress and the service's CPU helpers.
 
 It is restarted by Ray whenever it dies (``max_restarts=-1``) and reads back its
-journaled state (:mod:`cluster.journal`); ranks never need it while iterating (they
+record (:mod:`cluster.coordinator_record`); ranks never need it while iterating (they
 talk to their own pipeline actor and tell the coordinator about progress without
-waiting), and nothing it does waits on a pipeline actor.
+waiting), and nothing it does waits on a pipeline actor: it tells them the CPU helpers
+without waiting for an answer (:mod:`cluster.helper_broadcast`).
 """
 
 from __future__ import annotations
@@ -23,16 +24,28 @@ from actors.protocol import Skip, Timing
 from raypipe import log
 from raypipe.service_config import ServiceConfig
 
-from . import journal, service_record
+from . import coordinator_record, service_record
 from .actor_launch import ActorLaunch
+from .autoscaler import Autoscaler
+from .coordinator_events import (
+    Acked,
+    Attached,
+    Decided,
+    Event,
+    HelperAdded,
+    HelperRemoved,
+    Resized,
+    Restarted,
+    Skipped,
+)
 from .coordinator_state import CoordinatorState
-from .helper_policy import choose_node, decide, stall_fraction
+from .helper_broadcast import HelperBroadcast
+from .helper_policy import choose_node
 from .helpers import HelperPlan, cluster_nodes, helper_index, start_helper
 from .naming import NAMESPACE, helper_name, pipeline_actor_name
 from .rank_meter import RankMeter
 
 LOG = log.get(__name__)
-COOLDOWN_ROUNDS = 2  # rounds a scaling change is given to take effect before the next decision
 
 
 def _busy_seconds(handles: dict[str, Any]) -> dict[str, float]:
@@ -78,36 +91,38 @@ class Coordinator:
         self._launch = launch
         self._plan = helpers or HelperPlan()
         self._lock = threading.RLock()
-        self._handles: dict[str, Any] = {}
-        self._timing: dict[int, list[float]] = {}
-        self._stall: dict[int, float] = {}
-        self._calm = 0
-        self._meters: dict[int, RankMeter] = {}  # measurements, not state: not journaled
+        self._handles: dict[str, Any] = {}  # the running helpers' actors (they go with this process)
+        self._meters: dict[int, RankMeter] = {}  # measurements, not state: not recorded
         self._exported: dict[int, float] = {}
-        saved = journal.load(config.name) if ray.get_runtime_context().was_current_actor_reconstructed else None
-        self._state = CoordinatorState.restore(saved) if saved else CoordinatorState()
+        self._autoscaler = Autoscaler(self._plan.interval_s, self._plan.threads, self._plan.max_helpers)
+        self._broadcast = HelperBroadcast(config.name)
+        restarted = ray.get_runtime_context().was_current_actor_reconstructed
+        saved = coordinator_record.load(config.name) if restarted else None
+        self._state = CoordinatorState.from_record(saved) if saved else CoordinatorState()
         if self._state.world_size is not None:  # a group of another size took over before the restart
             self._config = dataclasses.replace(config, world_size=self._state.world_size)
         if saved:
-            self._apply(("restart",))
-            LOG.warning("service %r: coordinator restarted, state read back from its journal", config.name)
+            self._apply(Restarted())
+            LOG.warning("service %r: coordinator restarted, state read back from its record", config.name)
         else:
-            journal.save(config.name, self._state.snapshot())
+            coordinator_record.save(config.name, self._state.to_record())
+        self._broadcast.set_ranks(self._state.attached)
         self._start_helpers()
         if self._plan.auto:
             threading.Thread(target=self._autoscale, name="raypipe-autoscale", daemon=True).start()
 
-    def _apply(self, event: tuple) -> None:
+    def _apply(self, event: Event) -> None:
+        """The one way the state changes: apply ``event`` and rewrite the record when it changed it."""
         with self._lock:
             if self._state.apply(event):
-                journal.save(self._config.name, self._state.snapshot())
+                coordinator_record.save(self._config.name, self._state.to_record())
 
     def _start_helpers(self) -> None:
         """Helpers of a previous life of this coordinator (they went with it) again, then up to a
         fixed count."""
         placed: dict[str, int] = {}  # started now, perhaps not yet counted in the nodes' free CPUs
         for name in sorted(self._state.helpers, key=helper_index):
-            self._apply(("helper_removed", name, "it went with the previous coordinator", time.time()))
+            self._apply(HelperRemoved(name, "it went with the previous coordinator", time.time()))
             self._add_helper("restarted with the coordinator", placed, helper_index(name))
         if not self._plan.auto:
             while len(self._state.helpers) < self._plan.count:
@@ -121,13 +136,14 @@ class Coordinator:
             started = start_helper(self._plan, self._launch, self._config, index, placed)
             if started is None:
                 why = f"no node has {self._plan.cpus:g} free CPUs for a helper"
-                self._apply(("decision", "keep", why, time.time()))
+                self._apply(Decided("keep", why, time.time()))
                 return False
             handle, node = started
             placed[node] = placed.get(node, 0) + 1
             name = helper_name(self._config.name, index)
             self._handles[name] = handle
-            self._apply(("helper_added", name, node, reason, time.time()))
+            self._apply(HelperAdded(name, node, reason, time.time()))
+            self._broadcast.set_helpers(self._handles)
             LOG.info("service %r: CPU helper %s started on node %s (%s)", self._config.name, name, node[:8], reason)
             return True
 
@@ -135,53 +151,38 @@ class Coordinator:
         with self._lock:
             name = max(self._state.helpers, key=helper_index)
             handle = self._handles.pop(name, None)
+            self._broadcast.set_helpers(self._handles)
             if handle is not None:
                 ray.kill(handle, no_restart=True)
-            self._apply(("helper_removed", name, reason, time.time()))
+            self._apply(HelperRemoved(name, reason, time.time()))
             LOG.info("service %r: CPU helper %s stopped (%s)", self._config.name, name, reason)
 
     def _autoscale(self) -> None:
-        """Every ``interval_s``: each rank's stall and the helpers' idle time since the last
-        round, then one decision (:func:`cluster.helper_policy.decide`)."""
-        busy_before: dict[str, float] = {}
-        cooling = 0
+        """Every ``interval_s``: each rank's stall and the helpers' busy time since the last
+        round, then one decision (:class:`cluster.autoscaler.Autoscaler`)."""
         while True:
             time.sleep(self._plan.interval_s)
             with self._lock:
-                stalls = {r: stall_fraction(w, t) for r, (w, t) in self._timing.items() if w + t > 0}
-                self._timing.clear()
-                if stalls:  # a round without timings says nothing: it neither calms nor alarms
-                    self._stall = stalls
-                    self._calm = self._calm + 1 if max(stalls.values()) < 0.02 else 0
+                stalls = self._autoscaler.stalls_since_last_round(self._meters)
                 handles = dict(self._handles)
-            busy_now = _busy_seconds(handles)
-            busy = sum(max(0.0, b - busy_before.get(n, 0.0)) for n, b in busy_now.items())
-            busy_before = busy_now
-            if not stalls:
+            decision = self._autoscaler.decide_round(stalls, _busy_seconds(handles), len(handles), self._can_add)
+            if decision is None:
                 continue
-            spare = len(handles) - busy / (self._plan.interval_s * self._plan.threads)
-            can_add = choose_node(cluster_nodes(), {}, self._plan.cpus, self._plan.reserve_per_gpu) is not None
-            decision = decide(
-                stalls,
-                len(handles),
-                can_add,
-                self._calm,
-                spare_helpers=spare,
-                cooling=cooling,
-                max_helpers=self._plan.max_helpers,
-            )
-            cooling = max(0, cooling - 1)
             if decision.action == "add":
                 if self._add_helper(decision.reason, {}):
-                    cooling = COOLDOWN_ROUNDS
+                    self._autoscaler.changed("add")
             elif decision.action == "remove":
                 self._remove_helper(decision.reason)
-                self._calm, cooling = 0, COOLDOWN_ROUNDS
+                self._autoscaler.changed("remove")
             else:
-                self._apply(("decision", "keep", decision.reason, time.time()))
+                self._apply(Decided("keep", decision.reason, time.time()))
+
+    def _can_add(self) -> bool:
+        """Whether some node has room for one more helper now."""
+        return choose_node(cluster_nodes(), {}, self._plan.cpus, self._plan.reserve_per_gpu) is not None
 
     def helpers(self) -> list[str]:
-        """The names of the CPU helpers running now (pipeline actors poll this)."""
+        """The names of the CPU helpers running now (for ``svc.stats()`` and ``svc.shutdown()``)."""
         with self._lock:
             return sorted(self._state.helpers, key=helper_index)
 
@@ -201,17 +202,21 @@ class Coordinator:
                     return Resize(None, alive)
                 self._config = dataclasses.replace(self._config, world_size=world_size)
                 service_record.save(self._config.name, self._config, self._launch)
-                self._apply(("resize", world_size))
-                for measured in (self._timing, self._stall, self._meters, self._exported):
-                    for rank in [r for r in measured if r >= world_size]:
-                        del measured[rank]
+                self._apply(Resized(world_size))
+                gone = [r for r in self._meters if r >= world_size]
+                for rank in gone:
+                    del self._meters[rank]
+                    self._exported.pop(rank, None)
+                self._autoscaler.forget(gone)
+                self._broadcast.set_ranks(self._state.attached)
                 LOG.info("service %r: now serves %d ranks", self._config.name, world_size)
             return Resize(self._config, [])
 
     def attach(self, rank: int, location: dict[str, Any]) -> None:
         """Rank ``rank`` trains at ``location`` (node, GPU), where it has started its pipeline
-        actor: record it."""
-        self._apply(("attach", rank, location))
+        actor: record it, and tell that actor the CPU helpers."""
+        self._apply(Attached(rank, location))
+        self._broadcast.attached(rank)
 
     def ack(
         self,
@@ -225,17 +230,14 @@ class Coordinator:
         are the samples its batches replaced, ``timings`` one per batch since its last
         acknowledgement."""
         for skip in skipped:
-            self._apply(("skip", skip.epoch, skip.sample_index, skip.source))
-        self._apply(("ack", rank, epoch, next_batch))
+            self._apply(Skipped(skip.epoch, skip.sample_index, skip.source))
+        self._apply(Acked(rank, epoch, next_batch))
         if not timings:
             return
         with self._lock:
-            acc = self._timing.setdefault(rank, [0.0, 0.0])
             meter = self._meters.setdefault(rank, RankMeter())
             meter.acks += 1
             for t in timings:
-                acc[0] += t.waited_s
-                acc[1] += t.trained_s
                 meter.add(t.waited_s, t.trained_s, t.in_flight, t.prefetch, now=t.at)
             export = time.monotonic() - self._exported.get(rank, float("-inf")) > EXPORT_INTERVAL_S
             if export:
@@ -251,7 +253,8 @@ class Coordinator:
             self._meters.setdefault(rank, RankMeter()).add_synthetic(batches, trained_s)
 
     def snapshot(self) -> dict[str, Any]:
-        """Everything needed to restore the service's position: small by design."""
+        """What ``svc.snapshot()`` returns: the configuration served, each rank's acknowledged
+        progress and where it attached. Small by design."""
         return {
             "config": self._config,
             "progress": {r: list(p) for r, p in self._state.progress.items()},
@@ -272,7 +275,7 @@ class Coordinator:
             "helpers": {
                 "mode": "auto" if self._plan.auto else self._plan.count,
                 "running": dict(self._state.helpers),
-                "stall": {r: round(v, 4) for r, v in self._stall.items()},
+                "stall": {r: round(v, 4) for r, v in self._autoscaler.stall.items()},
                 "decisions": list(self._state.decisions),
             },
         }

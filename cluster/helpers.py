@@ -1,8 +1,9 @@
 """Starting, finding and stopping a service's CPU helper actors (:mod:`actors.cpu_helper`).
 
 The coordinator owns them (they go when it goes, and it starts them again after a restart
-from its journal); each is named, so pipeline actors find the current set by name. Where
-they go and how many run is :mod:`cluster.helper_policy`'s decision.
+from its record) and tells the pipeline actors which run (:mod:`cluster.helper_broadcast`);
+each is named, so ``svc.stats()`` finds them by name. Where they go and how many run is
+:mod:`cluster.helper_policy`'s decision.
 """
 
 from __future__ import annotations

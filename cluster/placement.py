@@ -29,7 +29,7 @@ from raypipe.errors import ArgumentError, RaypipeError
 from raypipe.service_config import ServiceConfig
 
 from .actor_launch import ActorLaunch
-from .naming import NAMESPACE, coordinator_name, pipeline_actor_name
+from .naming import NAMESPACE, pipeline_actor_name
 
 _LOCAL_RANK_VARS = ("LOCAL_RANK", "HOROVOD_LOCAL_RANK", "OMPI_COMM_WORLD_LOCAL_RANK")
 _LOCAL_SIZE_VARS = ("LOCAL_WORLD_SIZE", "HOROVOD_LOCAL_SIZE", "OMPI_COMM_WORLD_LOCAL_SIZE")
@@ -183,15 +183,7 @@ def start_pipeline_actor(
             runtime_env=niceness.runtime_env(nice),
             scheduling_strategy=NodeAffinitySchedulingStrategy(location.node_id, soft=False),
         )
-        .remote(
-            launch.pipeline,
-            launch.pipeline_kwargs,
-            config,
-            rank,
-            location.as_dict(),
-            (coordinator_name(config.name), NAMESPACE),
-            nice,
-        )
+        .remote(launch.pipeline, launch.pipeline_kwargs, config, rank, location.as_dict(), nice)
     )
     timeout_s = launch.startup_timeout_s
     try:

@@ -6,7 +6,9 @@ caller trained on the one before (:meth:`cluster.loader.Loader.__iter__`). The s
 measure of a starved GPU. Totals cover the service's life; the recent figures cover the last
 ``WINDOW`` batches, so a live view follows changes. The first batch of each pass over the
 loader has nothing trained before it and a wait that is mostly start-up (the pipeline actor
-starting, or seeking to a resumed position): it is counted but not timed.
+starting, or seeking to a resumed position): it is counted but not timed. The
+``"auto"`` helper autoscaler (:mod:`cluster.autoscaler`) reads the same sums, so it and the
+doctor see one stall figure.
 """
 
 from __future__ import annotations
@@ -44,6 +46,10 @@ class RankMeter:
         self.waited_s += waited
         self.trained_s += trained
         self.recent.append((time.monotonic() if now is None else now, waited, trained))
+
+    def timed(self) -> tuple[float, float]:
+        """Seconds waited and trained over every timed batch so far (the first batch of a pass left out)."""
+        return self.waited_s, self.trained_s
 
     def add_synthetic(self, batches: int, trained: float) -> None:
         """Steps trained on a synthetic loader (same shapes, no I/O): the speed without input cost."""

@@ -19,7 +19,7 @@ from raypipe import log
 from raypipe.errors import ArgumentError, PipelineDefinitionError, RaypipeError
 from raypipe.service_config import ServiceConfig
 
-from . import journal, object_store, service_record
+from . import coordinator_record, object_store, service_record
 from .actor_launch import ActorLaunch
 from .coordinator import Coordinator
 from .diagnosis import diagnose
@@ -128,7 +128,7 @@ class Service:
         return ray.get(self._coordinator.snapshot.remote())
 
     def shutdown(self) -> None:
-        """Stop the coordinator and every rank's pipeline actor and forget the service's journal.
+        """Stop the coordinator and every rank's pipeline actor and forget the service's records.
         Safe to call twice; a loader still open afterwards fails with a clear error."""
         if self._coordinator is not None:
             _release(self.name, [*self._actors().values(), *self._helpers().values(), self._coordinator])
@@ -164,12 +164,12 @@ def _unavailable(rank: int, why: str) -> dict[str, Any]:
 
 
 def _release(name: str, actors: list) -> None:
-    """Kill ``actors`` (None entries skipped) and clear the service's record and journal."""
+    """Kill ``actors`` (None entries skipped) and clear the service's record and its coordinator's."""
     for actor in actors:
         if actor is not None:
             ray.kill(actor, no_restart=True)
     service_record.clear(name)
-    journal.clear(name)
+    coordinator_record.clear(name)
 
 
 def serve(

@@ -5,7 +5,7 @@ GCS key-value store under the service's name.
 there, not from the coordinator: the loader starts its pipeline actor while the coordinator is
 still starting, so the two worker processes start at once instead of one after the other
 (about 0.8 s of the time to the first batch on 2 cores). It never changes while the service
-runs, and goes with the service's journal at shutdown.
+runs, and goes with the coordinator's record (:mod:`cluster.coordinator_record`) at shutdown.
 """
 
 from __future__ import annotations

@@ -174,22 +174,39 @@ def test_a_restarted_coordinator_starts_its_helpers_again(cpu_node, jpeg_files):
         assert list(stats["helpers"]["running"]) == ["svc-coord.helper.0"]
         assert "restarted with the coordinator" in stats["helpers"]["decisions"][-1]["reason"]
         assert _read(ld, 0) == before
+        epoch, deadline = 1, time.monotonic() + 30
+        while svc.stats()["helpers"]["details"][0].get("units", 0) == 0 and time.monotonic() < deadline:
+            _read(ld, epoch)
+            epoch += 1
+        assert svc.stats()["helpers"]["details"][0]["units"] > 0, "the actor uses the new helper, not the one gone"
     finally:
         svc.shutdown()
 
 
-def test_after_a_pause_the_actors_use_their_helpers_again(cpu_node, jpeg_files):
-    svc = rp.serve(indexed, name="svc-pause", files=jpeg_files, world_size=1, seed=9, cpu_helpers=1, replace=True)
+def _read_until_attached(svc, loader, epoch, old_pid=None):
+    """Read epochs from ``epoch`` on until rank 0's actor (another one than ``old_pid``'s) uses a
+    helper, at most 30 s: that actor's stats."""
+    deadline = time.monotonic() + 30
+    while time.monotonic() < deadline:
+        actor = svc.stats()["actors"][0]
+        if actor.get("available") and actor["pid"] != old_pid and actor["offload"].get("attached"):
+            break
+        _read(loader, epoch)
+        epoch += 1
+    return actor
+
+
+def test_a_restarted_pipeline_actor_is_told_its_helpers_again(cpu_node, jpeg_files):
+    svc = rp.serve(indexed, name="svc-actor", files=jpeg_files, world_size=1, seed=9, cpu_helpers=1, replace=True)
     try:
-        ld = rp.loader("svc-pause", rank=0, world_size=1, output="numpy")
+        ld = rp.loader("svc-actor", rank=0, world_size=1, output="numpy")
         before = _read(ld, 0)
-        svc.pause()
-        assert svc.stats()["actors"][0]["offload"] == {}, "a paused actor holds no helper threads"
-        epoch, deadline = 1, time.monotonic() + 30
-        while not svc.stats()["actors"][0]["offload"].get("attached") and time.monotonic() < deadline:
-            _read(ld, epoch)
-            epoch += 1
-        assert svc.stats()["actors"][0]["offload"]["attached"] == ["svc-pause.helper.0"]
-        assert _read(ld, 0) == before
+        actor = _read_until_attached(svc, ld, 1)
+        assert actor["offload"]["attached"] == ["svc-actor.helper.0"], "told by the coordinator, without asking"
+        os.kill(actor["pid"], signal.SIGKILL)  # Ray restarts it, with no helpers
+        assert _read(ld, 0) == before, "the rank reads on, with the same batches"
+        restarted = _read_until_attached(svc, ld, 1, old_pid=actor["pid"])
+        assert restarted["pid"] != actor["pid"]
+        assert restarted["offload"]["attached"] == ["svc-actor.helper.0"], "the restarted actor was told again"
     finally:
         svc.shutdown()

@@ -16,7 +16,7 @@ import pytest
 import ray
 
 import raypipe as rp
-from cluster import journal, object_store
+from cluster import coordinator_record, object_store
 from cluster.loader import REQUEST_SOCKET_ENV
 from cluster.naming import NAMESPACE, coordinator_name
 from tests.cluster.pipelines import broken_in_actors, indexed, large, skipping
@@ -98,11 +98,11 @@ def test_killing_the_coordinator_mid_epoch_changes_no_batch_and_it_comes_back(cl
         assert again.actor_info["pid"] == loaders[3].actor_info["pid"], "the rank's actor survived"
         stats = svc.stats()
         assert stats["coordinator"]["pid"] != pid and stats["coordinator"]["restarts"] == 1
-        assert sorted(stats["attached"]) == [0, 1, 2, 3], "where ranks attached survived in the journal"
+        assert sorted(stats["attached"]) == [0, 1, 2, 3], "where ranks attached survived in the coordinator's record"
         assert sorted(a["rank"] for a in stats["actors"]) == [0, 1, 2, 3]
     finally:
         svc.shutdown()
-    assert journal.load("rel-coord") is None, "shutdown forgets the journal"
+    assert coordinator_record.load("rel-coord") is None, "shutdown forgets the coordinator's record"
 
 
 def _parts(files, worlds_and_steps, name):
@@ -305,7 +305,7 @@ def test_an_actor_that_cannot_start_is_named_and_leaves_nothing_behind(cluster, 
             ray.get_actor("rel-broken.pipeline.1", namespace=NAMESPACE)
     finally:
         svc.shutdown()
-    assert _gone("rel-broken") and journal.load("rel-broken") is None
+    assert _gone("rel-broken") and coordinator_record.load("rel-broken") is None
     assert _placement_groups_alive() == groups, "the service reserves no placement group"
 
 
