@@ -249,7 +249,7 @@ class Loader:
 
 class _Acks:
     """A rank's acknowledgements, sent to the coordinator together: at most every
-    :data:`ACK_INTERVAL_S`, at once when samples were skipped (they are journaled), and at the end
+    :data:`ACK_INTERVAL_S`, at once when samples were skipped (the coordinator records them), and at the end
     of a pass."""
 
     def __init__(self, coordinator: Any, rank: int):
