@@ -84,3 +84,13 @@ class Cast(Operator):
 
     def compute(self, xp: ModuleType, inputs, args, ctx) -> Any:
         return saturate_cast(xp, xp.asarray(inputs[0]), self.dtype)
+
+
+@register
+class CastLike(Operator):
+    """Convert each sample of the first input to the element type of the second (as ``cast``)."""
+
+    schema = Schema("cast_like", devices=("cpu", "gpu"), min_inputs=2, max_inputs=2)
+
+    def compute(self, xp: ModuleType, inputs, args, ctx) -> Any:
+        return saturate_cast(xp, xp.asarray(inputs[0]), np.dtype(inputs[1].dtype))
