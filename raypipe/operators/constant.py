@@ -47,7 +47,7 @@ class Constant(Operator):
         if self.layout and len(self.layout) != len(dims):
             raise ArgumentError(f"constant: layout {self.layout!r} does not match the {len(dims)}-D shape")
         typed = saturate_cast(np, values, target)
-        self.value = np.ascontiguousarray(np.broadcast_to(typed, dims) if len(values) == 1 else typed.reshape(dims))
+        self.value = np.array(np.broadcast_to(typed[0], dims) if len(values) == 1 else typed.reshape(dims))
 
     def output_layout(self, input_layouts: Sequence[str]) -> str:
         return self.layout

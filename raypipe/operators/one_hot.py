@@ -57,8 +57,10 @@ class OneHot(Operator):
 
     def output_layout(self, input_layouts: Sequence[str]) -> str:
         given = input_layouts[0] if input_layouts else ""
-        if self.axis_name is None or not given:
+        if self.axis_name is None:
             return ""
+        if not given:  # scalar labels (DALI's usual input) give a 1-D result: the new axis alone
+            return self.axis_name if self.axis is None else ""
         position = len(given) if self.axis in (None, -1) else self.axis
         if position > len(given):
             raise ArgumentError(f"one_hot: axis {self.axis} is out of range for the {len(given)}-D input {given!r}")
