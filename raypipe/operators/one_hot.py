@@ -18,14 +18,7 @@ from ..errors import ArgumentError
 from ..operator import Operator, Schema, check_number, register
 from ..types import DALIDataType
 from .axes import is_int
-from .cast import parse_dtype
-
-
-def _typed(value: float, dtype: np.dtype) -> np.ndarray:
-    """``value`` as a 0-d array of ``dtype``, converted as a C cast (truncate, then wrap)."""
-    if dtype.kind in "iu":
-        return np.asarray(int(value)).astype(np.int64).astype(dtype)
-    return np.asarray(value).astype(dtype)
+from .cast import c_cast, parse_dtype
 
 
 @register
@@ -52,8 +45,8 @@ class OneHot(Operator):
         self.num_classes = int(num_classes)
         self.axis, self.axis_name = axis, axis_name
         self.dtype = parse_dtype("one_hot", "dtype", dtype)
-        self.on = _typed(check_number("one_hot", "on_value", on_value), self.dtype)
-        self.off = _typed(check_number("one_hot", "off_value", off_value), self.dtype)
+        self.on = c_cast(check_number("one_hot", "on_value", on_value), self.dtype)
+        self.off = c_cast(check_number("one_hot", "off_value", off_value), self.dtype)
 
     def output_layout(self, input_layouts: Sequence[str]) -> str:
         given = input_layouts[0] if input_layouts else ""

@@ -2,7 +2,8 @@
 
 An axis's extent is ``shape`` (a minimum: a larger sample keeps its extent) or, without ``shape``
 or where it is -1, the largest extent in the batch; either is then rounded up to a multiple of
-``align``. Padding to the batch's largest extent needs the whole batch: the GPU stage has it (with
+``align``. ``fill_value`` converts to the sample's type as a C cast (-1 as uint8 is 255, as in
+DALI). Padding to the batch's largest extent needs the whole batch: the GPU stage has it (with
 or without a GPU, ``device="gpu"`` pads there), while the CPU stage runs each sample alone and so
 only pads to extents ``shape`` and ``align`` fix, refusing the rest with an error that says so.
 """
@@ -18,7 +19,7 @@ import numpy as np
 from ..errors import ArgumentError
 from ..operator import Operator, Schema, check_number, register
 from .axes import int_list, layout_axes, per_sample, resolve_axes
-from .cast import saturate_cast
+from .cast import c_cast
 
 
 @register
@@ -73,7 +74,7 @@ class Pad(Operator):
 
     def _fill(self, args: dict[str, Any], dtype: np.dtype) -> np.ndarray:
         value = float(per_sample(args["fill_value"])[0]) if "fill_value" in args else self.fill_value
-        return saturate_cast(np, np.asarray(value, dtype=np.float64), dtype)
+        return c_cast(value, dtype)
 
     def _target(self, own: tuple[int, ...], args: dict[str, Any], largest: Sequence[int] | None) -> tuple[int, ...]:
         """The padded shape of a sample of shape ``own``; ``largest`` is the batch's largest extent
@@ -117,6 +118,6 @@ def _padded(xp, x, target: tuple[int, ...], fill: np.ndarray):
     """``x`` at the start of an array of shape ``target`` filled with ``fill``."""
     if tuple(x.shape) == target:
         return x
-    out = xp.full(target, fill, dtype=x.dtype)
+    out = xp.full(target, fill.item(), dtype=x.dtype)
     out[tuple(slice(0, d) for d in x.shape)] = x
     return out
