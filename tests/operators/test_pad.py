@@ -95,6 +95,9 @@ def test_batch_step_on_numpy():
     ctxs = SampleContexts(0, 0, np.arange(3))
     out = Pad("gpu", 0, fill_value=9, align=[2]).run_batch(np, [RAGGED], {"fill_value": [1, 2, 3]}, ctxs)
     assert [s.tolist() for s in out] == [[3, 4, 2, 5, 4, 1], [2, 2, 2, 2, 2, 2], [3, 199, 5, 3, 3, 3]]
+    batch = np.arange(6, dtype=np.uint8).reshape(3, 2)
+    dense = Pad("gpu", 1, fill_value=-1, axes=[0], shape=[3]).run_batch(np, [batch], {}, ctxs)
+    assert isinstance(dense, np.ndarray) and dense.tolist() == [[0, 1, 255], [2, 3, 255], [4, 5, 255]]
 
 
 @pytest.mark.parametrize(

@@ -181,6 +181,16 @@ def test_gpu_stage_names_the_sample_out_of_bounds():
         op.run_batch(np, [[HWC, HWC[:3].copy()]], {}, ctxs)
 
 
+def test_batch_array_is_cut_in_one_call():
+    ctxs = SampleContexts(0, 0, np.arange(2))
+    batch = np.stack([HWC, HWC + 1])
+    out = Slice("gpu", 0, start=[1, 2], shape=[3, 2], axes=[1, 0], dtype=types.FLOAT).run_batch(np, [batch], {}, ctxs)
+    assert isinstance(out, np.ndarray) and out.shape == (2, 2, 3, 2) and out.dtype == np.float32
+    np.testing.assert_array_equal(out[1], (HWC + 1)[2:4, 1:4])
+    padded = Slice("gpu", 1, start=[6, 0], shape=[3, 2], axes=[1, 0], out_of_bounds_policy="pad")
+    assert [o.shape for o in padded.run_batch(np, [batch], {}, ctxs)] == [(2, 3, 2)] * 2
+
+
 @pytest.mark.parametrize("device", ["cpu", "gpu"])
 def test_both_devices_give_the_same(ours, images, device):
     def build(x):
