@@ -16,7 +16,7 @@ import numpy as np
 from ..errors import ArgumentError
 from ..kernels import launch
 from ..operator import Operator, Schema, register
-from .axes import check_layout, float_list, int_list, per_sample
+from .axes import check_layout, float_list, int_list, layout_axes, per_sample
 from .cast import parse_dtype
 
 SHAPE_TYPES = tuple(np.dtype(t) for t in ("int32", "uint32", "int64", "uint64", "float32", "float64"))
@@ -183,10 +183,7 @@ class Squeeze(_ViewOperator):
         if self.axis_names is not None:
             if not given:
                 raise ArgumentError(f"squeeze: axis_names {self.axis_names!r} needs an input with a layout")
-            missing = [c for c in self.axis_names if c not in given]
-            if missing:
-                raise ArgumentError(f"squeeze: axis_names {self.axis_names!r} names axes not in layout {given!r}")
-            self.resolved = tuple(given.index(c) for c in self.axis_names)
+            self.resolved = layout_axes("squeeze", "axis_names", self.axis_names, given)
         if not given or self.resolved is None or any(a >= len(given) for a in self.resolved):
             return ""
         return "".join(c for i, c in enumerate(given) if i not in self.resolved)

@@ -7,7 +7,7 @@ import numpy as np
 import pytest
 
 import raypipe as rp
-from raypipe import fn, types
+from raypipe import fn, ops, types
 from raypipe.operators.joining import Cat, Stack
 from raypipe.sample_contexts import SampleContexts
 
@@ -43,6 +43,12 @@ def test_reference_values_without_dali(ours):
     assert joined[1] == "HW"
     assert joined[0][0].tolist() == [[1, 2, 10, 20], [3, 4, 30, 40]] and joined[0][1].tolist() == [[1, 2, 10, 20]]
     assert stacked[1] == "HWK" and stacked[0][0].tolist() == [[[1, 2], [2, 3]], [[3, 4], [4, 5]]]
+
+
+def test_class_style_ops_take_several_inputs(ours):
+    a = np.array([[1, 2]], np.int32)
+    ((joined, layout),) = ours([a], lambda x: ops.Cat(axis_name="W")(x, x * 2, x * 3), "HW")
+    assert layout == "HW" and joined[0].tolist() == [[1, 2, 2, 4, 3, 6]] and joined[0].dtype == np.int32
 
 
 def test_batch_arrays_join_in_one_call():

@@ -149,7 +149,7 @@ def test_gpu_device_gives_the_host_results(ours, images, device):
         ("squeeze", {}, "exactly one of axes and axis_names"),
         ("squeeze", {"axes": [0], "axis_names": "H"}, "exactly one of axes and axis_names"),
         ("squeeze", {"axes": [-1]}, "non-negative"),
-        ("squeeze", {"axis_names": "Q"}, "names axes not in layout 'HWC'"),
+        ("squeeze", {"axis_names": "Q"}, "names axes not in the input layout 'HWC'"),
         ("expand_dims", {}, "axes is required"),
         ("expand_dims", {"axes": [-1]}, "distinct non-negative"),
         ("expand_dims", {"axes": [0, 1], "new_axis_names": "A"}, "must name each of the 2 axes"),
