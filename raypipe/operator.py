@@ -62,6 +62,7 @@ OLD_NAMES: dict[str, tuple[str, str]] = {
     "decoders.image_random_crop": ("ImageDecoderRandomCrop", "image_decoder_random_crop"),
     "random.coin_flip": ("CoinFlip", "coin_flip"),
     "random.uniform": ("Uniform", "uniform"),
+    "random.normal": ("NormalDistribution", "normal_distribution"),
 }
 
 

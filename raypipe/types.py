@@ -103,3 +103,62 @@ def to_dali_type(dtype: np.dtype | type | str) -> DALIDataType:
         return DALIDataType(name)
     except ValueError:
         raise ValueError(f"dtype {name} has no DALIDataType") from None
+
+
+class ScalarConstant:
+    """A scalar with a DALI type for arithmetic on pipeline data (``images * types.Constant(2,
+    dtype=types.UINT8)`` stays uint8), as DALI's: ``bool``, ``int`` and ``float`` are BOOL, INT32 and
+    FLOAT unless ``dtype`` says otherwise."""
+
+    def __init__(self, value: bool | int | float | np.generic, dtype: DALIDataType | None = None):
+        if isinstance(value, (np.generic, np.ndarray)):
+            if dtype is None:
+                dtype = to_dali_type(value.dtype)
+            value = value.item()
+        if not isinstance(value, (bool, int, float)):
+            raise TypeError(f"types.Constant: a scalar must be a bool, int or float, got {value!r}")
+        if dtype is None:
+            dtype = BOOL if isinstance(value, bool) else INT32 if isinstance(value, int) else FLOAT
+        self.dtype = dtype if isinstance(dtype, DALIDataType) else to_dali_type(to_numpy_dtype(dtype))
+        kind = self.dtype.numpy.kind
+        self.value = bool(value) if kind == "b" else float(value) if kind == "f" else int(value)
+
+    def __array__(self, dtype=None, copy=None) -> np.ndarray:
+        return np.asarray(self.value, dtype=dtype or self.dtype.numpy)
+
+    def __repr__(self) -> str:
+        return f"{self.value}"
+
+    def __str__(self) -> str:
+        return f"{self.value}:{self.dtype}"
+
+
+def Constant(  # noqa: N802  (DALI's name)
+    value, dtype: DALIDataType | None = None, shape=None, layout: str | None = None, device: str | None = None, **kwargs
+):
+    """A constant for a pipeline definition, as DALI's ``types.Constant``: a scalar alone is a
+    :class:`ScalarConstant` for arithmetic; a list, an array, or any of ``shape``, ``layout``,
+    ``device`` or other arguments place a ``constant`` operator (float64 becomes float32, and int64
+    int32 unless ``dtype`` says so, as in DALI)."""
+    scalar = np.ndim(value) == 0 and not isinstance(value, (list, tuple))
+    if scalar and device is None and layout is None and not kwargs and (shape is None or np.size(shape) == 0):
+        return ScalarConstant(value, dtype)
+    from . import fn
+
+    array = np.asarray(value)
+    if array.dtype == np.float64:
+        array = array.astype(np.float32)
+    elif array.dtype == np.int64 and dtype is None:
+        array = array.astype(np.int32)
+    data = array.reshape(-1).tolist()
+    integral = array.dtype.kind in "biu"
+    dims = list(array.shape) if shape is None else [shape] if isinstance(shape, int) else list(shape)
+    return fn.constant(
+        device=device or "cpu",
+        fdata=None if integral else data,
+        idata=[int(v) for v in data] if integral else None,
+        shape=dims,
+        dtype=dtype if dtype is not None else to_dali_type(array.dtype),
+        layout=layout or "",
+        **kwargs,
+    )

@@ -24,6 +24,7 @@ OLD_AND_NEW = [
     ("ImageDecoderRandomCrop", "decoders", "ImageRandomCrop"),
     ("CoinFlip", "random", "CoinFlip"),
     ("Uniform", "random", "Uniform"),
+    ("NormalDistribution", "random", "Normal"),
 ]
 
 

@@ -1,7 +1,8 @@
 """Arithmetic on pipeline data: ``images * 2``, ``labels - 1``, ``-x``, ``a / b`` (DALI's
 mathematical expressions), element by element, per sample, with DALI's types and rules.
 
-Types: a Python ``int`` constant is int32, a ``float`` float32, a ``bool`` bool; two operands
+Types: a Python ``int`` constant is int32, a ``float`` float32, a ``bool`` bool, a
+``types.Constant(value, dtype=...)`` scalar its ``dtype``; two operands
 promote as numpy does for typed values (uint8 and int16 give int16, an integer and float32 give
 float32), and integer arithmetic wraps (uint8 ``200 * 2`` is 144, as in DALI). ``/`` is true
 division in float32 for integers; ``//`` and ``%`` truncate towards zero on integers (C's
@@ -19,6 +20,7 @@ import numpy as np
 
 from ..errors import ArgumentError
 from ..operator import Operator, Schema, register
+from ..types import ScalarConstant
 
 BINARY = ("add", "sub", "mul", "truediv", "floordiv", "mod", "pow")
 UNARY = ("neg", "pos")
@@ -36,7 +38,10 @@ SYMBOLS = {
 
 
 def constant_dtype(value: Any) -> np.dtype | None:
-    """DALI's type of a Python constant operand (int32, float32, bool); None if not a number."""
+    """DALI's type of a constant operand: a Python number's (int32, float32, bool), a numpy
+    scalar's or a ``types.Constant`` scalar's own; None if not a number."""
+    if isinstance(value, ScalarConstant):
+        return value.dtype.numpy
     if isinstance(value, (bool, np.bool_)):
         return np.dtype(np.bool_)
     if isinstance(value, np.number):

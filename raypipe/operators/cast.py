@@ -71,6 +71,15 @@ def saturate_cast(xp: ModuleType, x: Any, dtype: np.dtype, overwrite: bool = Fal
     return xp.clip(x, max(info.min, src.min), min(info.max, src.max)).astype(dtype)
 
 
+def c_cast(value: float, dtype: np.dtype) -> np.ndarray:
+    """A number as a 0-d array of ``dtype`` converted as C's ``static_cast`` does, which is how
+    DALI converts scalar arguments such as fill and on/off values: truncate, then wrap (300 as
+    uint8 is 44, -5 is 251)."""
+    if dtype.kind in "iu":
+        return np.asarray(int(value)).astype(np.int64).astype(dtype)
+    return np.asarray(value).astype(dtype)
+
+
 @register
 class Cast(Operator):
     """Convert each sample to ``dtype`` (rounding to nearest and saturating, as DALI)."""
@@ -84,3 +93,13 @@ class Cast(Operator):
 
     def compute(self, xp: ModuleType, inputs, args, ctx) -> Any:
         return saturate_cast(xp, xp.asarray(inputs[0]), self.dtype)
+
+
+@register
+class CastLike(Operator):
+    """Convert each sample of the first input to the element type of the second (as ``cast``)."""
+
+    schema = Schema("cast_like", devices=("cpu", "gpu"), min_inputs=2, max_inputs=2)
+
+    def compute(self, xp: ModuleType, inputs, args, ctx) -> Any:
+        return saturate_cast(xp, xp.asarray(inputs[0]), np.dtype(inputs[1].dtype))

@@ -1,0 +1,86 @@
+"""Running an operator on given samples, in raypipe and (where installed) in DALI 2.4's CPU build.
+
+raypipe has no ``external_source``: a batch of given arrays (ragged ones too) enters a pipeline as
+a file reader's labels ``0..n-1`` mapped to the arrays by ``python_function``; DALI's pipeline takes
+the same arrays from ``external_source``. Both return, per output, the host samples and the layout.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+
+import numpy as np
+import pytest
+
+import raypipe as rp
+from raypipe import fn
+
+Outputs = list[tuple[list[np.ndarray], str]]
+
+
+def _collect(outputs) -> Outputs:
+    outputs = outputs if isinstance(outputs, (tuple, list)) else (outputs,)
+    collected = []
+    for out in outputs:
+        host = out.as_cpu()
+        collected.append(([np.asarray(host.at(i)) for i in range(len(host))], host.layout()))
+    return collected
+
+
+@pytest.fixture
+def ours(jpeg_files) -> Callable[..., Outputs]:
+    """``ours(samples, build, layout="")``: ``build(data)`` on a batch holding ``samples``."""
+
+    def run(samples: Sequence[np.ndarray], build: Callable, layout: str = "", seed: int = 0) -> Outputs:
+        n = len(samples)
+
+        @rp.pipeline_def(batch_size=n, num_threads=1, seed=seed)
+        def pipe():
+            _, labels = fn.readers.file(files=jpeg_files[:n], labels=list(range(n)))
+            data = fn.python_function(labels, function=lambda label: samples[int(np.asarray(label).reshape(-1)[0])])
+            return build(fn.reshape(data, layout=layout) if layout else data)
+
+        with pipe() as p:
+            return _collect(p.run())
+
+    return run
+
+
+@pytest.fixture
+def dali() -> Callable[..., Outputs]:
+    """``dali(samples, build, layout="")``: the same in DALI 2.4 (skipped where DALI is absent);
+    ``build`` gets DALI's ``fn`` and ``types`` after the data."""
+    pytest.importorskip("nvidia.dali")
+    from nvidia.dali import fn as dali_fn
+    from nvidia.dali import pipeline_def
+    from nvidia.dali import types as dali_types
+
+    def run(samples: Sequence[np.ndarray], build: Callable, layout: str = "") -> Outputs:
+        @pipeline_def(batch_size=len(samples), num_threads=1, device_id=None, seed=0)
+        def pipe():
+            data = dali_fn.external_source(source=lambda: list(samples), batch=True, layout=layout or None)
+            return build(data, dali_fn, dali_types)
+
+        p = pipe()
+        p.build()
+        outputs = p.run()
+        return [
+            ([np.asarray(out[i]) for i in range(len(samples))], out.layout())
+            for out in (outputs if isinstance(outputs, tuple) else (outputs,))
+        ]
+
+    return run
+
+
+@pytest.fixture(scope="session")
+def images(jpeg_files) -> list[np.ndarray]:
+    """Four real decoded JPEGs (HWC uint8, of different sizes), decoded by raypipe."""
+
+    @rp.pipeline_def(batch_size=4, num_threads=1, seed=0)
+    def pipe():
+        jpegs, _ = fn.readers.file(files=jpeg_files[:4])
+        return fn.decoders.image(jpegs)
+
+    with pipe() as p:
+        (decoded,) = _collect(p.run())
+    return decoded[0]

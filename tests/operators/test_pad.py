@@ -1,0 +1,121 @@
+"""pad: DALI's documented examples and DALI's results on ragged batches (real JPEGs and small
+arrays), per-sample arguments, the batch's largest extent in the GPU stage (with or without a GPU),
+and the CPU stage's refusal of what needs the whole batch."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+import raypipe as rp
+from raypipe import fn, types
+from raypipe.operators.pad import Pad
+from raypipe.sample_contexts import SampleContexts
+
+RAGGED = [np.array([3, 4, 2, 5, 4], np.int32), np.array([2, 2], np.int32), np.array([3, 199, 5], np.int32)]
+
+
+# (id, samples, layout, build): DALI's on the CPU, raypipe's on device="gpu", the batch step
+CASES = [
+    ("1d-largest", RAGGED, "", lambda x, fn, types, device: fn.pad(x, fill_value=-1, device=device)),
+    ("1d-shape", RAGGED, "", lambda x, fn, types, device: fn.pad(x, fill_value=-1, shape=[7], device=device)),
+    ("1d-align", RAGGED, "", lambda x, fn, types, device: fn.pad(x, fill_value=-1, align=[4], device=device)),
+    (
+        "1d-align-only",
+        RAGGED,
+        "",
+        lambda x, fn, types, device: fn.pad(x, fill_value=-1, shape=[1], align=2, device=device),
+    ),
+    (
+        "2d-mixed",
+        [np.arange(1, 7, dtype=np.int32).reshape(2, 3), np.arange(1, 7, dtype=np.int32).reshape(3, 2)],
+        "",
+        lambda x, fn, types, device: fn.pad(x, axes=(0, 1), align=(1, 2), shape=(4, -1), device=device),
+    ),
+    ("images-width", None, "HWC", lambda x, fn, types, device: fn.pad(x, axis_names="W", fill_value=42, device=device)),
+    ("images-all-aligned", None, "HWC", lambda x, fn, types, device: fn.pad(x, axes=[0, 1], align=16, device=device)),
+    (
+        "uint8-negative-fill",
+        None,
+        "HWC",
+        lambda x, fn, types, device: fn.pad(x, axes=[-3], fill_value=-5, device=device),
+    ),
+]
+
+
+@pytest.mark.parametrize("case, samples, layout, build", CASES, ids=[c[0] for c in CASES])
+def test_against_dali(ours, dali, images, case, samples, layout, build):
+    samples = images if samples is None else samples
+    theirs = dali(samples, lambda x, fn, types: build(x, fn, types, "cpu"), layout)
+    mine = ours(samples, lambda x: build(x.gpu(), fn, types, "gpu"), layout)
+    for (their_samples, their_layout), (my_samples, my_layout) in zip(theirs, mine, strict=True):
+        assert my_layout == their_layout
+        for their, my in zip(their_samples, my_samples, strict=True):
+            assert my.dtype == their.dtype
+            np.testing.assert_array_equal(my, their)
+
+
+def test_dalis_documented_examples_without_dali(ours):
+    (largest,), (minimum,), (aligned,) = (
+        ours(RAGGED, lambda x: fn.pad(x.gpu(), fill_value=-1, device="gpu")),
+        ours(RAGGED + [np.arange(1, 9, dtype=np.int32)], lambda x: fn.pad(x, fill_value=-1, shape=[7])),
+        ours(RAGGED, lambda x: fn.pad(x, fill_value=-1, shape=[1], align=[2])),
+    )
+    assert [s.tolist() for s in largest[0]] == [[3, 4, 2, 5, 4], [2, 2, -1, -1, -1], [3, 199, 5, -1, -1]]
+    assert [s.tolist() for s in minimum[0]] == [
+        [3, 4, 2, 5, 4, -1, -1],
+        [2, 2, -1, -1, -1, -1, -1],
+        [3, 199, 5, -1, -1, -1, -1],
+        [1, 2, 3, 4, 5, 6, 7, 8],
+    ]
+    assert [s.tolist() for s in aligned[0]] == [[3, 4, 2, 5, 4, -1], [2, 2], [3, 199, 5, -1]]
+    two_d = [np.arange(1, 7, dtype=np.int32).reshape(2, 3), np.array([[1, 2], [4, 5], [6, 7]], np.int32)]
+    ((padded, _),) = ours(two_d, lambda x: fn.pad(x.gpu(), axes=(0, 1), align=(1, 2), shape=(4, -1), device="gpu"))
+    assert padded[1].tolist() == [[1, 2, 0, 0], [4, 5, 0, 0], [6, 7, 0, 0], [0, 0, 0, 0]]
+
+
+def test_per_sample_arguments(ours):
+    """``fill_value`` and ``shape`` as argument inputs: each sample its own."""
+
+    def build(x):
+        fill = fn.python_function(x, function=lambda s: np.float32(len(s) * 10))
+        shape = fn.python_function(x, function=lambda s: np.array([len(s) + 1], np.int32))
+        return fn.pad(x, fill_value=fill, shape=shape)
+
+    ((padded, _),) = ours(RAGGED, build)
+    assert [s.tolist() for s in padded] == [[3, 4, 2, 5, 4, 50], [2, 2, 20], [3, 199, 5, 30]]
+
+
+def test_cpu_stage_refuses_the_batchs_largest_extent_naming_the_sample(ours):
+    with pytest.raises(rp.SampleError, match=r"sample 0 .*pad: axis 0 pads to the batch's largest extent.*'gpu'"):
+        ours(RAGGED, lambda x: fn.pad(x))
+
+
+def test_batch_step_on_numpy():
+    ctxs = SampleContexts(0, 0, np.arange(3))
+    out = Pad("gpu", 0, fill_value=9, align=[2]).run_batch(np, [RAGGED], {"fill_value": [1, 2, 3]}, ctxs)
+    assert [s.tolist() for s in out] == [[3, 4, 2, 5, 4, 1], [2, 2, 2, 2, 2, 2], [3, 199, 5, 3, 3, 3]]
+    batch = np.arange(6, dtype=np.uint8).reshape(3, 2)
+    dense = Pad("gpu", 1, fill_value=-1, axes=[0], shape=[3]).run_batch(np, [batch], {}, ctxs)
+    assert isinstance(dense, np.ndarray) and dense.tolist() == [[0, 1, 255], [2, 3, 255], [4, 5, 255]]
+
+
+@pytest.mark.parametrize(
+    "kwargs, match",
+    [
+        ({"axes": [0], "axis_names": "H"}, "axes and axis_names are mutually exclusive"),
+        ({"shape": [0]}, "shape must hold positive extents or -1"),
+        ({"align": [0]}, "align must hold positive ints"),
+        ({"axes": [0, 1], "shape": [4, 4, 4]}, "shape \\[4, 4, 4\\] must give one value per padded axis"),
+        ({"fill_value": "x"}, "fill_value must be a number"),
+        ({"axis_names": "Q", "shape": [600]}, "names axes not in the input layout"),
+    ],
+)
+def test_argument_errors_before_anything_runs(jpeg_files, kwargs, match):
+    @rp.pipeline_def(batch_size=1, num_threads=1)
+    def pipe():
+        jpegs, _ = fn.readers.file(files=jpeg_files[:1])
+        return fn.pad(fn.decoders.image(jpegs), **kwargs)
+
+    with pytest.raises(rp.ArgumentError, match=f"pad: .*{match}"):
+        pipe().build()
