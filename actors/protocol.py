@@ -1,7 +1,8 @@
 """What crosses the seams between a rank's loader, its pipeline actor and the coordinator: a batch
-request, the batch's reply, the samples a batch replaced, and the rank's timing of each batch
-(acknowledged to the coordinator). Both sides of each seam use these types, over Ray or over the
-actor's socket (:mod:`actors.request_channel`), so a field has one name and one meaning."""
+request, the batch's reply, the samples a batch replaced, the rank's timing of each batch, and the
+acknowledgement that carries the rank's progress, skips and timings to the coordinator. Both sides
+of each seam use these types, over Ray or over the actor's socket (:mod:`actors.request_channel`),
+so a field has one name and one meaning."""
 
 from __future__ import annotations
 
@@ -69,3 +70,15 @@ class BatchReply:
     skipped: tuple[Skip, ...] = ()
     host_channel: dict[str, Any] | None = None
     requests: dict[str, str] | None = None
+
+
+@dataclass(frozen=True)
+class Ack:
+    """Rank ``rank`` has consumed every batch of ``epoch`` before ``next_batch``; ``skipped``: the
+    samples its batches replaced, ``timings``: one per batch since its last acknowledgement."""
+
+    rank: int
+    epoch: int
+    next_batch: int
+    skipped: tuple[Skip, ...] = ()
+    timings: tuple[Timing, ...] = ()

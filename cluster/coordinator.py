@@ -14,13 +14,12 @@ import dataclasses
 import os
 import threading
 import time
-from collections.abc import Sequence
 from typing import Any
 
 import ray
 
 from actors.metrics_export import EXPORT_INTERVAL_S, export_rank
-from actors.protocol import Skip, Timing
+from actors.protocol import Ack
 from raypipe import log
 from raypipe.service_config import ServiceConfig
 
@@ -218,26 +217,18 @@ class Coordinator:
         self._apply(Attached(rank, location))
         self._broadcast.attached(rank)
 
-    def ack(
-        self,
-        rank: int,
-        epoch: int,
-        next_batch: int,
-        skipped: Sequence[Skip] = (),
-        timings: Sequence[Timing] = (),
-    ) -> None:
-        """Rank ``rank`` has consumed every batch of ``epoch`` before ``next_batch``; ``skipped``
-        are the samples its batches replaced, ``timings`` one per batch since its last
-        acknowledgement."""
-        for skip in skipped:
+    def ack(self, ack: Ack) -> None:
+        """A rank's progress, the samples its batches replaced and its timings (see :class:`Ack`)."""
+        rank = ack.rank
+        for skip in ack.skipped:
             self._apply(Skipped(skip.epoch, skip.sample_index, skip.source))
-        self._apply(Acked(rank, epoch, next_batch))
-        if not timings:
+        self._apply(Acked(rank, ack.epoch, ack.next_batch))
+        if not ack.timings:
             return
         with self._lock:
             meter = self._meters.setdefault(rank, RankMeter())
             meter.acks += 1
-            for t in timings:
+            for t in ack.timings:
                 meter.add(t.waited_s, t.trained_s, t.in_flight, t.prefetch, now=t.at)
             export = time.monotonic() - self._exported.get(rank, float("-inf")) > EXPORT_INTERVAL_S
             if export:

@@ -21,7 +21,7 @@ import numpy as np
 import ray
 
 from actors.cuda_ipc import device_uuid
-from actors.protocol import BatchReply, Skip, Timing
+from actors.protocol import Ack, BatchReply, Skip, Timing
 from raypipe.errors import ArgumentError, RaypipeError
 from raypipe.rank_normalize import Normalize
 from raypipe.service_config import ServiceConfig
@@ -129,7 +129,7 @@ class Loader:
             self._epoch, self._start, self._next = epoch, 0, 0
         self._resumed = False
         self._acks.flush()
-        self._coordinator.ack.remote(self.rank, self._epoch, self._next)
+        self._coordinator.ack.remote(Ack(self.rank, self._epoch, self._next))
 
     def __len__(self) -> int:
         """Batches of the current epoch (from the resumed position after ``load_state_dict``);
@@ -279,7 +279,7 @@ class _Acks:
         """Send what is waiting, if anything."""
         if self._position is None:
             return
-        self._coordinator.ack.remote(self._rank, *self._position, self._skipped, self._timings)
+        self._coordinator.ack.remote(Ack(self._rank, *self._position, tuple(self._skipped), tuple(self._timings)))
         self._position, self._skipped, self._timings = None, [], []
         self._sent = time.monotonic()
 
