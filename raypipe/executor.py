@@ -196,8 +196,10 @@ class Executor:
         """Where the Mixed and GPU stages run."""
         return self._device
 
-    def start(self, specs: Iterator[BatchSpec]) -> None:
-        """Begin processing ``specs`` in the background."""
+    def start(self, specs: Iterator[BatchSpec], *, sequential: bool = True) -> None:
+        """Begin processing ``specs`` in the background. ``sequential``: the batches read the data
+        mostly in order (the reader hears it with :meth:`will_read`, and container readers read
+        ahead)."""
         self.stop()
         self._stop = threading.Event()
         self._finished = False
@@ -211,7 +213,9 @@ class Executor:
             self._num_threads, thread_name_prefix="raypipe-cpu", initializer=_mark_stage_thread
         )
         self._threads = [
-            threading.Thread(target=self._dispatch, args=(iter(specs),), name="raypipe-dispatch", daemon=True),
+            threading.Thread(
+                target=self._dispatch, args=(iter(specs), sequential), name="raypipe-dispatch", daemon=True
+            ),
             threading.Thread(target=self._mixed_stage, name="raypipe-mixed", daemon=True),
             threading.Thread(target=self._gpu_stage, name="raypipe-gpu", daemon=True),
         ]
@@ -302,10 +306,10 @@ class Executor:
                 if self._stop.is_set():
                     raise RuntimeError("the pipeline was stopped") from None
 
-    def _dispatch(self, specs: Iterator[BatchSpec]) -> None:
+    def _dispatch(self, specs: Iterator[BatchSpec], sequential: bool) -> None:
         _mark_stage_thread()
         try:
-            for spec in self._announced(specs):
+            for spec in self._announced(specs, sequential):
                 while not self._slots.acquire(timeout=_POLL):
                     if self._stop.is_set():
                         return
@@ -317,7 +321,7 @@ class Executor:
             self._pending.put(_Failure(exc))
         self._pending.put(None)
 
-    def _announced(self, specs: Iterator[BatchSpec]) -> Iterator[BatchSpec]:
+    def _announced(self, specs: Iterator[BatchSpec], sequential: bool) -> Iterator[BatchSpec]:
         """``specs``, each announced to the reader (:meth:`will_read`) about ``READ_AHEAD_SAMPLES``
         samples before it is processed, so that a container reader's sequential reads run ahead
         of the CPU stage instead of stalling it."""
@@ -326,7 +330,7 @@ class Executor:
             return
         ahead: collections.deque[BatchSpec] = collections.deque()
         for spec in specs:
-            self._reader.will_read(spec.sample_indices)
+            self._reader.will_read(spec.sample_indices, sequential)
             ahead.append(spec)
             if sum(len(s.sample_indices) for s in ahead) > READ_AHEAD_SAMPLES:
                 yield ahead.popleft()

@@ -272,7 +272,6 @@ class Pipeline:
         """The next batch: one :class:`TensorList` per output."""
         self.build()
         if not self._executor.running:
-            self._set_sequential(True)  # a reader's own order reads its shard in order
             self._executor.start(self._self_driven(self._epoch, self._first_batch))
         result = self._executor.next()
         self._last = result
@@ -307,12 +306,7 @@ class Pipeline:
         says the batches read the data mostly in order (a buffer shuffle, or none): container
         readers then read whole extents ahead instead of one record at a time."""
         self.build()
-        self._set_sequential(sequential)
-        self._executor.start(iter(specs))
-
-    def _set_sequential(self, sequential: bool) -> None:
-        if self._staged.reader is not None:
-            self._staged.reader.op.sequential = sequential
+        self._executor.start(iter(specs), sequential=sequential)
 
     def reset(self, epoch: int | None = None) -> None:
         """Drop prefetched batches and restart at the beginning of ``epoch`` (default: the
