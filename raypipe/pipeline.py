@@ -35,7 +35,9 @@ DEFINITION_ARGS = ("enable_conditionals", "debug")
 
 @dataclass(frozen=True)
 class BatchInfo:
-    """Where the last batch returned by ``run()`` came from."""
+    """Where the last batch returned by ``run()`` came from: a sample index and a padding flag per
+    row (a driven batch's skipped samples are replaced by kept ones, flagged as padding), and the
+    samples ``on_error="skip"`` dropped from it."""
 
     epoch: int
     index: int
@@ -304,9 +306,11 @@ class Pipeline:
         """Replace the reader's own order with explicit batches; ``run()`` returns them in order
         and raises StopIteration after the last. Used by the distributed service. ``sequential``
         says the batches read the data mostly in order (a buffer shuffle, or none): container
-        readers then read whole extents ahead instead of one record at a time."""
+        readers then read whole extents ahead instead of one record at a time. Every batch keeps
+        its size: a sample skipped by an ``on_error="skip"`` operator is replaced by a kept sample
+        of its batch (:mod:`raypipe.replacement`), flagged as padding in :attr:`last_batch_info`."""
         self.build()
-        self._executor.start(iter(specs), sequential=sequential)
+        self._executor.start(iter(specs), sequential=sequential, replace_skipped=True)
 
     def reset(self, epoch: int | None = None) -> None:
         """Drop prefetched batches and restart at the beginning of ``epoch`` (default: the
