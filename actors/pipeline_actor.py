@@ -23,10 +23,9 @@ from typing import Any
 import numpy as np
 import ray
 
-from raypipe.backend import array_module, is_device_array, to_host
+from raypipe.backend import to_host
 from raypipe.batch_spec import BatchSpec
 from raypipe.errors import RaypipeError
-from raypipe.replacement import fill_skipped
 from raypipe.service_config import ServiceConfig
 from raypipe.tensor_list import TensorList
 
@@ -144,9 +143,9 @@ class PipelineActor:
         """The batch ``request`` asks for: outputs as host arrays (or CUDA IPC handles into a ring
         of ``rank_slots`` buffers per output when the rank runs on this actor's GPU; or
         shared-memory :class:`host_ring.HostArray` descriptors when the request names this actor's
-        host exporter), padding flags and sample indices. Skipped samples are replaced (see
-        :mod:`raypipe.replacement`) and listed in the reply. Called by Ray, or from a rank's socket
-        (:mod:`actors.request_channel`)."""
+        host exporter), padding flags and sample indices. Skipped samples are replaced by the
+        pipeline (:meth:`raypipe.pipeline.Pipeline.drive`) and listed in the reply. Called by Ray,
+        or from a rank's socket (:mod:`actors.request_channel`)."""
         with self._serving:
             return self._get_batch(request)
 
@@ -160,16 +159,10 @@ class PipelineActor:
         self._use_helpers()
         self._queues.sample(self.pipe.queue_stats())
         outputs, info = self._produce(epoch, start, k)
-        rows, samples, is_pad = None, np.asarray(info.sample_indices, dtype=np.int64), np.asarray(info.is_pad)
-        if info.skipped:
-            spec = self.config.plan(epoch, start).batch(self.rank, k)
-            rows, samples, is_pad = fill_skipped(
-                spec, [s.sample_index for s in info.skipped], [s.source for s in info.skipped]
-            )
         self._served += 1
         self._skipped += len(info.skipped)
         slots = request.rank_slots * len(outputs)
-        shipped = [self._ship(o, rows, request.gpu_uuid, (epoch, k), slots, ring) for o in outputs]
+        shipped = [self._ship(o, request.gpu_uuid, (epoch, k), slots, ring) for o in outputs]
         self._shipped_bytes += sum(a.nbytes for a in shipped if isinstance(a, np.ndarray))
         self._busy_s += time.perf_counter() - began
         if time.monotonic() - self._exported > EXPORT_INTERVAL_S:
@@ -177,8 +170,8 @@ class PipelineActor:
             export_actor(self.config.name, self.rank, self.stats())
         return BatchReply(
             outputs=shipped,
-            is_pad=is_pad,
-            sample_indices=samples,
+            is_pad=np.asarray(info.is_pad, dtype=bool),
+            sample_indices=np.asarray(info.sample_indices, dtype=np.int64),
             epoch=epoch,
             start=start,
             index=k,
@@ -233,18 +226,9 @@ class PipelineActor:
                 self._exporter.reset()
 
     def _ship(
-        self,
-        output: TensorList,
-        rows: np.ndarray | None,
-        gpu_uuid: bytes | None,
-        token: tuple[int, int],
-        ipc_slots: int,
-        ring: bool,
+        self, output: TensorList, gpu_uuid: bytes | None, token: tuple[int, int], ipc_slots: int, ring: bool
     ) -> Any:
         tensor = output.as_tensor()
-        if rows is not None:
-            xp = array_module(0 if is_device_array(tensor) else None)
-            tensor = xp.take(tensor, xp.asarray(rows), axis=0)
         if output.device == "gpu" and use_ipc(tensor, self._gpu_uuid, gpu_uuid):
             shipped = self._ring(ipc_slots).export(tensor, token)
             if shipped is not None:

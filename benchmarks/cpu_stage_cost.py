@@ -78,6 +78,7 @@ def parts_of(root: str, batch: int, threads: int, samples: int) -> dict[str, Par
     stage = stage_of(root, batch, decode_on_gpu=True)
     host = stage_of(root, batch, decode_on_gpu=False)
     reader, decoder, coin = (node.op for node in stage.graph.host_nodes)
+    plan = stage.graph.decode_plans[stage.graph.host_nodes[1]]  # deferred: the header and window only
     size = len(reader)
     ctxs = [SampleContext(0, 0, i % size) for i in range(samples)]
     encoded = [reader.read(i)[0] for i in range(size)]
@@ -97,7 +98,7 @@ def parts_of(root: str, batch: int, threads: int, samples: int) -> dict[str, Par
         "crop windows from the draws": lambda f, n: random_crop_windows(
             np.array(sizes[f : f + n]).T, decoder.random_area, decoder.random_aspect_ratio, drawn[f]
         ).tolist(),
-        DECODER: lambda f, n: decoder.run_chunk([data[f : f + n]], {}, ctxs[f : f + n]),
+        DECODER: lambda f, n: decoder.run_chunk([data[f : f + n]], {}, ctxs[f : f + n], plan),
         COIN: lambda f, n: coin.run_chunk([], {}, ctxs[f : f + n]),
         WHOLE: lambda f, n: stage.run_chunk(ctxs[f : f + n], 0, None),
     }

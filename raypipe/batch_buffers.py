@@ -112,12 +112,32 @@ class BatchOutputs:
     def dense(self, key: Any, positions: Sequence[int], samples: Sequence[Any]) -> np.ndarray | None:
         """The batch array of output ``key`` for the kept ``positions`` when each of ``samples`` is the
         row it was given (a view for a prefix of the rows, a copy otherwise); else None."""
-        rows = self._rows.get(key)
-        if not rows or len(samples) != len(positions) or not samples:
-            return None
-        if any(rows.get(p) is not s for p, s in zip(positions, samples)):
+        if not self._written(key, positions, samples):
             return None
         array = self._arrays[key]
         if list(positions) == list(range(len(positions))):
             return array[: len(positions)] if len(positions) < self._size else array
         return array[list(positions)]
+
+    def filled(
+        self, key: Any, positions: Sequence[int], samples: Sequence[Any], sources: Sequence[int]
+    ) -> np.ndarray | None:
+        """The whole batch array of output ``key``, row ``j`` holding the sample written at position
+        ``sources[j]`` (copied there in place when it is another row: a skipped sample's slot takes a
+        kept sample), when each of ``samples`` is the row it was given at the kept ``positions``; else
+        None. ``sources`` has a position per row of the array."""
+        if len(sources) != self._size or not self._written(key, positions, samples):
+            return None
+        array = self._arrays[key]
+        for row, source in enumerate(sources):
+            if source != row:
+                array[row] = array[source]
+        return array
+
+    def _written(self, key: Any, positions: Sequence[int], samples: Sequence[Any]) -> bool:
+        """True when output ``key`` has a batch array and each of ``samples`` is the row it gave
+        the kept position of the same place in ``positions``."""
+        rows = self._rows.get(key)
+        if not rows or len(samples) != len(positions) or not samples:
+            return False
+        return all(rows.get(p) is s for p, s in zip(positions, samples))

@@ -10,7 +10,9 @@ A chunk runs sample by sample (each sample through every operator, while its dat
 caches), except where decoding is deferred to the GPU: that stage only reads, parses headers
 and draws windows, microseconds a sample, so it runs node by node, and an operator with a
 ``run_chunk(inputs, args, ctxs)`` method (per-sample results, as ``run_sample`` gives them
-one at a time) takes the whole chunk in one call.
+one at a time) takes the whole chunk in one call. Each operator call carries what staging decided
+for that operator (:meth:`~raypipe.graph.StagedGraph.op_kwargs`: a decoder's plan), so the stage
+runs its own staging's way whatever other stagings of the same graph decided.
 """
 
 from __future__ import annotations
@@ -55,6 +57,7 @@ class CpuStage:
             and hasattr(node.op, "run_sample_into")
         }
         self.by_node = bool(graph.deferred)
+        self._kwargs = {node: graph.op_kwargs(node) for node in graph.host_nodes}
         self.profile: Profile | None = None  # set to collect time per operator
         self._labels = [node.label for node in graph.host_nodes]
         self._labels_and_sample = [*self._labels, SAMPLE]
@@ -90,12 +93,14 @@ class CpuStage:
         for done, node in enumerate(self.graph.host_nodes):
             inputs = [env[d] for d in node.inputs]
             args = {k: env[d] for k, d in node.arg_inputs.items()}
+            kwargs = self._kwargs[node]
             called = time.perf_counter() if timed else 0.0
             try:
                 if outputs is not None and node in self.in_place:
-                    out = node.op.run_sample_into(inputs, args, ctx, outputs.allocator(self.in_place[node], position))
+                    allocate = outputs.allocator(self.in_place[node], position)
+                    out = node.op.run_sample_into(inputs, args, ctx, allocate, **kwargs)
                 else:
-                    out = node.op.run_sample(inputs, args, ctx)
+                    out = node.op.run_sample(inputs, args, ctx, **kwargs)
                 if timed:
                     profile.add("cpu", node.label, time.perf_counter() - called, turn)
             except Exception as exc:
@@ -175,10 +180,11 @@ class CpuStage:
         has one, else (and, to find which sample failed and how, when that call raises) per sample."""
         inputs = [columns[d] for d in node.inputs]
         args = {k: columns[d] for k, d in node.arg_inputs.items()}
+        kwargs = self._kwargs[node]
         run_chunk = getattr(node.op, "run_chunk", None)
         if run_chunk is not None and node not in self.in_place:
             try:
-                return run_chunk(inputs, args, live)
+                return run_chunk(inputs, args, live, **kwargs)
             except Exception:
                 pass  # the samples run again, one by one, below
         results = []
@@ -188,9 +194,9 @@ class CpuStage:
             try:
                 if outputs is not None and node in self.in_place:
                     allocate = outputs.allocator(self.in_place[node], first + positions[k])
-                    results.append(node.op.run_sample_into(sample_inputs, sample_args, ctx, allocate))
+                    results.append(node.op.run_sample_into(sample_inputs, sample_args, ctx, allocate, **kwargs))
                 else:
-                    results.append(node.op.run_sample(sample_inputs, sample_args, ctx))
+                    results.append(node.op.run_sample(sample_inputs, sample_args, ctx, **kwargs))
             except Exception as exc:
                 raise self.sample_error(node.label, ctx, exc) from exc
         return results

@@ -21,7 +21,7 @@ def device_report(device: DeviceContext, staged: StagedGraph, requested: int | N
     per GPU-stage operator label how it runs (``"kernels"``, ``"cupy per sample"``, ``"host"``, or
     ``"simulator"`` under ``RAYPIPE_DEVICE=simulator``).
     ``requested`` is the pipeline's ``device_id``."""
-    mixed_decoders = [n for n in staged.host_nodes if n.device == "mixed" and hasattr(n.op, "defer_to_device")]
+    mixed_decoders = [n for n in staged.decode_plans if n.device == "mixed"]
     report: dict[str, Any] = {
         "device_id": device.device_id,
         "gpu": device.on_gpu,

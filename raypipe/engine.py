@@ -97,14 +97,15 @@ class Engine:
         reader = staged.reader.op if staged.reader is not None else None
         return CpuStage(staged, self.seed, reader.source_of if reader is not None else None)
 
-    def drive(self, specs: Iterable[BatchSpec], sequential: bool = False) -> None:
+    def drive(self, specs: Iterable[BatchSpec], sequential: bool = False, replace_skipped: bool = True) -> None:
         """Run ``specs`` from now on, dropping batches prefetched for earlier ones; :meth:`next`
         returns them in order and raises StopIteration after the last. ``sequential`` says the
         batches read the data mostly in order (a buffer shuffle, or none): container readers then
-        read whole extents ahead instead of one record at a time."""
-        if self.staged.reader is not None:
-            self.staged.reader.op.sequential = sequential
-        self._made_executor().start(iter(specs))
+        read whole extents ahead instead of one record at a time. With ``replace_skipped`` every
+        batch keeps its size: a sample skipped by an ``on_error="skip"`` operator is replaced by a
+        kept sample of its batch (:mod:`raypipe.replacement`), flagged as padding in the result;
+        without it (a pipeline reading its own order, as DALI) the batch is shorter."""
+        self._made_executor().start(iter(specs), sequential=sequential, replace_skipped=replace_skipped)
 
     def next(self) -> BatchResult:
         """The next driven batch; re-raises a sample's error; StopIteration after the last."""

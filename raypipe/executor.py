@@ -13,6 +13,11 @@
   handed out once an event recorded after its kernels has passed: the host waits
   only there, never between operators or stages.
 
+A skipped sample leaves its batch shorter, or, when started with ``replace_skipped``
+(a service's batches), its slot is filled by position with a kept sample
+(:func:`raypipe.replacement.fill_skipped`), written into the batch arrays the
+executor allocated, so a whole batch stays in its allocator's memory.
+
 Queues between the stages are bounded, so prefetching never runs away: besides
 the batch the caller holds, at most ``cpu_size + gpu_size + 2`` batches exist
 (``cpu_size`` in the CPU stage, ``gpu_size`` waiting for the GPU stage, one in
@@ -48,6 +53,7 @@ from .graph import DataNode, StagedGraph
 from .keyed_random import SampleContext
 from .offload import Offload, RemoteWorker, Unit
 from .profile import Profile
+from .replacement import Replacement, replacement
 from .sample_contexts import SampleContexts
 from .tensor_list import TensorList
 
@@ -196,11 +202,15 @@ class Executor:
         """Where the Mixed and GPU stages run."""
         return self._device
 
-    def start(self, specs: Iterator[BatchSpec]) -> None:
-        """Begin processing ``specs`` in the background."""
+    def start(self, specs: Iterator[BatchSpec], *, sequential: bool = True, replace_skipped: bool = False) -> None:
+        """Begin processing ``specs`` in the background. ``sequential``: the batches read the data
+        mostly in order (the reader hears it with :meth:`will_read`, and container readers read
+        ahead); ``replace_skipped``: fill skipped samples' slots with kept samples of the batch
+        instead of leaving the batch shorter."""
         self.stop()
         self._stop = threading.Event()
         self._finished = False
+        self._replace_skipped = replace_skipped
         self._slots = threading.Semaphore(self._cpu_size)
         # batches into and out of the CPU stage, each counted by one thread (the dispatcher, the Mixed stage)
         self._dispatched = self._gathered = 0
@@ -211,7 +221,9 @@ class Executor:
             self._num_threads, thread_name_prefix="raypipe-cpu", initializer=_mark_stage_thread
         )
         self._threads = [
-            threading.Thread(target=self._dispatch, args=(iter(specs),), name="raypipe-dispatch", daemon=True),
+            threading.Thread(
+                target=self._dispatch, args=(iter(specs), sequential), name="raypipe-dispatch", daemon=True
+            ),
             threading.Thread(target=self._mixed_stage, name="raypipe-mixed", daemon=True),
             threading.Thread(target=self._gpu_stage, name="raypipe-gpu", daemon=True),
         ]
@@ -302,10 +314,10 @@ class Executor:
                 if self._stop.is_set():
                     raise RuntimeError("the pipeline was stopped") from None
 
-    def _dispatch(self, specs: Iterator[BatchSpec]) -> None:
+    def _dispatch(self, specs: Iterator[BatchSpec], sequential: bool) -> None:
         _mark_stage_thread()
         try:
-            for spec in self._announced(specs):
+            for spec in self._announced(specs, sequential):
                 while not self._slots.acquire(timeout=_POLL):
                     if self._stop.is_set():
                         return
@@ -317,7 +329,7 @@ class Executor:
             self._pending.put(_Failure(exc))
         self._pending.put(None)
 
-    def _announced(self, specs: Iterator[BatchSpec]) -> Iterator[BatchSpec]:
+    def _announced(self, specs: Iterator[BatchSpec], sequential: bool) -> Iterator[BatchSpec]:
         """``specs``, each announced to the reader (:meth:`will_read`) about ``READ_AHEAD_SAMPLES``
         samples before it is processed, so that a container reader's sequential reads run ahead
         of the CPU stage instead of stalling it."""
@@ -326,7 +338,7 @@ class Executor:
             return
         ahead: collections.deque[BatchSpec] = collections.deque()
         for spec in specs:
-            self._reader.will_read(spec.sample_indices)
+            self._reader.will_read(spec.sample_indices, sequential)
             ahead.append(spec)
             if sum(len(s.sample_indices) for s in ahead) > READ_AHEAD_SAMPLES:
                 yield ahead.popleft()
@@ -391,8 +403,9 @@ class Executor:
         return self._assemble(spec, [r for f in futures for r in f.result()], outputs)
 
     def _assemble(self, spec: BatchSpec, results: list, outputs: BatchOutputs) -> tuple:
-        """The batch ready for the GPU stage: kept positions, skipped samples, host results, device
-        inputs and the event after the copy-stream work that made them."""
+        """The batch ready for the GPU stage: kept positions, skipped samples, how they are replaced
+        (None: not), host results, device inputs and the event after the copy-stream work that made
+        them."""
         kept = [(p, r) for p, r in enumerate(results) if not isinstance(r, SkippedSample)]
         skipped = [r for r in results if isinstance(r, SkippedSample)]
         graph = self._graph
@@ -403,7 +416,11 @@ class Executor:
             device = dict(zip(moved, self._device.upload([host[d] for d in moved])))
             device.update(decoded)
             ready = self._device.record_copies()
-        return spec, [p for p, _ in kept], skipped, host, device, ready, outputs
+        positions = [p for p, _ in kept]
+        filling = None
+        if self._replace_skipped and skipped:  # raises when every sample was skipped
+            filling = replacement(spec, positions, [s.sample_index for s in skipped], [s.source for s in skipped])
+        return spec, positions, skipped, filling, host, device, ready, outputs
 
     def _decode_deferred(self, spec: BatchSpec, kept: list[tuple[int, dict]], skipped: list) -> dict[DataNode, list]:
         """Decode the deferred decoders' samples in one batched GPU call per decoder. A sample that
@@ -458,9 +475,11 @@ class Executor:
             return False
         return self._put(self._out_q, item if isinstance(item, _Failure) else _attempt(self._run_gpu, xp, *item))
 
-    def _run_gpu(self, xp, spec: BatchSpec, positions, skipped, host, device, ready, outputs) -> BatchResult:
+    def _run_gpu(self, xp, spec: BatchSpec, positions, skipped, filling, host, device, ready, outputs) -> BatchResult:
         """One batch through the GPU operators: a constant number of Python steps per operator
-        whatever the batch size (per-sample identities stay one array, :class:`SampleContexts`)."""
+        whatever the batch size (per-sample identities stay one array, :class:`SampleContexts`).
+        The kept samples run; a ``filling`` then puts kept samples in the skipped samples' slots of
+        each output."""
         kept = np.asarray(positions, dtype=np.int64)
         ctxs = SampleContexts(self._seed, spec.epoch, spec.sample_indices[kept])
         indices = ctxs.sample_indices.tolist()
@@ -485,30 +504,47 @@ class Executor:
                 else:
                     for d, value in zip(node.outputs, out):
                         env[d] = value
-            results = tuple(self._output(d, env, host, xp, positions, outputs) for d in self._graph.outputs)
-        real = spec.num_real
+            results = tuple(self._output(d, env, host, xp, positions, outputs, filling) for d in self._graph.outputs)
+        if filling is not None:
+            indices, is_pad = filling.sample_indices, filling.is_pad
+        else:
+            is_pad = (kept >= spec.num_real).tolist()
         return BatchResult(
             outputs=results,
             spec=spec,
             sample_indices=indices,
-            is_pad=(kept >= real).tolist(),
+            is_pad=is_pad,
             skipped=skipped,
             done=self._device.record_compute(),
         )
 
     def _output(
-        self, d: DataNode, env: dict, host: dict, xp: Any, positions: list[int], outputs: BatchOutputs
+        self,
+        d: DataNode,
+        env: dict,
+        host: dict,
+        xp: Any,
+        positions: list[int],
+        outputs: BatchOutputs,
+        filling: Replacement | None,
     ) -> TensorList:
         """Output ``d`` of a batch: the GPU stage's result for device data, else the host samples
         (gpu-labelled outputs of operators that ran on the host when there is no GPU), as the batch
-        array they were written into where they were."""
+        array they were written into where they were. With a ``filling``, every slot of the
+        planned batch: a skipped sample's slot holds a copy of its kept sample, in that batch array
+        (or the pooled array the samples are stacked into), so the batch stays in the pool's memory."""
         layout = self._graph.layouts.get(d, "")
         if d.device == "gpu" and d in env:
-            return TensorList.from_samples(env[d], "gpu", layout, xp)
-        dense = outputs.dense(d, positions, host[d])
+            batch = TensorList.from_samples(env[d], "gpu", layout, xp)
+            return batch if filling is None else _take(batch, filling.rows, xp)
+        if filling is None:
+            dense = outputs.dense(d, positions, host[d])
+        else:
+            dense = outputs.filled(d, positions, host[d], filling.sources)
         if dense is not None:
             return TensorList(dense, d.device, layout)
-        return TensorList.from_samples(host[d], d.device, layout, allocate=self._buffers.stack_target)
+        samples = host[d] if filling is None else [host[d][r] for r in filling.rows]
+        return TensorList.from_samples(samples, d.device, layout, allocate=self._buffers.stack_target)
 
     def _get_or_stop(self, q: queue.Queue) -> Any:
         while not self._stop.is_set():
@@ -530,6 +566,13 @@ def chunk_size(batch_size: int, num_threads: int, cheap: bool = False) -> int:
     if cheap:
         return max(1, min(64, -(-batch_size // num_threads)))
     return max(1, min(16, -(-batch_size // (4 * num_threads))))
+
+
+def _take(batch: TensorList, rows: list[int], xp: Any) -> TensorList:
+    """The samples ``rows`` of ``batch``, in that order (one gather on the device for a dense batch)."""
+    if batch.is_dense_tensor():
+        return TensorList(batch.as_tensor()[xp.asarray(rows)], batch.device, batch.layout())
+    return TensorList([batch.at(r) for r in rows], batch.device, batch.layout())
 
 
 def _empty(num_outputs: int) -> list | tuple[list, ...]:

@@ -8,6 +8,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from .decode_plan import DecodePlan, plan_decoders
 from .errors import ArgumentError, PipelineDefinitionError
 from .operator import DEVICES, STAGE_ORDER, Operator, registry
 
@@ -188,8 +189,9 @@ class StagedGraph:
     """A checked, pruned graph split by stage, ready for the executor.
 
     ``host_nodes`` run per sample in the CPU stage, ``gpu_nodes`` per batch in the GPU stage;
-    ``to_device`` are the host results the Mixed stage moves to the device, ``deferred`` the outputs of
-    decoders whose decoding the Mixed stage does on the GPU."""
+    ``to_device`` are the host results the Mixed stage moves to the device. ``decode_plans`` record
+    how staging placed each decoder (:mod:`raypipe.decode_plan`): staging changes no operator, the
+    stages pass each operator what was decided for it (:meth:`op_kwargs`)."""
 
     outputs: list[DataNode]
     host_nodes: list[OpNode]
@@ -198,7 +200,18 @@ class StagedGraph:
     to_device: list[DataNode]
     host_results: list[DataNode]
     layouts: dict[DataNode, str] = field(default_factory=dict)
-    deferred: list[DataNode] = field(default_factory=list)
+    decode_plans: dict[OpNode, DecodePlan] = field(default_factory=dict)
+
+    @property
+    def deferred(self) -> list[DataNode]:
+        """The outputs of the decoders whose decoding the Mixed stage does on the GPU."""
+        return [node.outputs[0] for node, plan in self.decode_plans.items() if plan.deferred]
+
+    def op_kwargs(self, node: OpNode) -> dict[str, Any]:
+        """What staging decided for ``node``'s operator, as keyword arguments of its per-sample and
+        per-chunk calls (``plan=`` for a decoder); empty for the others."""
+        plan = self.decode_plans.get(node)
+        return {} if plan is None else {"plan": plan}
 
 
 def stage(graph: Graph, outputs: Sequence[Any], *, on_gpu: bool = True, decode_on_gpu: bool = False) -> StagedGraph:
@@ -209,7 +222,8 @@ def stage(graph: Graph, outputs: Sequence[Any], *, on_gpu: bool = True, decode_o
     their fast host implementations, exactly as if they were cpu operators; only operators whose
     batch call means something else (``batch_semantics``: python_function on the GPU gets the whole
     batch), and what consumes them, stay batch steps. ``decode_on_gpu`` (nvImageCodec present) defers
-    mixed decoders to the Mixed stage."""
+    mixed decoders to the Mixed stage. The decisions are recorded in the result; the graph's
+    operators are left as they are, so a graph may be staged again with another split."""
     if not outputs:
         raise PipelineDefinitionError("the pipeline defines no outputs")
     for out in outputs:
@@ -244,13 +258,7 @@ def stage(graph: Graph, outputs: Sequence[Any], *, on_gpu: bool = True, decode_o
         elif out not in host_results:
             host_results.append(out)
     host_results = [d for d in host_results if d not in to_device] + to_device
-    deferred = []
-    if on_gpu and decode_on_gpu:
-        for node in host_nodes:
-            if node.device == "mixed" and hasattr(node.op, "defer_to_device"):
-                node.op.defer_to_device()
-                deferred.append(node.outputs[0])
-    _hint_decoders(ordered, outputs, set(host_nodes))
+    decode_plans = plan_decoders(ordered, outputs, set(host_nodes), defer=on_gpu and decode_on_gpu)
     layouts: dict[DataNode, str] = {}
     for node in ordered:
         layout = node.op.output_layout([layouts.get(d, "") for d in node.inputs])
@@ -264,7 +272,7 @@ def stage(graph: Graph, outputs: Sequence[Any], *, on_gpu: bool = True, decode_o
         to_device=to_device,
         host_results=host_results,
         layouts=layouts,
-        deferred=deferred,
+        decode_plans=decode_plans,
     )
 
 
@@ -280,22 +288,6 @@ def _batch_stage(ordered: list[OpNode], on_gpu: bool) -> set[OpNode]:
         ):
             batched.add(node)
     return batched
-
-
-def _hint_decoders(ordered: list[OpNode], outputs: Sequence[DataNode], host: set[OpNode]) -> None:
-    """Tell a decoder whose every consumer resizes to one fixed size what that size is,
-    so it may decode at reduced (DCT-domain) resolution, and resize itself when the decoder and
-    all those consumers run on the host."""
-    for node in ordered:
-        hint = getattr(node.op, "hint_output_size", None)
-        if hint is None or node.outputs[0] in outputs:
-            continue
-        consumers = [c for c in ordered if node.outputs[0] in c.upstream()]
-        sizes = {getattr(c.op, "fixed_output_size", lambda: None)() for c in consumers}
-        if consumers and all(node.outputs[0] in c.inputs for c in consumers) and len(sizes) == 1:
-            size = sizes.pop()
-            if size is not None:
-                hint(*size, on_host=node in host and all(c in host for c in consumers))
 
 
 def _reachable(roots: Sequence[OpNode]) -> set[OpNode]:

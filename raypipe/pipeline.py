@@ -33,7 +33,9 @@ DEFINITION_ARGS = ("enable_conditionals", "debug")
 
 @dataclass(frozen=True)
 class BatchInfo:
-    """Where the last batch returned by ``run()`` came from."""
+    """Where the last batch returned by ``run()`` came from: a sample index and a padding flag per
+    row (a driven batch's skipped samples are replaced by kept ones, flagged as padding), and the
+    samples ``on_error="skip"`` dropped from it."""
 
     epoch: int
     index: int
@@ -233,7 +235,7 @@ class Pipeline:
         """The next batch: one :class:`TensorList` per output."""
         engine = self.engine
         if not engine.running:
-            engine.drive(self._self_driven(self._epoch, self._first_batch), sequential=True)
+            engine.drive(self._self_driven(self._epoch, self._first_batch), sequential=True, replace_skipped=False)
         result = engine.next()
         self._last = result
         self._skipped.extend(result.skipped)
@@ -274,7 +276,7 @@ class Pipeline:
         self._epoch, self._first_batch = epoch, batch
         self._last = None
         self._scheduled = 0
-        self._engine.drive(self._self_driven(epoch, batch), sequential=True)
+        self._engine.drive(self._self_driven(epoch, batch), sequential=True, replace_skipped=False)
 
     def state_dict(self) -> dict[str, Any]:
         """The position of the batch the next ``run()`` returns in the reader's own order (the

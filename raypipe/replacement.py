@@ -10,7 +10,8 @@ are exactly its good samples, whatever the world size.
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
 
 import numpy as np
 
@@ -39,3 +40,25 @@ def fill_skipped(
     holes = np.flatnonzero(bad)
     rows[holes] = np.arange(len(holes)) % len(kept)
     return rows, planned[kept][rows], is_pad | bad
+
+
+@dataclass(frozen=True)
+class Replacement:
+    """:func:`fill_skipped` for a batch being made: slot ``j`` holds row ``rows[j]`` of the kept
+    samples, the one computed at batch position ``sources[j]``; ``sample_indices`` and ``is_pad``
+    of the whole batch (replacements flagged as padding)."""
+
+    rows: list[int]
+    sources: list[int]
+    sample_indices: list[int]
+    is_pad: list[bool]
+
+
+def replacement(
+    spec: BatchSpec, kept: Sequence[int], skipped: Iterable[int], sources: Iterable[str] = ()
+) -> Replacement:
+    """How the batch ``spec`` whose samples ``skipped`` were dropped, leaving the samples at batch
+    positions ``kept``, is made whole (raises as :func:`fill_skipped` does)."""
+    rows, samples, is_pad = fill_skipped(spec, skipped, sources)
+    order = rows.tolist()
+    return Replacement(order, [kept[r] for r in order], samples.tolist(), is_pad.tolist())

@@ -44,6 +44,19 @@ def test_batch_outputs_give_rows_and_the_dense_batch():
     assert outputs.dense("x", [0, 1, 2], [rows[0], rows[1], rows[2].copy()]) is None
 
 
+def test_a_filled_batch_copies_kept_rows_into_the_skipped_slots_in_place():
+    outputs = BatchOutputs(BufferPool(capacity=4), 4)
+    rows = {p: outputs.row("x", p, (2,), np.dtype(np.int32)) for p in (0, 2, 3)}  # position 1 was skipped
+    for p, row in rows.items():
+        row[:] = p
+    kept = [rows[0], rows[2], rows[3]]
+    whole = outputs.filled("x", [0, 2, 3], kept, [0, 0, 2, 3])
+    assert whole.base is None and np.shares_memory(whole, rows[0]), "the batch array itself"
+    assert whole[:, 0].tolist() == [0, 0, 2, 3]
+    assert outputs.filled("x", [0, 2, 3], kept, [0, 2, 3]) is None, "a position for every row"
+    assert outputs.filled("x", [0, 2, 3], [rows[0], rows[2], rows[3].copy()], [0, 0, 2, 3]) is None
+
+
 @rp.pipeline_def(batch_size=4, num_threads=2, seed=5, prefetch_queue_depth=2)
 def _normalized(files, skip=False):
     jpegs, labels = fn.readers.file(files=files, name="Reader")

@@ -12,6 +12,7 @@ import raypipe as rp
 from raypipe import fn, types
 from raypipe.backend import gpu_available
 from raypipe.executor import chunk_size
+from raypipe.replacement import fill_skipped
 
 CPU_SLEEP = 0.12
 GPU_SLEEP = 0.12
@@ -115,6 +116,59 @@ def test_drive_runs_explicit_batches_then_stops(jpeg_files):
     assert (info_a.epoch, info_a.index, info_a.sample_indices) == (4, 0, [5, 1, 7])
     assert np.asarray(b).ravel().tolist() == [102, 102]
     assert info_b.is_pad == [False, True] and info_b.last_in_epoch
+
+
+BATCHES_SEEN: list[int] = []
+
+
+def _whole_batch(labels):
+    BATCHES_SEEN.append(len(labels))
+    return labels
+
+
+@rp.pipeline_def(batch_size=4, num_threads=2, seed=0)
+def skipping(files):
+    """A skipping decoder with an output of each kind: stacked into a pooled array (over
+    ``STACK_POOLED_BYTES``), written in place, small, and made by a batch step."""
+    jpegs, labels = fn.readers.file(files=files, labels=list(range(len(files))), name="Reader")
+    images = fn.decoders.image(jpegs, on_error="skip")
+    large = fn.resize(images, resize_x=384, resize_y=384)
+    normalized = fn.crop_mirror_normalize(fn.resize(images, resize_x=32, resize_y=24), dtype=types.FLOAT)
+    return large, normalized, labels, fn.python_function(labels, function=_whole_batch, device="gpu")
+
+
+def test_a_driven_batch_replaces_skipped_samples_by_position_in_the_allocators_arrays(jpeg_files, tmp_path):
+    bad = tmp_path / "bad.jpg"
+    bad.write_text("not an image")
+    files = [jpeg_files[0], str(bad), *jpeg_files[1:4]]
+    spec = rp.BatchSpec(epoch=0, index=0, sample_indices=np.array([1, 0, 2, 3]))
+    handed: list[np.ndarray] = []
+    BATCHES_SEEN.clear()
+
+    def allocate(shape, dtype):
+        handed.append(np.empty(shape, dtype))
+        return handed[-1]
+
+    with skipping(files) as pipe, skipping(files) as reference:
+        pipe.set_host_allocator(allocate)
+        pipe.engine.drive([spec])
+        outputs = pipe.run()
+        info = pipe.last_batch_info
+        reference.engine.drive([rp.BatchSpec(epoch=0, index=0, sample_indices=np.array([0, 0, 2, 3]))])
+        expected = reference.run()
+    rows, samples, is_pad = fill_skipped(spec, [1], [str(bad)])
+    assert (
+        (info.sample_indices, info.is_pad)
+        == (samples.tolist(), is_pad.tolist())
+        == ([0, 0, 2, 3], [True] + [False] * 3)
+    )
+    assert [(s.sample_index, s.source) for s in info.skipped] == [(1, str(bad))]
+    large, normalized = outputs[0].as_tensor(), outputs[1].as_tensor()
+    assert any(large is a for a in handed) and any(normalized is a for a in handed), "the allocator's arrays"
+    for got, want in zip(outputs, expected):
+        np.testing.assert_array_equal(got.as_tensor(), want.as_tensor())
+    assert np.asarray(outputs[3]).ravel().tolist() == [0, 0, 2, 3]
+    assert BATCHES_SEEN == [3, 4], "the batch step ran on the kept samples, then the slot was filled"
 
 
 def test_without_gpu_gpu_operators_run_per_sample_and_python_function_keeps_its_batch(jpeg_files):

@@ -7,7 +7,11 @@ import pytest
 
 import raypipe as rp
 from raypipe import fn, ops
+from raypipe.cpu_stage import CpuStage
+from raypipe.decode_plan import DecodePlan
 from raypipe.graph import Graph, defining, stage
+from raypipe.keyed_random import SampleContext
+from raypipe.operators.decoders import EncodedImage
 
 
 def _build(graph_fn, **kwargs):
@@ -172,16 +176,16 @@ def test_on_a_gpu_the_graph_splits_as_written(jpeg_files):
     assert _names(staged.host_nodes) == ["readers.file", "decoders.image_random_crop", "random.coin_flip"]
     assert _names(staged.gpu_nodes) == ["resize", "crop_mirror_normalize"]
     assert [d.producer.op.schema.name for d in staged.to_device] == ["decoders.image_random_crop"]
-    decoder = staged.host_nodes[1].op
-    assert decoder.target_size == (64, 64) and not decoder.resize_on_host  # DCT scaling only
-    assert staged.deferred == [] and not decoder.deferred
+    plan = staged.decode_plans[staged.host_nodes[1]]
+    assert plan.target_size == (64, 64) and not plan.resize_on_host  # DCT scaling only
+    assert staged.deferred == [] and not plan.deferred
 
 
 def test_nvimgcodec_defers_mixed_decoders_to_the_mixed_stage(jpeg_files):
     staged = _staged(_recipe(jpeg_files[:2]), on_gpu=True, decode_on_gpu=True)
-    assert staged.deferred == [staged.host_nodes[1].outputs[0]] and staged.host_nodes[1].op.deferred
+    assert staged.deferred == [staged.host_nodes[1].outputs[0]] and staged.decode_plans[staged.host_nodes[1]].deferred
     without_gpu = _staged(_recipe(jpeg_files[:2]), on_gpu=False, decode_on_gpu=True)
-    assert without_gpu.deferred == [] and not without_gpu.host_nodes[1].op.deferred
+    assert without_gpu.deferred == [] and not without_gpu.decode_plans[without_gpu.host_nodes[1]].deferred
 
 
 def test_without_a_gpu_everything_runs_on_the_host_fused_like_cpu(jpeg_files):
@@ -195,8 +199,31 @@ def test_without_a_gpu_everything_runs_on_the_host_fused_like_cpu(jpeg_files):
     ]
     assert staged.gpu_nodes == [] and staged.to_device == []
     assert staged.host_results == staged.outputs
-    decoder = staged.host_nodes[1].op
-    assert decoder.target_size == (64, 64) and decoder.resize_on_host  # decode+crop+resize in one Pillow call
+    plan = staged.decode_plans[staged.host_nodes[1]]
+    assert plan.target_size == (64, 64) and plan.resize_on_host  # decode+crop+resize in one Pillow call
+
+
+def test_staging_a_graph_twice_records_each_split_and_changes_no_operator(jpeg_files):
+    graph = Graph()
+    with defining(graph):
+        outputs = _recipe(jpeg_files[:2])()
+    graph.nodes[0].op.prepare()  # the reader lists its files, as a pipeline's build does
+    before = [dict(vars(node.op)) for node in graph.nodes]
+    deferred = stage(graph, outputs, on_gpu=True, decode_on_gpu=True)
+    on_host = stage(graph, outputs, on_gpu=False)
+    after = [dict(vars(node.op)) for node in graph.nodes]
+    assert [sorted(d) for d in after] == [sorted(d) for d in before], "staging adds no attribute"
+    assert all(a[k] is b[k] for a, b in zip(after, before) for k in a), "staging sets no attribute"
+    decoder = graph.nodes[1]
+    assert deferred.decode_plans == {decoder: DecodePlan(deferred=True, target_size=(64, 64))}
+    assert on_host.decode_plans == {decoder: DecodePlan(target_size=(64, 64), resize_on_host=True)}
+    # each staging runs its own way, whatever the other one decided
+    ctx = SampleContext(1, 0, 1)
+    assert isinstance(CpuStage(deferred, seed=1).run_sample(ctx, 0, None)[decoder.outputs[0]], EncodedImage)
+    images = CpuStage(on_host, seed=1).run_sample(ctx, 0, None)[outputs[0]]
+    alone = _staged(_recipe(jpeg_files[:2]), on_gpu=False)
+    alone.reader.op.prepare()
+    np.testing.assert_array_equal(images, CpuStage(alone, seed=1).run_sample(ctx, 0, None)[alone.outputs[0]])
 
 
 def test_without_a_gpu_batch_functions_and_their_consumers_stay_batch_steps(jpeg_files):

@@ -3,10 +3,11 @@
 On the host they decode with libjpeg-turbo (:mod:`.host_decode`: only the crop window
 of a JPEG, DCT-scaled when it is at least twice the resize target; Pillow for other
 formats; the GIL is released while decoding, so the CPU stage's threads run in parallel). On ``device="mixed"`` with a
-GPU the decoded image goes to the GPU stage: where nvImageCodec is installed the
-graph defers the decode (:meth:`_Decoder.defer_to_device`), the CPU stage only reads
-the header and picks the crop window, and the Mixed stage decodes the batch on the
-GPU (:meth:`_Decoder.decode_on_device`, region-of-interest decode for the crop).
+GPU the decoded image goes to the GPU stage: where nvImageCodec is installed staging
+defers the decode (a :class:`~raypipe.decode_plan.DecodePlan` with ``deferred``, passed
+with each call), the CPU stage only reads the header and picks the crop window, and the
+Mixed stage decodes the batch on the GPU (:meth:`_Decoder.decode_on_device`,
+region-of-interest decode for the crop).
 Deferred, the CPU stage takes a chunk of samples at once (:meth:`_Decoder.run_chunk`):
 a marker walk per header (:mod:`raypipe.jpeg_header`) and one vectorised draw of the
 chunk's windows, each the window :meth:`_Decoder.decode` would draw for its sample.
@@ -22,6 +23,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
+from ..decode_plan import HOST_DECODE, DecodePlan
 from ..errors import ArgumentError, DecodeError
 from ..exif import ExifOrientationWarning, orientation, tiff_orientation
 from ..gpu_decode import DEFAULT_HW_LOAD
@@ -91,33 +93,29 @@ class _Decoder(Operator):
         self.output_type = output_type
         self.on_error = on_error
         self.use_fast_idct = bool(use_fast_idct)
-        self.deferred = False
 
     def output_layout(self, input_layouts):
         return "HWC"
 
-    def defer_to_device(self) -> None:
-        """Decode in the Mixed stage on the GPU: ``run_sample`` then only parses the header and
-        returns an :class:`EncodedImage`."""
-        self.deferred = True
-
-    def run_sample(self, inputs, args, ctx):
+    def run_sample(self, inputs, args, ctx, plan: DecodePlan = HOST_DECODE):
+        """One sample as staging ``plan`` places this decoder: decoded on the host, or, deferred
+        to the Mixed stage, only its header read (an :class:`EncodedImage`)."""
         if self._watch_orientation:
             self._check_exif(inputs[0], ctx)
         try:
-            return self.encoded(inputs[0], ctx) if self.deferred else self.decode(inputs[0], ctx)
+            return self.encoded(inputs[0], ctx) if plan.deferred else self.decode(inputs[0], ctx, plan)
         except DecodeError as exc:
             if self.on_error == "skip":
                 return Skip(str(exc))
             raise
 
-    def run_chunk(self, inputs, args, ctxs):
+    def run_chunk(self, inputs, args, ctxs, plan: DecodePlan = HOST_DECODE):
         """:meth:`run_sample` of a chunk of samples: deferred, each sample's header, then the chunk's
         windows at once (:meth:`windows`). A sample that fails raises; the CPU stage then runs the
         chunk sample by sample, which names or skips it."""
         datas = inputs[0]
-        if not self.deferred:
-            return [self.run_sample([data], {}, ctx) for data, ctx in zip(datas, ctxs)]
+        if not plan.deferred:
+            return [self.run_sample([data], {}, ctx, plan) for data, ctx in zip(datas, ctxs)]
         frames = [self._frame(data) for data in datas]
         if self._watch_orientation:
             for frame, ctx in zip(frames, ctxs):
@@ -214,7 +212,8 @@ class ImageDecoder(_Decoder):
     ) -> None:
         self._configure_common(output_type, on_error, use_fast_idct, adjust_orientation, hints)
 
-    def decode(self, data: np.ndarray, ctx) -> np.ndarray:
+    def decode(self, data: np.ndarray, ctx, plan: DecodePlan = HOST_DECODE) -> np.ndarray:
+        """The whole image (no decoder plan changes it)."""
         return decode(open_source(data, self.output_type), self.output_type, fast_idct=self.use_fast_idct)
 
 
@@ -223,15 +222,17 @@ class ImageRandomCropDecoder(_Decoder):
     """Decode a random window of an image (area and aspect ratio sampled per sample).
 
     The window is chosen from the JPEG header alone. When the graph resizes the
-    result to a fixed size (set through :meth:`hint_output_size` at build time),
-    the decoder asks libjpeg for DCT-domain downscaling by 1/2, 1/4 or 1/8 as long
-    as the window stays at least that size, which skips most of the decode work on
-    large images. When that resize runs on the host too, the decoder does it inside
-    Pillow (the same filter, the same pixels) and the resize operator passes the
-    result through, saving two copies of every crop.
+    result to a fixed size (the staged graph's :class:`~raypipe.decode_plan.DecodePlan`
+    ``target_size``, passed with each call), the decoder asks libjpeg for DCT-domain
+    downscaling by 1/2, 1/4 or 1/8 as long as the window stays at least that size,
+    which skips most of the decode work on large images. When that resize runs on the
+    host too (``resize_on_host``), the decoder does it inside Pillow (the same filter,
+    the same pixels) and the resize operator passes the result through, saving two
+    copies of every crop.
     """
 
     schema = Schema("decoders.image_random_crop", devices=("cpu", "mixed"))
+    takes_size_hint = True  # staging plans a target size for it (see raypipe.decode_plan)
 
     def configure(
         self,
@@ -254,14 +255,6 @@ class ImageRandomCropDecoder(_Decoder):
         if not isinstance(num_attempts, int) or num_attempts < 1:
             raise ArgumentError(f"{self.schema.name}: num_attempts must be a positive int")
         self.num_attempts = num_attempts
-        self.target_size: tuple[int, int] | None = None
-        self.resize_on_host = False
-
-    def hint_output_size(self, width: int, height: int, on_host: bool) -> None:
-        """The graph resizes this decoder's output to ``width`` x ``height`` (on the host when
-        ``on_host``): allow DCT scaling, and resize here when on the host."""
-        self.target_size = (width, height)
-        self.resize_on_host = on_host
 
     def window(self, width: int, height: int, ctx) -> tuple[int, int, int, int]:
         """The crop window ``(x, y, w, h)`` for this sample of a ``width`` x ``height`` image."""
@@ -276,20 +269,22 @@ class ImageRandomCropDecoder(_Decoder):
         )
         return list(map(tuple, rows.tolist()))
 
-    def decode(self, data: np.ndarray, ctx) -> np.ndarray:
+    def decode(self, data: np.ndarray, ctx, plan: DecodePlan = HOST_DECODE) -> np.ndarray:
+        """This sample's window, DCT-scaled towards ``plan.target_size`` and resized to it when
+        ``plan.resize_on_host``."""
         source = open_source(data, self.output_type)
         window = self.window(source.width, source.height, ctx)
-        denom = self._dct_scale(source, window[2], window[3])
-        resize_to = self.target_size if self.resize_on_host else None
+        denom = self._dct_scale(source, window[2], window[3], plan.target_size)
+        resize_to = plan.target_size if plan.resize_on_host else None
         box = scaled_box(source, window, denom)
         return decode(source, self.output_type, box, denom, resize_to, self.use_fast_idct)
 
-    def _dct_scale(self, source: Source, w: int, h: int) -> int:
+    def _dct_scale(self, source: Source, w: int, h: int, target_size: tuple[int, int] | None) -> int:
         """The largest DCT scale denominator (8, 4 or 2) that keeps the ``w`` x ``h`` window at least
-        the resize target, or 1."""
-        if self.target_size is None or not source.is_jpeg:
+        ``target_size``, or 1."""
+        if target_size is None or not source.is_jpeg:
             return 1
-        tw, th = self.target_size
+        tw, th = target_size
         for scale in _DCT_SCALES:
             if w // scale >= tw and h // scale >= th:
                 return scale

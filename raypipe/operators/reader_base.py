@@ -32,12 +32,7 @@ NO_OP_ARGS = (
 
 
 class ShardedReader(Operator):
-    """Base class of readers. Subclasses call :meth:`configure_reader` from ``configure``.
-
-    ``sequential`` is set by the pipeline: True when batches read the data mostly in order (the
-    reader's own order, a service's buffer shuffle or none), False for a global shuffle."""
-
-    sequential: bool = False
+    """Base class of readers. Subclasses call :meth:`configure_reader` from ``configure``."""
 
     def configure_reader(
         self,
@@ -110,8 +105,11 @@ class ShardedReader(Operator):
         """Random access: the outputs of sample ``index``."""
         raise NotImplementedError
 
-    def will_read(self, indices: Sequence[int]) -> None:
-        """A hint from the executor: these samples are read next (readers may read ahead)."""
+    def will_read(self, indices: Sequence[int], sequential: bool = False) -> None:
+        """A hint from the executor: these samples are read next (readers may read ahead).
+        ``sequential`` says how the executor is driven: True when its batches read the data mostly
+        in order (the reader's own order, a service's buffer shuffle or none), False for a global
+        shuffle."""
 
     def close(self) -> None:
         """Release open files and I/O threads; the reader reopens them when read again."""

@@ -67,8 +67,8 @@ class RecordReader(ShardedReader):
         except ReaderError as exc:
             raise ReaderError(f"{self.schema.name}: {self.table.where(index)}: {exc}") from None
 
-    def will_read(self, indices: Any) -> None:
-        if self._files is not None and (self.sequential or self.read_ahead):
+    def will_read(self, indices: Any, sequential: bool = False) -> None:
+        if self._files is not None and (sequential or self.read_ahead):
             self._files.will_read(indices)
 
     def close(self) -> None:

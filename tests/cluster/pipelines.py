@@ -42,6 +42,14 @@ def big_batches(files):
     return images, labels
 
 
+@rp.pipeline_def(batch_size=8, num_threads=1)
+def big_skipping(files):
+    """``big_batches`` with a decoder that skips undecodable files instead of raising."""
+    jpegs, labels = fn.readers.file(files=files, labels=list(range(len(files))), name="Reader")
+    images = fn.resize(fn.decoders.image(jpegs, on_error="skip"), resize_x=512, resize_y=512)
+    return images, labels
+
+
 @rp.pipeline_def(batch_size=5, num_threads=1)
 def broken_in_actors(files):
     """Builds in the driver, fails in every pipeline actor (to test a serve that fails part-way)."""

@@ -15,7 +15,7 @@ import pytest
 import raypipe as rp
 from actors import host_ring
 from cluster.loader import HOST_RING_ENV, REQUEST_SOCKET_ENV
-from tests.cluster.pipelines import big_batches
+from tests.cluster.pipelines import big_batches, big_skipping
 
 pytestmark = pytest.mark.skipif(not host_ring.supported(), reason="memfd segments need Linux")
 
@@ -76,6 +76,29 @@ def test_batches_through_shared_memory_are_those_of_the_object_store(cluster, jp
         for (ring_images, ring_labels), (images, labels) in zip(through_ring, other):
             np.testing.assert_array_equal(ring_images, images)
             np.testing.assert_array_equal(ring_labels, labels)
+
+
+def test_batches_with_skipped_samples_come_whole_through_shared_memory(cluster, jpeg_files, tmp_path):
+    bad = tmp_path / "bad.jpg"
+    bad.write_text("not an image")
+    files = [*jpeg_files[:5], str(bad), *jpeg_files[5:15]]  # 2 batches of 8, sample 5 skipped
+    svc = rp.serve(big_skipping, name="ring-skip", world_size=1, seed=3, files=files, replace=True)
+    try:
+        loader = rp.loader("ring-skip", rank=0, world_size=1, output="numpy")
+        loader.set_epoch(0)
+        batches = [(images.copy(), labels.ravel().tolist(), list(loader.last_is_pad)) for images, labels in loader]
+        actor = _actor(svc)
+    finally:
+        svc.shutdown()
+    assert [len(labels) for _, labels, _ in batches] == [8, 8] and all(5 not in labels for _, labels, _ in batches)
+    [(images, labels, is_pad)] = [b for b in batches if any(b[2])]
+    [slot] = [j for j, pad in enumerate(is_pad) if pad]
+    [kept] = [j for j, label in enumerate(labels) if label == labels[slot] and j != slot]
+    np.testing.assert_array_equal(images[slot], images[kept])  # a copy of a kept sample of the batch
+    assert actor["skipped"] == 1
+    ring = actor["host_ring"]
+    assert (ring["exported"], ring["not_in_ring"]) == (2, 0), "the batch with a replaced sample too"
+    assert actor["object_store_bytes"] < images.nbytes, "only the small labels went through the store"
 
 
 def test_kept_batches_are_never_overwritten_and_dropped_ones_are_released(cluster, jpeg_files):

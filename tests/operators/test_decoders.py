@@ -10,6 +10,7 @@ from PIL import Image
 
 import raypipe as rp
 from raypipe import fn, types
+from raypipe.decode_plan import DecodePlan
 from raypipe.exif import ExifOrientationWarning
 from raypipe.gpu_decode import nvimgcodec_available
 from raypipe.keyed_random import SampleContext, keyed_uniforms
@@ -71,8 +72,7 @@ def test_dct_downscaling_applies_to_large_crops_and_stays_close(tmp_path):
     args = {"random_area": (0.9, 1.0), "resize_to": (224, 224)}
     with random_crop([path] * 4, **args) as pipe:
         (fast,) = pipe.run()
-        op = pipe._staged.host_nodes[1].op
-        assert op.target_size == (224, 224)
+        assert pipe._staged.decode_plans[pipe._staged.host_nodes[1]].target_size == (224, 224)
     x, y, w, h = _window(path, op_id=1, index=0, area=(0.9, 1.0))
     ref = Image.open(path).convert("RGB").resize((224, 224), Image.BILINEAR, box=(x, y, x + w, y + h))
     diff = np.abs(np.asarray(fast.at(0), dtype=np.int16) - np.asarray(ref, dtype=np.int16))
@@ -89,7 +89,7 @@ def test_no_dct_hint_when_output_is_also_returned(jpeg_files):
 
     with both(jpeg_files[:2]) as pipe:
         pipe.build()
-        assert pipe._staged.host_nodes[1].op.target_size is None
+        assert pipe._staged.decode_plans[pipe._staged.host_nodes[1]].target_size is None
 
 
 @pytest.fixture()
@@ -225,34 +225,36 @@ def test_mixed_decoder_without_gpu_fuses_the_resize_like_cpu(jpeg_files):
     for device in ("cpu", "mixed"):
         with random_crop(jpeg_files[:4], resize_to=(64, 48), device=device) as pipe:
             (outputs[device],) = pipe.run()
-            op = pipe._staged.host_nodes[1].op
-            assert (op.target_size, op.resize_on_host, op.deferred) == ((64, 48), True, False)
+            plan = pipe._staged.decode_plans[pipe._staged.host_nodes[1]]
+            assert (plan.target_size, plan.resize_on_host, plan.deferred) == ((64, 48), True, False)
     assert outputs["mixed"].device == "gpu" and outputs["cpu"].device == "cpu"
     assert np.array_equal(np.asarray(outputs["mixed"].as_cpu()), np.asarray(outputs["cpu"]))
 
 
+DEFERRED = DecodePlan(deferred=True)
+
+
 def _deferred(decoder_cls, op_id=1, **args):
-    op = decoder_cls(device="mixed", op_id=op_id, **args)
-    op.defer_to_device()
-    return op
+    """A mixed decoder; its calls below pass the plan of a decode deferred to the GPU (``DEFERRED``)."""
+    return decoder_cls(device="mixed", op_id=op_id, **args)
 
 
 def test_deferred_decoder_reads_the_header_and_draws_the_host_window(jpeg_files, bad_files):
     crop, whole = _deferred(ImageRandomCropDecoder), _deferred(ImageDecoder)
     for i, path in enumerate(jpeg_files[:4]):
         data = np.fromfile(path, np.uint8)
-        out = crop.run_sample([data], {}, SampleContext(11, 0, i))
+        out = crop.run_sample([data], {}, SampleContext(11, 0, i), DEFERRED)
         assert isinstance(out, EncodedImage) and out.data is data
         assert (out.width, out.height) == Image.open(path).size
         assert out.window == _window(path, op_id=1, index=i)
         assert out.out_size == out.window[2:]
-        full = whole.run_sample([data], {}, SampleContext(11, 0, i))
+        full = whole.run_sample([data], {}, SampleContext(11, 0, i), DEFERRED)
         assert full.window is None and full.out_size == Image.open(path).size
     not_an_image = np.fromfile(bad_files[1], np.uint8)
     with pytest.raises(rp.DecodeError, match="not a recognised image format"):
-        crop.run_sample([not_an_image], {}, SampleContext(11, 0, 0))
+        crop.run_sample([not_an_image], {}, SampleContext(11, 0, 0), DEFERRED)
     skipping = _deferred(ImageDecoder, on_error="skip")
-    assert "not a recognised" in skipping.run_sample([not_an_image], {}, SampleContext(11, 0, 0)).reason
+    assert "not a recognised" in skipping.run_sample([not_an_image], {}, SampleContext(11, 0, 0), DEFERRED).reason
 
 
 def test_device_result_checks_shape_cuts_ignored_regions_and_orders_channels():
@@ -278,7 +280,7 @@ def test_mixed_decoders_decode_on_the_gpu_close_to_pillow(jpeg_files, decoder):
 
     with pipe_def("cpu", device_id=None) as cpu, pipe_def("mixed", device_id=0) as gpu:
         gpu.build()
-        assert gpu._staged.deferred and gpu._staged.host_nodes[1].op.deferred
+        assert gpu._staged.deferred and gpu._staged.decode_plans[gpu._staged.host_nodes[1]].deferred
         for _ in range(2):
             (ref,), (got,) = cpu.run(), gpu.run()
             assert got.device == "gpu"
@@ -298,7 +300,7 @@ def test_host_decode_deferred_encode_and_random_resized_crop_draw_the_same_windo
     for i, path in enumerate(jpeg_files[:8]):
         data = np.fromfile(path, np.uint8)
         ctx = SampleContext(11, 2, i)
-        encoded = deferred.run_sample([data], {}, ctx)
+        encoded = deferred.run_sample([data], {}, ctx, DEFERRED)
         x, y, w, h = encoded.window
         crop = host.run_sample([data], {}, ctx)
         np.testing.assert_array_equal(crop, np.asarray(Image.open(path).convert("RGB"))[y : y + h, x : x + w])
@@ -311,8 +313,8 @@ def test_a_deferred_chunk_gives_each_samples_own_header_and_window(jpeg_files, t
     datas = [np.fromfile(path, np.uint8) for path in [*jpeg_files[:6], str(png)]]
     ctxs = [SampleContext(11, 0, i) for i in range(len(datas))]
     for op in (_deferred(ImageRandomCropDecoder), _deferred(ImageDecoder)):
-        chunk = op.run_chunk([datas], {}, ctxs)
-        alone = [op.run_sample([data], {}, ctx) for data, ctx in zip(datas, ctxs)]
+        chunk = op.run_chunk([datas], {}, ctxs, DEFERRED)
+        alone = [op.run_sample([data], {}, ctx, DEFERRED) for data, ctx in zip(datas, ctxs)]
         assert [(e.data is d, e.width, e.height, e.window) for e, d in zip(chunk, datas)] == [
             (True, e.width, e.height, e.window) for e in alone
         ]
@@ -323,10 +325,12 @@ def test_a_deferred_chunk_with_a_bad_header_raises_it(jpeg_files):
     cut = np.fromfile(jpeg_files[0], np.uint8)[:40]
     op = _deferred(ImageRandomCropDecoder)
     with pytest.raises(rp.DecodeError, match="truncated JPEG header: the data ends at byte 40"):
-        op.run_chunk([[np.fromfile(jpeg_files[1], np.uint8), cut]], {}, [SampleContext(11, 0, i) for i in range(2)])
+        op.run_chunk(
+            [[np.fromfile(jpeg_files[1], np.uint8), cut]], {}, [SampleContext(11, 0, i) for i in range(2)], DEFERRED
+        )
     assert (
         "truncated JPEG header"
-        in _deferred(ImageDecoder, on_error="skip").run_sample([cut], {}, SampleContext(11, 0, 1)).reason
+        in _deferred(ImageDecoder, on_error="skip").run_sample([cut], {}, SampleContext(11, 0, 1), DEFERRED).reason
     )
 
 
@@ -335,6 +339,6 @@ def test_a_deferred_chunk_names_the_first_exif_orientation_once(rotated_files):
     datas = [np.fromfile(path, np.uint8) for path in rotated_files]
     ctxs = [SampleContext(11, 0, i) for i in range(3)]
     with pytest.warns(ExifOrientationWarning, match="sample 1 is a JPEG with EXIF orientation 6") as caught:
-        op.run_chunk([datas], {}, ctxs)
-        op.run_chunk([datas], {}, ctxs)
+        op.run_chunk([datas], {}, ctxs, DEFERRED)
+        op.run_chunk([datas], {}, ctxs, DEFERRED)
     assert sum(issubclass(w.category, ExifOrientationWarning) for w in caught) == 1

@@ -180,8 +180,7 @@ def test_consecutive_samples_are_read_as_extents(shards):
     reader = WebDatasetReader(device="cpu", op_id=0, paths=shards, ext=["cls", "jpg"])
     direct = [[o.tobytes() for o in reader.read(i)] for i in range(8)]
     reader.close()
-    reader.sequential = True  # as the pipeline sets it when it reads in order
-    reader.will_read(list(range(8)))
+    reader.will_read(list(range(8)), sequential=True)  # as the executor announces batches read in order
     assert [[o.tobytes() for o in reader.read(i)] for i in range(8)] == direct
     stats = reader.io_stats()
     assert stats["extent_reads"] == 1 and stats["extent_hits"] == 8
