@@ -150,7 +150,7 @@ def test_a_driven_batch_replaces_skipped_samples_by_position_in_the_allocators_a
         return handed[-1]
 
     with skipping(files) as pipe, skipping(files) as reference:
-        pipe.set_host_allocator(allocate)
+        pipe.engine.set_host_allocator(allocate)
         pipe.engine.drive([spec])
         outputs = pipe.run()
         info = pipe.last_batch_info
