@@ -37,7 +37,7 @@ import threading
 import time
 import weakref
 from collections.abc import Callable, Iterator
-from concurrent.futures import ThreadPoolExecutor
+from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -91,6 +91,33 @@ class BatchResult:
     is_pad: list[bool]
     skipped: list[SkippedSample] = field(default_factory=list)
     done: Any = field(default=None, repr=False, compare=False)  # CUDA event after the batch's kernels
+
+
+@dataclass(frozen=True)
+class _InCpuStage:
+    """A batch from the dispatcher to the Mixed stage: its spec, the futures of its chunks (or
+    offloaded units), and the batch arrays its samples are written into."""
+
+    spec: BatchSpec
+    futures: list[Future]
+    outputs: BatchOutputs
+
+
+@dataclass(frozen=True)
+class _Staged:
+    """A batch from the Mixed stage to the GPU stage: the positions of its kept samples, its
+    skipped samples and how their slots are filled (None: they are not), the host results by data
+    node, the device inputs, the event after the copy-stream work that made them, and the batch
+    arrays."""
+
+    spec: BatchSpec
+    positions: list[int]
+    skipped: list[SkippedSample]
+    filling: Replacement | None
+    host: dict[DataNode, list]
+    device: dict[DataNode, Any]
+    ready: Any
+    outputs: BatchOutputs
 
 
 class _Failure:
@@ -158,7 +185,8 @@ class Executor:
             if not workers:
                 return
             self._offload = Offload(self._stage, unit_timeout_s=unit_timeout_s)
-            self._offload.on_requeue(self._pull_local)
+            if self._threads:
+                self._offload.use_local_pool(self._pool, self._stop)
         self._offload.set_workers(workers)
 
     def offload_stats(self) -> dict[str, Any]:
@@ -189,14 +217,6 @@ class Executor:
         sizes = {"cpu": self._cpu_size, "gpu": self._gpu_size, "ready": 1}
         return {name: {"used": used[name], "size": sizes[name]} for name in sizes}
 
-    def _pull_local(self) -> None:
-        pool = self._pool
-        if pool is not None and self._threads:
-            try:
-                pool.submit(self._offload.run_local, self._stop)
-            except RuntimeError:  # shut down meanwhile
-                pass
-
     @property
     def device(self) -> DeviceContext:
         """Where the Mixed and GPU stages run."""
@@ -220,6 +240,8 @@ class Executor:
         self._pool = ThreadPoolExecutor(
             self._num_threads, thread_name_prefix="raypipe-cpu", initializer=_mark_stage_thread
         )
+        if self._offload is not None:
+            self._offload.use_local_pool(self._pool, self._stop)
         self._threads = [
             threading.Thread(
                 target=self._dispatch, args=(iter(specs), sequential), name="raypipe-dispatch", daemon=True
@@ -361,13 +383,13 @@ class Executor:
             for unit in units:
                 self._offload.put(unit)
                 self._pool.submit(self._offload.run_local, self._stop)
-            self._pending.put((spec, [u.future for u in units], outputs))
+            self._pending.put(_InCpuStage(spec, [u.future for u in units], outputs))
             return
         futures = [
             self._pool.submit(self._stage.run_chunk, ctxs[first : first + step], first, outputs, self._stop)
             for first in range(0, len(ctxs), step)
         ]
-        self._pending.put((spec, futures, outputs))
+        self._pending.put(_InCpuStage(spec, futures, outputs))
 
     def _mixed_stage(self) -> None:
         _mark_stage_thread()
@@ -387,22 +409,22 @@ class Executor:
         if isinstance(item, _Failure):
             return self._put(self._device_q, item)
         began = time.perf_counter()
-        delivered = self._put(self._device_q, _attempt(self._gather, *item))
+        delivered = self._put(self._device_q, _attempt(self._gather, item))
         if self.profile is not None:
             self.profile.add("mixed", "wait for samples, move the batch", time.perf_counter() - began)
         self._gathered += 1
         self._slots.release()
         return delivered
 
-    def _gather(self, spec: BatchSpec, futures: list, outputs: BatchOutputs) -> tuple | _Failure:
+    def _gather(self, batch: _InCpuStage) -> _Staged | _Failure:
         """Wait for a batch's samples: the first sample's error, or the batch staged for the GPU.
         ``exception()`` hands the error over without raising it through, and so into, this frame."""
-        for f in futures:
+        for f in batch.futures:
             if f.exception() is not None:
                 return _Failure(f.exception())
-        return self._assemble(spec, [r for f in futures for r in f.result()], outputs)
+        return self._assemble(batch.spec, [r for f in batch.futures for r in f.result()], batch.outputs)
 
-    def _assemble(self, spec: BatchSpec, results: list, outputs: BatchOutputs) -> tuple:
+    def _assemble(self, spec: BatchSpec, results: list, outputs: BatchOutputs) -> _Staged:
         """The batch ready for the GPU stage: kept positions, skipped samples, how they are replaced
         (None: not), host results, device inputs and the event after the copy-stream work that made
         them."""
@@ -420,7 +442,7 @@ class Executor:
         filling = None
         if self._replace_skipped and skipped:  # raises when every sample was skipped
             filling = replacement(spec, positions, [s.sample_index for s in skipped], [s.source for s in skipped])
-        return spec, positions, skipped, filling, host, device, ready, outputs
+        return _Staged(spec, positions, skipped, filling, host, device, ready, outputs)
 
     def _decode_deferred(self, spec: BatchSpec, kept: list[tuple[int, dict]], skipped: list) -> dict[DataNode, list]:
         """Decode the deferred decoders' samples in one batched GPU call per decoder. A sample that
@@ -473,18 +495,19 @@ class Executor:
         if item is None:
             self._put(self._out_q, None)
             return False
-        return self._put(self._out_q, item if isinstance(item, _Failure) else _attempt(self._run_gpu, xp, *item))
+        return self._put(self._out_q, item if isinstance(item, _Failure) else _attempt(self._run_gpu, xp, item))
 
-    def _run_gpu(self, xp, spec: BatchSpec, positions, skipped, filling, host, device, ready, outputs) -> BatchResult:
+    def _run_gpu(self, xp: Any, batch: _Staged) -> BatchResult:
         """One batch through the GPU operators: a constant number of Python steps per operator
         whatever the batch size (per-sample identities stay one array, :class:`SampleContexts`).
         The kept samples run; a ``filling`` then puts kept samples in the skipped samples' slots of
         each output."""
+        spec, positions, host, filling = batch.spec, batch.positions, batch.host, batch.filling
         kept = np.asarray(positions, dtype=np.int64)
         ctxs = SampleContexts(self._seed, spec.epoch, spec.sample_indices[kept])
         indices = ctxs.sample_indices.tolist()
-        env = dict(device)
-        self._device.wait_for_copies(ready)
+        env = dict(batch.device)
+        self._device.wait_for_copies(batch.ready)
         with self._device.on_compute_stream():
             for node in self._graph.gpu_nodes:
                 inputs = [env[d] for d in node.inputs]
@@ -504,7 +527,9 @@ class Executor:
                 else:
                     for d, value in zip(node.outputs, out):
                         env[d] = value
-            results = tuple(self._output(d, env, host, xp, positions, outputs, filling) for d in self._graph.outputs)
+            results = tuple(
+                self._output(d, env, host, xp, positions, batch.outputs, filling) for d in self._graph.outputs
+            )
         if filling is not None:
             indices, is_pad = filling.sample_indices, filling.is_pad
         else:
@@ -514,7 +539,7 @@ class Executor:
             spec=spec,
             sample_indices=indices,
             is_pad=is_pad,
-            skipped=skipped,
+            skipped=batch.skipped,
             done=self._device.record_compute(),
         )
 

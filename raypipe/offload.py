@@ -17,7 +17,7 @@ import collections
 import threading
 import time
 from collections.abc import Callable, Sequence
-from concurrent.futures import Future, InvalidStateError
+from concurrent.futures import Future, InvalidStateError, ThreadPoolExecutor
 from concurrent.futures import TimeoutError as FutureTimeout
 from dataclasses import dataclass, field
 from typing import Any
@@ -58,7 +58,7 @@ class Offload:
         self._cond = threading.Condition()
         self._workers: dict[str, tuple[RemoteWorker, threading.Event, list[threading.Thread]]] = {}
         self._units: dict[int, Unit] = {}
-        self._on_requeue: Callable[[], None] | None = None
+        self._local: tuple[ThreadPoolExecutor, threading.Event] | None = None
         self._stats: dict[str, Any] = {"units_local": 0, "reassigned": 0, "workers": {}}
 
     @property
@@ -119,9 +119,10 @@ class Offload:
             self._stats["units_local"] += 1
         _settle(unit.future, result=result)
 
-    def on_requeue(self, callback: Callable[[], None]) -> None:
-        """Call ``callback`` whenever a unit comes back to the queue (to wake a local thread)."""
-        self._on_requeue = callback
+    def use_local_pool(self, pool: ThreadPoolExecutor, stop: threading.Event) -> None:
+        """A unit that comes back to the queue is also offered to ``pool`` (the local CPU threads,
+        until ``stop``), so it does not wait for a worker when the local threads are free."""
+        self._local = (pool, stop)
 
     def cancel_all(self) -> None:
         """Cancel every unit queued or in flight at a worker (the executor is stopping)."""
@@ -163,8 +164,12 @@ class Offload:
             self._queue.appendleft(unit)
             self._stats["reassigned"] += 1
             self._cond.notify()
-        if self._on_requeue is not None:
-            self._on_requeue()
+        if self._local is not None:
+            pool, stop = self._local
+            try:
+                pool.submit(self.run_local, stop)
+            except RuntimeError:  # the pool is shut down: the executor is stopping
+                pass
 
     def _proxy(self, name: str, worker: RemoteWorker, stop: threading.Event) -> None:
         stats = self._stats["workers"][name]
