@@ -46,7 +46,7 @@ FORMATS = {
     for f in (
         Format("caffe", "caffe", "CaffeWriter", "caffe", False, None),
         Format("caffe2", "caffe", "Caffe2Writer", "caffe2", False, None),
-        Format("tfrecord", "tfrecord", "TFRecordWriter", "tfrecord", True, ".idx"),
+        Format("tfrecord", "tfrecord_file", "TFRecordWriter", "tfrecord", True, ".idx"),
         Format("webdataset", "webdataset", "WebDatasetWriter", "webdataset", True, ".idx"),
         Format("recordio", "recordio", "RecordIOWriter", "mxnet", True, ".idx"),
     )

@@ -18,7 +18,7 @@ import numpy as np
 
 from ..errors import ArgumentError, ReaderError
 from ..formats.record_files import RecordTable
-from ..formats.tfrecord import parse_example, read_index, unframe
+from ..formats.tfrecord_file import parse_example, read_index, unframe
 from ..operator import Schema, register
 from ..tfrecord import DTYPE_NAMES, Feature, float32, int64, string
 from .reader_base import as_path_list

@@ -12,7 +12,7 @@ import pytest
 import raypipe as rp
 import raypipe.tfrecord as tfrec
 from raypipe import fn
-from raypipe.formats.tfrecord import TFRecordWriter, encode_example, frame, write_index
+from raypipe.formats.tfrecord_file import TFRecordWriter, encode_example, frame, write_index
 from raypipe.operators.tfrecord_reader import TFRecordReader
 
 IMAGE_FEATURES = {

@@ -10,7 +10,7 @@ import pytest
 from google.protobuf import descriptor_pb2, descriptor_pool, message_factory
 
 from raypipe.errors import ReaderError
-from raypipe.formats.tfrecord import (
+from raypipe.formats.tfrecord_file import (
     TFRecordWriter,
     encode_example,
     frame,
