@@ -54,3 +54,11 @@ def test_the_actors_never_import_the_service_side():
 def test_the_check_sees_imports_on_load_and_in_functions():
     tree = ast.parse("import cluster.loader\ndef f():\n    from actors import host_ring\n")
     assert _imported(tree) == {"cluster", "actors"} and _imported(tree, _on_load(tree)) == {"cluster"}
+
+
+def test_only_the_entry_points_reach_the_service():
+    """Inside functions, three modules of the library use the service: the facade (``rp.serve``,
+    ``rp.loader``), the Lightning data module over ``rp.loader``, and the benchmark's meter of the
+    object store. No other library module calls up into ``actors`` or ``cluster``."""
+    reaching = {path for path, tree in _modules("raypipe").items() if _imported(tree) & {"actors", "cluster"}}
+    assert reaching == {"raypipe/__init__.py", "raypipe/plugin/lightning.py", "raypipe/bench/memory.py"}
