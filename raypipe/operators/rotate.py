@@ -1,9 +1,12 @@
-"""``rotate``: rotate images counter-clockwise about their centre with bilinear sampling.
+"""``rotate``: rotate images counter-clockwise about their centre with bilinear (or, with
+``interp_type=types.INTERP_NN``, nearest-neighbour) sampling.
 
 The host path is Pillow's ``Image.rotate``; the GPU stage maps every output pixel
-back through the same affine matrix (:func:`rotation`) and samples bilinearly with
-Pillow's conventions (pixel centres at +0.5, clamped neighbours, samples whose
-source lies outside the image take ``fill_value``, uint8 results truncated).
+back through the same affine matrix (:func:`rotation`) and samples with Pillow's conventions
+(pixel centres at +0.5, bilinear: clamped neighbours, uint8 results truncated; nearest: the pixel
+under the mapped centre; samples whose source lies outside the image take ``fill_value``).
+DALI's rotate takes only nearest and linear interpolation (it refuses ``INTERP_CUBIC``), and so
+does this one.
 """
 
 from __future__ import annotations
@@ -16,8 +19,13 @@ import numpy as np
 from PIL import Image
 
 from ..errors import ArgumentError
+from ..kernels.filters import LINEAR, NEAREST
 from ..operator import Operator, Schema, as_scalar, register
-from .resample import check_linear_interp
+from ..types import DALIInterpType
+from .resample import interp_kind
+
+#: The interpolations DALI's rotate (its warp) takes.
+ROTATE_FILTERS = {DALIInterpType.INTERP_NN: NEAREST, DALIInterpType.INTERP_LINEAR: LINEAR}
 
 Affine = tuple[float, float, float, float, float, float]
 
@@ -50,8 +58,11 @@ def rotation(width: int, height: int, angle: float, expand: bool) -> tuple[int, 
     return width, height, (a, b, c, d, e, f)
 
 
-def warp_affine(xp: ModuleType, image: Any, width: int, height: int, matrix: Affine, fill_value: float) -> Any:
-    """Sample HWC ``image`` at ``matrix`` applied to each output pixel centre (bilinear, Pillow rules)."""
+def warp_affine(
+    xp: ModuleType, image: Any, width: int, height: int, matrix: Affine, fill_value: float, kind: int = LINEAR
+) -> Any:
+    """Sample HWC ``image`` at ``matrix`` applied to each output pixel centre (bilinear, or nearest
+    for ``kind`` :data:`NEAREST`; Pillow rules)."""
     a, b, c, d, e, f = matrix
     in_h, in_w = image.shape[:2]
     xs = xp.arange(width, dtype=xp.float64)[None, :] + 0.5
@@ -59,6 +70,13 @@ def warp_affine(xp: ModuleType, image: Any, width: int, height: int, matrix: Aff
     sx = a * xs + b * ys + c
     sy = d * xs + e * ys + f
     inside = (sx >= 0) & (sx < in_w) & (sy >= 0) & (sy < in_h)
+    if kind == NEAREST:
+        cols = xp.clip(xp.floor(sx), 0, in_w - 1).astype(xp.int64)
+        rows = xp.clip(xp.floor(sy), 0, in_h - 1).astype(xp.int64)
+        fill = xp.asarray(
+            np.asarray(fill_value).astype(image.dtype) if image.dtype.kind == "f" else _fill(image, fill_value)
+        )
+        return xp.where(inside[..., None], image[rows, cols], fill)
     sx, sy = sx - 0.5, sy - 0.5
     x0, y0 = xp.floor(sx), xp.floor(sy)
     dx, dy = (sx - x0)[..., None], (sy - y0)[..., None]
@@ -75,6 +93,14 @@ def warp_affine(xp: ModuleType, image: Any, width: int, height: int, matrix: Aff
     return values.astype(image.dtype)
 
 
+def _fill(dtype: np.dtype, fill_value: float) -> np.ndarray:
+    """``fill_value`` as ``dtype``: floored and saturated for integers, as the bilinear path stores it."""
+    if not np.issubdtype(dtype, np.integer):
+        return np.asarray(fill_value, dtype=dtype)
+    info = np.iinfo(dtype)
+    return np.asarray(np.clip(math.floor(fill_value), info.min, info.max)).astype(dtype)
+
+
 @register
 class Rotate(Operator):
     """Rotate HWC images by ``angle`` degrees counter-clockwise (per sample when an argument input).
@@ -88,12 +114,13 @@ class Rotate(Operator):
     def configure(
         self, angle: float | None = None, keep_size: bool = False, fill_value: float = 0, interp_type=None
     ) -> None:
+        """``interp_type``: ``types.INTERP_LINEAR`` (the default) or ``types.INTERP_NN``."""
         self.angle = None if angle is None else self._angle(angle)
         self.keep_size = bool(keep_size)
         if isinstance(fill_value, bool) or not isinstance(fill_value, (int, float, np.integer, np.floating)):
             raise ArgumentError(f"rotate: fill_value must be a number, got {fill_value!r}")
         self.fill_value = float(fill_value)
-        check_linear_interp("rotate", interp_type=interp_type)
+        self.kind = LINEAR if interp_type is None else interp_kind("rotate", "interp_type", interp_type, ROTATE_FILTERS)
 
     @staticmethod
     def _angle(value: Any) -> float:
@@ -117,7 +144,7 @@ class Rotate(Operator):
         if image.ndim != 3:
             raise ValueError(f"rotate: expects an HWC image, got shape {tuple(image.shape)}")
         width, height, matrix = rotation(image.shape[1], image.shape[0], self._sample_angle(args), not self.keep_size)
-        return warp_affine(xp, image, width, height, matrix, self.fill_value)
+        return warp_affine(xp, image, width, height, matrix, self.fill_value, self.kind)
 
     def run_sample(self, inputs, args, ctx):
         image = inputs[0]
@@ -130,7 +157,7 @@ class Rotate(Operator):
             np.asarray(
                 Image.fromarray(p).rotate(
                     angle,
-                    resample=Image.Resampling.BILINEAR,
+                    resample=Image.Resampling.NEAREST if self.kind == NEAREST else Image.Resampling.BILINEAR,
                     expand=not self.keep_size,
                     fillcolor=(fill,) * 3 if p.ndim == 3 else fill,
                 )
