@@ -16,7 +16,7 @@ import numpy as np
 from ..errors import ArgumentError
 from ..kernels import launch
 from ..operator import Operator, Schema, register
-from ..types import to_numpy_dtype
+from ..types import DALIImageType, to_numpy_dtype
 from .host_resize import resize as host_resize
 from .resample import (
     CUBIC,
@@ -172,9 +172,12 @@ class Resize(Operator):
         dtype=None,
         temp_buffer_hint: int = 0,
         save_attrs: bool = False,
+        image_type: DALIImageType | None = None,
     ) -> None:
-        """``temp_buffer_hint`` (DALI's scratch-buffer size) is validated and changes nothing;
-        ``save_attrs`` adds the second output."""
+        """``temp_buffer_hint`` (DALI's scratch-buffer size) and ``image_type`` (deprecated and unused
+        in DALI) are validated and change nothing; ``save_attrs`` adds the second output."""
+        if image_type is not None and not isinstance(image_type, DALIImageType):
+            raise ArgumentError(f"resize: image_type must be a types.DALIImageType, got {image_type!r}")
         self.resize_x = _size_arg("resize_x", resize_x)
         self.resize_y = _size_arg("resize_y", resize_y)
         self.resize_shorter = _size_arg("resize_shorter", resize_shorter)

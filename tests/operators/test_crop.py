@@ -135,7 +135,7 @@ def test_per_sample_position_out_of_range_is_an_error(jpeg_files, device):
         ({"crop_h": 10}, r"give crop=\(h, w\), or both crop_h and crop_w"),
         ({"crop": (10, 10), "crop_w": 5}, "not both"),
         ({"crop": (10, 0)}, "at least 1"),
-        ({"crop": (1, 2, 3)}, r"crop must be a size or a pair \(h, w\)"),
+        ({"crop": (1, 2, 3, 4)}, r"crop must be a size, a pair \(h, w\) or a triple \(d, h, w\)"),
         ({"crop": 10, "crop_pos_y": -0.1}, r"crop_pos_y must be in \[0, 1\]"),
         ({"crop": 10, "crop_pos_x": "left"}, "crop_pos_x must be a number"),
         ({"crop": 10, "out_of_bounds_policy": "trim"}, "out_of_bounds_policy must be one of"),

@@ -93,7 +93,7 @@ def test_wrong_rank_names_the_shape(jpeg_files):
         ({"horizontal": 2}, "horizontal must be 0 or 1, got 2"),
         ({"vertical": "yes"}, "vertical must be 0 or 1, got 'yes'"),
         ({"layout": "NHWC"}, "layout must be one of"),
-        ({"depthwise": 1}, "flip: .*'depthwise'"),
+        ({"depthwise": 2}, "depthwise must be 0 or 1, got 2"),
     ],
 )
 def test_invalid_arguments_are_named(jpeg_files, args, message):
