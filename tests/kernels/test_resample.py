@@ -12,9 +12,9 @@ import pytest
 
 from raypipe.backend import to_host
 from raypipe.kernels import launch
+from raypipe.kernels.filters import CUBIC, LINEAR, NEAREST
 from raypipe.kernels.resample import resample_batch
 from raypipe.operators.random_resized_crop import RandomResizedCrop
-from raypipe.kernels.filters import CUBIC, LINEAR, NEAREST
 from raypipe.operators.resample import resample, resample_weights, vertical_first
 from raypipe.operators.resize import Resize
 from tests.kernels.helpers import contexts, host_samples, on_device
