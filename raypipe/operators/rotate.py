@@ -4,7 +4,8 @@
 The host path is Pillow's ``Image.rotate``; the GPU stage maps every output pixel
 back through the same affine matrix (:func:`rotation`) and samples with Pillow's conventions
 (pixel centres at +0.5, bilinear: clamped neighbours, uint8 results truncated; nearest: the pixel
-under the mapped centre; samples whose source lies outside the image take ``fill_value``).
+under the mapped centre, in Pillow's 16.16 fixed point; samples whose source lies outside the image
+take ``fill_value``).
 DALI's rotate takes only nearest and linear interpolation (it refuses ``INTERP_CUBIC``), and so
 does this one.
 """
@@ -58,11 +59,23 @@ def rotation(width: int, height: int, angle: float, expand: bool) -> tuple[int, 
     return width, height, (a, b, c, d, e, f)
 
 
+def quarter_turns(angle: float, width: int, height: int, expand: bool) -> int | None:
+    """Counter-clockwise quarter turns (1-3) where Pillow's rotate transposes the image instead of
+    resampling it (a multiple of 90 degrees that fits: 180, or any with ``expand`` or a square image),
+    else None."""
+    angle = angle % 360.0
+    if angle == 0 or angle % 90 != 0 or (angle != 180 and not expand and width != height):
+        return None
+    return int(angle // 90)
+
+
 def warp_affine(
     xp: ModuleType, image: Any, width: int, height: int, matrix: Affine, fill_value: float, kind: int = LINEAR
 ) -> Any:
     """Sample HWC ``image`` at ``matrix`` applied to each output pixel centre (bilinear, or nearest
     for ``kind`` :data:`NEAREST`; Pillow rules)."""
+    if kind == NEAREST:
+        return _nearest(xp, image, width, height, matrix, fill_value)
     a, b, c, d, e, f = matrix
     in_h, in_w = image.shape[:2]
     xs = xp.arange(width, dtype=xp.float64)[None, :] + 0.5
@@ -70,13 +83,6 @@ def warp_affine(
     sx = a * xs + b * ys + c
     sy = d * xs + e * ys + f
     inside = (sx >= 0) & (sx < in_w) & (sy >= 0) & (sy < in_h)
-    if kind == NEAREST:
-        cols = xp.clip(xp.floor(sx), 0, in_w - 1).astype(xp.int64)
-        rows = xp.clip(xp.floor(sy), 0, in_h - 1).astype(xp.int64)
-        fill = xp.asarray(
-            np.asarray(fill_value).astype(image.dtype) if image.dtype.kind == "f" else _fill(image, fill_value)
-        )
-        return xp.where(inside[..., None], image[rows, cols], fill)
     sx, sy = sx - 0.5, sy - 0.5
     x0, y0 = xp.floor(sx), xp.floor(sy)
     dx, dy = (sx - x0)[..., None], (sy - y0)[..., None]
@@ -91,6 +97,26 @@ def warp_affine(
         info = np.iinfo(image.dtype)
         values = xp.clip(xp.floor(values), info.min, info.max)
     return values.astype(image.dtype)
+
+
+def _fixed(value: float) -> int:
+    """``value`` in 16.16 fixed point, rounded as Pillow's ``FIX``."""
+    return math.floor(value * 65536.0 + 0.5)
+
+
+def _nearest(xp: ModuleType, image: Any, width: int, height: int, matrix: Affine, fill_value: float) -> Any:
+    """Nearest-neighbour sampling as Pillow's affine transform computes it (images under 32768 pixels
+    a side): source coordinates in 16.16 fixed point, the pixel at their integer part, ``fill_value``
+    where that lies outside the image."""
+    a, b, c, d, e, f = matrix
+    in_h, in_w = image.shape[:2]
+    xs = xp.arange(width, dtype=xp.int64)[None, :]
+    ys = xp.arange(height, dtype=xp.int64)[:, None]
+    cols = (_fixed(a) * xs + _fixed(b) * ys + _fixed(c + b * 0.5 + a * 0.5)) >> 16
+    rows = (_fixed(d) * xs + _fixed(e) * ys + _fixed(f + e * 0.5 + d * 0.5)) >> 16
+    inside = (cols >= 0) & (cols < in_w) & (rows >= 0) & (rows < in_h)
+    picked = image[xp.clip(rows, 0, in_h - 1), xp.clip(cols, 0, in_w - 1)]
+    return xp.where(inside[..., None], picked, xp.asarray(_fill(image.dtype, fill_value)))
 
 
 def _fill(dtype: np.dtype, fill_value: float) -> np.ndarray:
@@ -143,7 +169,11 @@ class Rotate(Operator):
         image = inputs[0]
         if image.ndim != 3:
             raise ValueError(f"rotate: expects an HWC image, got shape {tuple(image.shape)}")
-        width, height, matrix = rotation(image.shape[1], image.shape[0], self._sample_angle(args), not self.keep_size)
+        angle = self._sample_angle(args)
+        turns = quarter_turns(angle, image.shape[1], image.shape[0], not self.keep_size)
+        if self.kind == NEAREST and turns is not None:
+            return xp.ascontiguousarray(xp.rot90(image, turns))
+        width, height, matrix = rotation(image.shape[1], image.shape[0], angle, not self.keep_size)
         return warp_affine(xp, image, width, height, matrix, self.fill_value, self.kind)
 
     def run_sample(self, inputs, args, ctx):
