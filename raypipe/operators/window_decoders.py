@@ -66,19 +66,19 @@ class _WindowDecoder(_Decoder):
         ]
 
 
-def _crop_size(op: str, crop: Any, crop_h: Any, crop_w: Any) -> tuple[int, int] | None:
-    """``(h, w)`` from ``crop`` (a size or a pair) or ``crop_h`` and ``crop_w``; None: per sample."""
+def _crop_size(op: str, crop: Any, crop_h: Any, crop_w: Any) -> tuple[int, int]:
+    """``(h, w)`` from ``crop`` (a pair, as DALI requires) or ``crop_h`` and ``crop_w``."""
     if crop is not None and (crop_h is not None or crop_w is not None):
         raise ArgumentError(f"{op}: give either crop=(h, w) or crop_h and crop_w, not both")
     if crop is None:
         if crop_h is None or crop_w is None:
             raise ArgumentError(f"{op}: give crop=(h, w), or both crop_h and crop_w")
         crop = (crop_h, crop_w)
-    sizes = (crop, crop) if isinstance(crop, (int, float, np.integer, np.floating)) else tuple(crop)
+    sizes = tuple(crop) if isinstance(crop, (list, tuple, np.ndarray)) else ()
     if len(sizes) != 2 or any(
         isinstance(s, bool) or not isinstance(s, (int, float, np.integer, np.floating)) or int(s) < 1 for s in sizes
     ):
-        raise ArgumentError(f"{op}: crop must be a positive size or a pair (h, w), got {crop!r}")
+        raise ArgumentError(f"{op}: crop must be a pair of positive sizes (h, w), got {crop!r}")
     return int(sizes[0]), int(sizes[1])
 
 
