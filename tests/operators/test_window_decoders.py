@@ -12,7 +12,7 @@ import raypipe as rp
 from raypipe import fn, ops, types
 from raypipe.decode_plan import DecodePlan
 from raypipe.operators.crop import crop_window
-from raypipe.operators.decoders import EncodedImage
+from raypipe.operators.decoders import EncodedImage, ImageDecoder
 from raypipe.operators.window_decoders import ImageCropDecoder, ImageSliceDecoder
 
 
@@ -226,3 +226,16 @@ def test_invalid_arguments_are_named(jpeg_files, op, args, message):
 
     with pytest.raises(rp.ArgumentError, match=rf"decoders.{op}: .*{message}"):
         pipe().build()
+
+
+def test_only_the_window_is_decoded(encoded, images):
+    """A JPEG cut off after 60% of its bytes: the whole image fails to decode, a window in its top
+    rows decodes (libjpeg-turbo never reads the missing rows) and equals that window of the whole."""
+    cut = encoded[0][: int(len(encoded[0]) * 0.6)]
+    with pytest.raises(rp.DecodeError, match="truncated"):
+        ImageDecoder("cpu", 0, adjust_orientation=False).run_sample([cut], {}, None)
+    crop = ImageCropDecoder("cpu", 0, crop=(40, 60), crop_pos_y=0.0, adjust_orientation=False)
+    piece = ImageSliceDecoder("cpu", 0, start=[100, 10], shape=[50, 30], adjust_orientation=False)
+    y0, x0 = crop_window(*images[0].shape[:2], 40, 60, 0.5, 0.0)
+    np.testing.assert_array_equal(crop.run_sample([cut], {}, None), images[0][y0 : y0 + 40, x0 : x0 + 60])
+    np.testing.assert_array_equal(piece.run_sample([cut], {}, None), images[0][10:40, 100:150])
