@@ -146,12 +146,13 @@ def test_nearest_in_a_window_is_dalis_exactly(images):
             np.testing.assert_array_equal(resample(np, image, *size, box=box, filters=(NEAREST, NEAREST)), their)
 
 
+@pytest.mark.parametrize("antialias", [True, False])
 @pytest.mark.parametrize("size", SIZES)
-def test_cubic_and_linear_within_the_stated_bound_of_dali(ours, images, size):
+def test_cubic_and_linear_within_the_stated_bound_of_dali(ours, images, size, antialias):
     dali_types = pytest.importorskip("nvidia.dali.types")
 
     for ours_interp, dali_interp in ((types.INTERP_CUBIC, dali_types.INTERP_CUBIC), (None, None)):
-        args = {"resize_x": size[0], "resize_y": size[1]}
+        args = {"resize_x": size[0], "resize_y": size[1], "antialias": antialias}
         theirs = _dali_resize(images, **args, **({"interp_type": dali_interp} if dali_interp else {}))
         interp = {"interp_type": ours_interp} if ours_interp else {}
         (mine,) = ours(images, lambda x, interp=interp, args=args: fn.resize(x, **args, **interp))
