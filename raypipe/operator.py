@@ -60,6 +60,8 @@ OLD_NAMES: dict[str, tuple[str, str]] = {
     "readers.mxnet": ("MXNetReader", "mxnet_reader"),
     "decoders.image": ("ImageDecoder", "image_decoder"),
     "decoders.image_random_crop": ("ImageDecoderRandomCrop", "image_decoder_random_crop"),
+    "decoders.image_crop": ("ImageDecoderCrop", "image_decoder_crop"),
+    "decoders.image_slice": ("ImageDecoderSlice", "image_decoder_slice"),
     "random.coin_flip": ("CoinFlip", "coin_flip"),
     "random.uniform": ("Uniform", "uniform"),
     "random.normal": ("NormalDistribution", "normal_distribution"),

@@ -22,6 +22,8 @@ OLD_AND_NEW = [
     ("MXNetReader", "readers", "MXNet"),
     ("ImageDecoder", "decoders", "Image"),
     ("ImageDecoderRandomCrop", "decoders", "ImageRandomCrop"),
+    ("ImageDecoderCrop", "decoders", "ImageCrop"),
+    ("ImageDecoderSlice", "decoders", "ImageSlice"),
     ("CoinFlip", "random", "CoinFlip"),
     ("Uniform", "random", "Uniform"),
     ("NormalDistribution", "random", "Normal"),
@@ -146,7 +148,13 @@ def test_linear_interp_types_give_the_default_result(jpeg_files, op, args):
     assert _batches(rp.pipeline_def(graph, batch_size=2, num_threads=1, seed=1)(**triangular), 2) == default
 
 
-# resize and random_resized_crop also take INTERP_TRIANGULAR (as DALI's resize); rotate does not (nor does DALI's)
+# resize and random_resized_crop take INTERP_NN, INTERP_LINEAR, INTERP_TRIANGULAR and INTERP_CUBIC; rotate takes
+# INTERP_NN and INTERP_LINEAR only (as DALI's, whose warp refuses the others)
+_ACCEPTED = {
+    "resize": {types.INTERP_NN, types.INTERP_LINEAR, types.INTERP_TRIANGULAR, types.INTERP_CUBIC},
+    "random_resized_crop": {types.INTERP_NN, types.INTERP_LINEAR, types.INTERP_TRIANGULAR, types.INTERP_CUBIC},
+    "rotate": {types.INTERP_NN, types.INTERP_LINEAR},
+}
 _REFUSED = [
     (op, args, arg, interp)
     for op, args, arg in [
@@ -158,7 +166,7 @@ _REFUSED = [
         ("rotate", {"angle": 10.0}, "interp_type"),
     ]
     for interp in types.DALIInterpType
-    if interp is not types.INTERP_LINEAR and (interp is not types.INTERP_TRIANGULAR or op == "rotate")
+    if interp not in _ACCEPTED[op]
 ]
 
 

@@ -1,13 +1,15 @@
-"""Batched antialiased bilinear resampling (``resize``, ``random_resized_crop``) as two launches.
+"""Batched resampling (``resize``, ``random_resized_crop``: nearest, antialiased linear and cubic)
+as two launches.
 
-The host path (:func:`raypipe.operators.resample.resample`) applies Pillow's triangle filter as
-two separable passes; so do these kernels, each pass one launch over the whole batch, in the
-order Pillow picks for each sample (:func:`vertical_first`), with the same uint8 rounding of the
-intermediate for uint8 images and the same final rounding (``floor(x + 0.5)``, saturated).
+The host path (:func:`raypipe.operators.resample.resample`) applies Pillow's triangle or cubic
+filter (or DALI's nearest-neighbour pick) as two separable passes; so do these kernels, each pass
+one launch over the whole batch, in the order Pillow picks for each sample (:func:`vertical_first`),
+with the same uint8 rounding of the intermediate for uint8 images and the same final rounding
+(``floor(x + 0.5)``, saturated).
 
 The filter weights are computed inside the kernels, per output position, from the sample's input
 extent, output extent and box, with the arithmetic of :func:`resample_weights` (float64 centres,
-tap ranges and triangle values, summed in tap order, normalised, then rounded to float32): the
+tap ranges and filter values, summed in tap order, normalised, then rounded to float32): the
 same float32 weights, and no table built on the host or uploaded, whatever sizes the random crops
 take. Results differ from the host path only in the order of float32 accumulation. All per-sample
 parameters are built as arrays for the whole batch: the host work of a batch does not grow with
@@ -16,6 +18,7 @@ its size.
 
 from __future__ import annotations
 
+import math
 from types import ModuleType
 from typing import Any
 
@@ -24,13 +27,14 @@ import numpy as np
 from numba import cuda
 
 from .convert import round_half_up
+from .filters import CUBIC, CUBIC_A, LINEAR, NEAREST, REACH, axis_kind
 from .launch import Packed, allocate, launch, store_rule, to_device
 
 # Columns of a pass's per-sample integer parameters.
 _SRC_OFF, _SRC_W, _DST_OFF, _DST_H, _DST_W, _CHANNELS, _AXIS, _CROSS, _TAP_BASE, _IN_SIZE = range(10)
 # Columns of a pass's per-sample filter parameters (float64): the box start, the scale (input per
-# output step) and the filter scale (the triangle's support).
-_START, _SCALE, _SUPPORT = range(3)
+# output step), the filter scale (the widening of the filter when downscaling) and the filter kind.
+_START, _SCALE, _SUPPORT, _KIND = range(4)
 _ROWS, _COLS = 0, 1  # the axis a pass resamples
 
 
@@ -41,6 +45,11 @@ if numba.config.ENABLE_CUDASIM:
         """``x * y`` in float64 (the simulator computes it as the host does)."""
         return x * y
 
+    @cuda.jit(device=True)
+    def _product32(x, y):
+        """``x * y`` in float32."""
+        return numba.float32(x) * numba.float32(y)
+
 else:
     from numba.cuda import libdevice
 
@@ -49,6 +58,11 @@ else:
         """``x * y`` rounded on its own: NVVM contracts a multiply and an add into one FMA by
         default, which would move the centres off the host's float64 values."""
         return libdevice.dmul_rn(x, y)
+
+    @cuda.jit(device=True)
+    def _product32(x, y):
+        """``x * y`` in float32, rounded on its own (no FMA with the add that follows)."""
+        return libdevice.fmul_rn(numba.float32(x), numba.float32(y))
 
 
 @cuda.jit(device=True)
@@ -61,6 +75,32 @@ def _tap_range(center, support, in_size):
     if high > in_size:
         high = in_size
     return low, high
+
+
+@cuda.jit(device=True)
+def _weight(kind, x):
+    """The filter at ``x`` (float64): Keys' cubic for ``CUBIC``, else the triangle."""
+    x = abs(x)
+    if kind == CUBIC:
+        if x < 1.0:
+            return ((CUBIC_A + 2.0) * x - (CUBIC_A + 3.0)) * x * x + 1.0
+        if x < 2.0:
+            return (((x - 5.0) * x + 8.0) * x - 4.0) * CUBIC_A
+        return 0.0
+    return max(0.0, 1.0 - x)
+
+
+@cuda.jit(device=True)
+def _nearest(start, scale, pos, in_size):
+    """The source index of output position ``pos`` for nearest resampling: ``floor(start + (pos +
+    0.5) * scale)`` in float32, clamped to the axis (DALI's ``ResampleNN``)."""
+    center = numba.float32(start) + _product32(numba.float32(pos) + numba.float32(0.5), scale)
+    t = int(math.floor(center))
+    if t < 0:
+        return 0
+    if t > in_size - 1:
+        return in_size - 1
+    return t
 
 
 @cuda.jit
@@ -81,6 +121,8 @@ def _resample_pass(src, dst, params, filters, mode, lo, hi):
     start = filters[sample, _START]
     scale = filters[sample, _SCALE]
     support = filters[sample, _SUPPORT]
+    kind = int(filters[sample, _KIND])
+    reach = support * (2.0 if kind == CUBIC else 1.0)
     total = params[sample, _DST_H] * dst_w * channels
     i = cuda.blockIdx.x * cuda.blockDim.x + cuda.threadIdx.x
     while i < total:
@@ -95,39 +137,63 @@ def _resample_pass(src, dst, params, filters, mode, lo, hi):
             pos = y
             base = src_off + (x + cross) * channels + c
             step = row_pitch
-        center = start + _product(pos + 0.5, scale)
-        low, high = _tap_range(center, support, in_size)
-        norm = 0.0
-        for t in range(low, high):
-            norm += max(0.0, 1.0 - abs((t - center + 0.5) / support))
         acc = numba.float32(0)
-        if norm != 0.0:
+        if kind == NEAREST:
+            t = _nearest(start, scale, pos, in_size)
+            acc = numba.float32(src[base + (t - tap_base) * step])
+        else:
+            center = start + _product(pos + 0.5, scale)
+            low, high = _tap_range(center, reach, in_size)
+            norm = 0.0
             for t in range(low, high):
-                weight = max(0.0, 1.0 - abs((t - center + 0.5) / support))
-                acc += numba.float32(weight / norm) * numba.float32(src[base + (t - tap_base) * step])
+                norm += _weight(kind, (t - center + 0.5) / support)
+            if norm != 0.0:
+                for t in range(low, high):
+                    weight = _weight(kind, (t - center + 0.5) / support)
+                    acc += numba.float32(weight / norm) * numba.float32(src[base + (t - tap_base) * step])
         dst[dst_off + i] = round_half_up(acc, mode, lo, hi)
         i += cuda.gridDim.x * cuda.blockDim.x
 
 
 def axis_filters(
-    in_size: np.ndarray, out_size: np.ndarray, start: np.ndarray, stop: np.ndarray, antialias: bool
+    in_size: np.ndarray,
+    out_size: np.ndarray,
+    start: np.ndarray,
+    stop: np.ndarray,
+    antialias: bool,
+    filters: tuple[int, int] = (LINEAR, LINEAR),
 ) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
     """Per sample along one axis: ``(filters, first, span)`` and the float64 start, as
     :func:`raypipe.operators.resample.resample_weights` computes them, for arrays of samples.
 
-    ``filters`` is ``(n, 3)`` (start, scale, support); source indices ``[first, first + span)``
-    hold every tap any output position reads."""
-    start = np.asarray(start, np.float32).astype(np.float64)
-    stop = np.asarray(stop, np.float32).astype(np.float64)
+    ``filters`` (in) is the (min, mag) filter kinds; the returned ``filters`` is ``(n, 4)`` (start,
+    scale, filter scale, kind); source indices ``[first, first + span)`` hold every tap any output
+    position reads."""
+    start32 = np.asarray(start, np.float32)
+    stop32 = np.asarray(stop, np.float32)
+    start, stop = start32.astype(np.float64), stop32.astype(np.float64)
     out_size = np.asarray(out_size, np.int64)
     in_size = np.asarray(in_size, np.int64)
+    kinds = np.array([axis_kind(filters, e, o) for e, o in zip(stop - start, out_size)], np.int64).reshape(-1)
     scale = (stop - start) / out_size
     support = np.maximum(scale, 1.0) if antialias else np.ones_like(scale)
+    reach = support * np.where(kinds == CUBIC, REACH[CUBIC], REACH[LINEAR])
     first_center = start + 0.5 * scale
     last_center = start + (out_size - 1 + 0.5) * scale
-    first = np.maximum(np.trunc(first_center - support + 0.5).astype(np.int64), 0)
-    last = np.minimum(np.trunc(last_center + support + 0.5).astype(np.int64), in_size)
-    return np.stack([start, scale, support], axis=1), first, last - first, start
+    first = np.maximum(np.trunc(first_center - reach + 0.5).astype(np.int64), 0)
+    last = np.minimum(np.trunc(last_center + reach + 0.5).astype(np.int64), in_size)
+    # nearest: the picks of the first and last positions (float32, as the kernel computes them)
+    scale32 = ((stop32 - start32) / out_size.astype(np.float32)).astype(np.float32)
+    near = kinds == NEAREST
+    pick = [
+        np.clip(np.floor(start32 + (np.float32(p) + np.float32(0.5)) * scale32), 0, in_size - 1).astype(np.int64)
+        for p in (np.zeros_like(out_size), out_size - 1)
+    ]
+    first = np.where(near, pick[0], first)
+    last = np.where(near, pick[1] + 1, last)
+    filter_scale = np.where(near, scale32.astype(np.float64), scale)
+    table = np.stack([start, filter_scale, support, kinds.astype(np.float64)], axis=1)
+    return table, first, last - first, start
 
 
 def resample_batch(
@@ -137,9 +203,11 @@ def resample_batch(
     boxes: np.ndarray | None = None,
     antialias: bool = True,
     dtype: np.dtype | None = None,
+    filters: tuple[int, int] = (LINEAR, LINEAR),
 ) -> Any:
     """Resize each HWC sample of ``packed`` (its ``boxes[i]`` = (x0, y0, x1, y1) region, default
-    all of it) to ``sizes[i]`` = (width, height), as the host ``resample`` does, in two launches.
+    all of it) to ``sizes[i]`` = (width, height) with ``filters`` = (min, mag) filter kinds, as the
+    host ``resample`` does, in two launches.
 
     ``sizes`` is ``(n, 2)`` and ``boxes`` ``(n, 4)``. Returns ``dtype`` (default: the input's)
     samples, one ``(N, H, W, C)`` array when every output shape agrees, else a :class:`Packed`
@@ -158,8 +226,8 @@ def resample_batch(
     if boxes is None:
         boxes = np.stack([np.zeros(n), np.zeros(n), in_w, in_h], axis=1)
     boxes = np.asarray(boxes, dtype=np.float64).reshape(n, 4)
-    fx, first_x, span_x, _ = axis_filters(in_w, width, boxes[:, 0], boxes[:, 2], antialias)
-    fy, first_y, span_y, _ = axis_filters(in_h, height, boxes[:, 1], boxes[:, 3], antialias)
+    fx, first_x, span_x, _ = axis_filters(in_w, width, boxes[:, 0], boxes[:, 2], antialias, filters)
+    fy, first_y, span_y, _ = axis_filters(in_h, height, boxes[:, 1], boxes[:, 3], antialias, filters)
     rows_first = (height < in_h) & (2 * width - height > 2 * in_w - in_h)  # Pillow's order: vertical_first
     mid_h = np.where(rows_first, height, span_y)
     mid_w = np.where(rows_first, span_x, width)

@@ -14,6 +14,7 @@ from . import (  # noqa: F401
     mxnet_reader,
     one_hot,
     pad,
+    peek_image_shape,
     python_function,
     random,
     random_resized_crop,
@@ -26,4 +27,5 @@ from . import (  # noqa: F401
     transfer,
     transpose,
     webdataset_reader,
+    window_decoders,
 )

@@ -1,5 +1,6 @@
 """``crop``: a fixed-size window at a relative position, DALI's ``crop_pos_x``/``crop_pos_y``
-semantics; :func:`crop_window` is the anchor rule ``crop_mirror_normalize`` shares."""
+(and ``crop_pos_z`` for volumes) semantics; :func:`crop_window` is the anchor rule
+``crop_mirror_normalize`` shares."""
 
 from __future__ import annotations
 
@@ -11,7 +12,7 @@ import numpy as np
 
 from ..errors import ArgumentError
 from ..operator import Operator, Schema, as_scalar, check_number, register
-from ..types import DALIDataType
+from ..types import DALIDataType, DALIImageType
 from .cast import parse_dtype, saturate_cast
 
 _DTYPES = (np.dtype(np.float32), np.dtype(np.float16), np.dtype(np.uint8))
@@ -51,51 +52,78 @@ def check_position(op: str, name: str, value: Any) -> float:
     return pos
 
 
-def _crop_size(crop: Any, crop_h: Any, crop_w: Any) -> tuple[int, int]:
-    if crop is not None and (crop_h is not None or crop_w is not None):
-        raise ArgumentError("crop: give either crop=(h, w) or crop_h and crop_w, not both")
+def _crop_size(crop: Any, crop_d: Any, crop_h: Any, crop_w: Any) -> tuple[int, ...]:
+    """``(h, w)``, or ``(d, h, w)`` for a 3-D crop (three values, or ``crop_d``)."""
+    if crop is not None and (crop_d is not None or crop_h is not None or crop_w is not None):
+        raise ArgumentError("crop: give either crop=(h, w) / (d, h, w) or crop_h and crop_w (and crop_d), not both")
     if crop is None:
         if crop_h is None or crop_w is None:
             raise ArgumentError("crop: give crop=(h, w), or both crop_h and crop_w")
-        crop = (crop_h, crop_w)
+        crop = (crop_h, crop_w) if crop_d is None else (crop_d, crop_h, crop_w)
     sizes = (crop, crop) if isinstance(crop, (int, float, np.integer, np.floating)) else tuple(crop)
-    if len(sizes) != 2 or any(
+    if len(sizes) not in (2, 3) or any(
         isinstance(s, bool) or not isinstance(s, (int, float, np.integer, np.floating)) for s in sizes
     ):
-        raise ArgumentError(f"crop: crop must be a size or a pair (h, w), got {crop!r}")
+        raise ArgumentError(f"crop: crop must be a size, a pair (h, w) or a triple (d, h, w), got {crop!r}")
     if any(int(s) < 1 for s in sizes):
         raise ArgumentError(f"crop: crop sizes must be at least 1, got {crop!r}")
-    return int(sizes[0]), int(sizes[1])
+    return tuple(int(s) for s in sizes)
+
+
+def spatial_axes(layout: str, ndim: int) -> dict[str, int]:
+    """The axis of each of ``D``, ``H`` and ``W`` in a sample of ``ndim`` dimensions: from its
+    ``layout`` when it names them, else ``HW(C)`` for 2 or 3 dimensions and ``DHWC`` for 4."""
+    if layout and len(layout) == ndim and "H" in layout and "W" in layout:
+        return {name: layout.index(name) for name in "DHW" if name in layout}
+    if ndim in (2, 3):
+        return {"H": 0, "W": 1}
+    if ndim == 4:
+        return {"D": 0, "H": 1, "W": 2}
+    raise ValueError(f"crop: cannot tell the spatial axes of a sample of shape with {ndim} dimensions; give a layout")
 
 
 @register
 class Crop(Operator):
-    """Cut a ``crop`` = (h, w) window out of HWC (or HW) images.
+    """Cut a ``crop`` = (h, w) window out of images (HWC, CHW or HW), or a (d, h, w) window out of
+    volumes (DHWC or CDHW), the axes named by the input's layout.
 
-    The window's anchor follows :func:`crop_window`. A window larger than the image is
-    an error naming both sizes unless ``out_of_bounds_policy="pad"``, which fills the
-    outside with ``fill_values`` (a scalar or one value per channel).
+    The window's anchor follows :func:`crop_window` along each axis (``crop_pos_z`` for depth). A
+    window larger than the sample is an error naming both sizes unless ``out_of_bounds_policy="pad"``,
+    which fills the outside with ``fill_values`` (a scalar or one value per channel).
     """
 
-    schema = Schema("crop", devices=("cpu", "gpu"), arg_inputs=("crop_pos_x", "crop_pos_y"))
+    schema = Schema("crop", devices=("cpu", "gpu"), arg_inputs=("crop_pos_x", "crop_pos_y", "crop_pos_z"))
 
     def configure(
         self,
         crop: Sequence[float] | float | None = None,
         crop_h: float | None = None,
         crop_w: float | None = None,
+        crop_d: float | None = None,
         crop_pos_x: float = 0.5,
         crop_pos_y: float = 0.5,
+        crop_pos_z: float = 0.5,
         out_of_bounds_policy: str = "error",
         fill_values: float | Sequence[float] = 0,
         dtype: DALIDataType | np.dtype | str | None = None,
+        output_dtype: DALIDataType | np.dtype | str | None = None,
+        image_type: DALIImageType | None = None,
     ) -> None:
-        self.crop_h, self.crop_w = _crop_size(crop, crop_h, crop_w)
+        """``output_dtype`` is DALI's deprecated alias of ``dtype``; ``image_type``, deprecated and
+        unused in DALI, is validated and changes nothing."""
+        self.size = _crop_size(crop, crop_d, crop_h, crop_w)
+        self.crop_h, self.crop_w = self.size[-2:]
+        if dtype is not None and output_dtype is not None:
+            raise ArgumentError("crop: dtype and its deprecated alias output_dtype cannot be used together")
+        if image_type is not None and not isinstance(image_type, DALIImageType):
+            raise ArgumentError(f"crop: image_type must be a types.DALIImageType, got {image_type!r}")
+        dtype = dtype if dtype is not None else output_dtype
         self.dtype = None if dtype is None else parse_dtype("crop", "dtype", dtype)
         if self.dtype is not None and self.dtype not in _DTYPES:
             raise ArgumentError(f"crop: dtype must be types.FLOAT, FLOAT16 or UINT8 (as DALI), got {dtype!r}")
         self.crop_pos_x = check_position("crop", "crop_pos_x", crop_pos_x)
         self.crop_pos_y = check_position("crop", "crop_pos_y", crop_pos_y)
+        self.crop_pos_z = check_position("crop", "crop_pos_z", crop_pos_z)
         if out_of_bounds_policy not in POLICIES:
             raise ArgumentError(f"crop: out_of_bounds_policy must be one of {POLICIES}, got {out_of_bounds_policy!r}")
         self.policy = out_of_bounds_policy
@@ -105,6 +133,11 @@ class Crop(Operator):
             raise ArgumentError(f"crop: fill_values must be numbers, got {fill_values!r}") from None
         if self.fill_values.size == 0:
             raise ArgumentError("crop: fill_values must not be empty")
+        self.layout = ""
+
+    def output_layout(self, input_layouts: Sequence[str]) -> str:
+        self.layout = input_layouts[0] if input_layouts else ""
+        return self.layout
 
     def compute(self, xp, inputs, args, ctx):
         out = self._window(xp, inputs[0], args)
@@ -113,29 +146,46 @@ class Crop(Operator):
     def _window(self, xp, image, args):
         if image.ndim < 2:
             raise ValueError(f"crop: expects an HWC or HW image, got shape {tuple(image.shape)}")
-        in_h, in_w = image.shape[:2]
-        ch, cw = self.crop_h, self.crop_w
-        pos_x = check_position("crop", "crop_pos_x", as_scalar(args.get("crop_pos_x", self.crop_pos_x)))
-        pos_y = check_position("crop", "crop_pos_y", as_scalar(args.get("crop_pos_y", self.crop_pos_y)))
-        y0, x0 = crop_window(in_h, in_w, ch, cw, pos_x, pos_y)
-        if 0 <= y0 and 0 <= x0 and y0 + ch <= in_h and x0 + cw <= in_w:
-            return xp.ascontiguousarray(image[y0 : y0 + ch, x0 : x0 + cw])
+        axes = spatial_axes(self.layout, image.ndim)
+        names = "DHW"[3 - len(self.size) :]
+        if set(names) != set(axes):
+            kind = "a 3-D (d, h, w)" if len(self.size) == 3 else "a 2-D (h, w)"
+            raise ValueError(f"crop: {kind} crop does not fit a sample of shape {tuple(image.shape)}")
+        positions = {"D": "crop_pos_z", "H": "crop_pos_y", "W": "crop_pos_x"}
+        start = [0] * image.ndim
+        stop = list(image.shape)
+        for name, size in zip(names, self.size):
+            arg = positions[name]
+            pos = check_position("crop", arg, as_scalar(args.get(arg, getattr(self, arg))))
+            axis = axes[name]
+            start[axis] = _round_half_away(pos * (image.shape[axis] - size))
+            stop[axis] = start[axis] + size
+        if all(0 <= a and b <= n for a, b, n in zip(start, stop, image.shape)):
+            return xp.ascontiguousarray(image[tuple(slice(a, b) for a, b in zip(start, stop))])
         if self.policy == "error":
+            window = "x".join(map(str, self.size))
+            extent = "x".join(str(image.shape[axes[n]]) for n in names)
             raise ValueError(
-                f"crop: the {ch}x{cw} (h x w) window does not fit in the {in_h}x{in_w} image; "
+                f"crop: the {window} ({' x '.join(names.lower())}) window does not fit in the {extent} image; "
                 "use a smaller crop or out_of_bounds_policy='pad'"
             )
-        return self._pad(xp, image, y0, x0)
+        return self._pad(xp, image, start, stop)
 
-    def _pad(self, xp, image, y0: int, x0: int) -> Any:
-        channels = image.shape[2] if image.ndim == 3 else 1
+    def _pad(self, xp, image, start: list[int], stop: list[int]) -> Any:
+        channel_axis = self.layout.index("C") if "C" in self.layout and len(self.layout) == image.ndim else None
+        if channel_axis is None and image.ndim in (3, 4) and len(self.size) == image.ndim - 1:
+            channel_axis = image.ndim - 1
+        channels = image.shape[channel_axis] if channel_axis is not None else 1
         if self.fill_values.size not in (1, channels):
             raise ValueError(f"crop: {self.fill_values.size} fill_values for an image of {channels} channels")
-        out = xp.empty((self.crop_h, self.crop_w, *image.shape[2:]), dtype=image.dtype)
-        out[...] = xp.asarray(self.fill_values.astype(image.dtype))
-        in_h, in_w = image.shape[:2]
-        top, left = max(y0, 0), max(x0, 0)
-        bottom, right = min(y0 + self.crop_h, in_h), min(x0 + self.crop_w, in_w)
-        if top < bottom and left < right:
-            out[top - y0 : bottom - y0, left - x0 : right - x0] = image[top:bottom, left:right]
+        out = xp.empty(tuple(b - a for a, b in zip(start, stop)), dtype=image.dtype)
+        fill = self.fill_values.astype(image.dtype)
+        if fill.size > 1:
+            shape = [1] * image.ndim
+            shape[channel_axis] = fill.size
+            fill = fill.reshape(shape)
+        out[...] = xp.asarray(fill)
+        src = tuple(slice(max(a, 0), max(min(b, n), max(a, 0))) for a, b, n in zip(start, stop, image.shape))
+        dst = tuple(slice(c.start - a, c.stop - a) for c, a in zip(src, start))
+        out[dst] = image[src]
         return out

@@ -21,7 +21,7 @@ from ..batch_buffers import Allocate
 from ..errors import ArgumentError
 from ..kernels import launch
 from ..operator import Operator, Schema, as_scalar, check_number, register
-from ..types import FLOAT, DALIDataType
+from ..types import FLOAT, DALIDataType, DALIImageType
 from .batch_args import batch_values
 from .cast import parse_dtype, saturate_cast
 from .crop import check_position, crop_anchors, crop_window
@@ -89,10 +89,19 @@ class CropMirrorNormalize(Operator):
         std: float | Sequence[float] = 1.0,
         scale: float = 1.0,
         shift: float = 0.0,
-        dtype: DALIDataType | np.dtype | str = FLOAT,
+        dtype: DALIDataType | np.dtype | str | None = None,
         output_layout: str = "CHW",
         pad_output: bool = False,
+        output_dtype: DALIDataType | np.dtype | str | None = None,
+        image_type: DALIImageType | None = None,
     ) -> None:
+        """``output_dtype`` is DALI's deprecated alias of ``dtype`` (default ``types.FLOAT``);
+        ``image_type``, deprecated and unused in DALI, is validated and changes nothing."""
+        if dtype is not None and output_dtype is not None:
+            raise ArgumentError(f"{_OP}: dtype and its deprecated alias output_dtype cannot be used together")
+        if image_type is not None and not isinstance(image_type, DALIImageType):
+            raise ArgumentError(f"{_OP}: image_type must be a types.DALIImageType, got {image_type!r}")
+        dtype = dtype if dtype is not None else output_dtype if output_dtype is not None else FLOAT
         if crop_h is not None or crop_w is not None:
             if crop is not None or crop_h is None or crop_w is None:
                 raise ArgumentError(f"{_OP}: give crop=(h, w) or both crop_h and crop_w, not a mix")

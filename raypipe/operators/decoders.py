@@ -51,7 +51,19 @@ MEMORY_HINTS: dict[str, type] = {
     "hybrid_huffman_threshold": int,
     "hw_decoder_load": float,
     "affine": bool,
+    "memory_stats": bool,
 }
+
+#: ``decoders.image``'s cache of decoded images (DALI's mixed decoder keeps decoded samples by key
+#: in GPU memory): hints that change no pixel, validated; ``cache_type`` is one of :data:`CACHE_TYPES`.
+CACHE_HINTS: dict[str, type] = {
+    "cache_size": int,
+    "cache_threshold": int,
+    "cache_type": str,
+    "cache_debug": bool,
+    "cache_batch_copy": bool,
+}
+CACHE_TYPES = ("", "threshold", "largest")
 
 
 @dataclass(frozen=True)
@@ -78,8 +90,9 @@ class _Decoder(Operator):
         use_fast_idct: bool,
         adjust_orientation: bool | None,
         hints: dict[str, Any],
+        allowed: dict[str, type] = MEMORY_HINTS,
     ) -> None:
-        _check_hints(self.schema.name, hints)
+        _check_hints(self.schema.name, hints, allowed)
         # the share of each batch for the GPU's hardware JPEG decoder, as DALI's (the other hints size buffers)
         self.hw_decoder_load = float(hints.get("hw_decoder_load", DEFAULT_HW_LOAD))
         _check_orientation(self.schema.name, adjust_orientation)
@@ -198,7 +211,8 @@ class _Decoder(Operator):
 
 @register
 class ImageDecoder(_Decoder):
-    """Decode a whole image to HWC uint8."""
+    """Decode a whole image to HWC uint8. Besides the memory hints it takes DALI's cache arguments
+    (:data:`CACHE_HINTS`), validated: every sample is decoded."""
 
     schema = Schema("decoders.image", devices=("cpu", "mixed"))
 
@@ -210,7 +224,9 @@ class ImageDecoder(_Decoder):
         adjust_orientation: bool | None = None,
         **hints: Any,
     ) -> None:
-        self._configure_common(output_type, on_error, use_fast_idct, adjust_orientation, hints)
+        self._configure_common(
+            output_type, on_error, use_fast_idct, adjust_orientation, hints, MEMORY_HINTS | CACHE_HINTS
+        )
 
     def decode(self, data: np.ndarray, ctx, plan: DecodePlan = HOST_DECODE) -> np.ndarray:
         """The whole image (no decoder plan changes it)."""
@@ -291,12 +307,16 @@ class ImageRandomCropDecoder(_Decoder):
         return 1
 
 
-def _check_hints(op: str, hints: dict[str, Any]) -> None:
-    unknown = sorted(set(hints) - set(MEMORY_HINTS))
+def _check_hints(op: str, hints: dict[str, Any], allowed: dict[str, type]) -> None:
+    unknown = sorted(set(hints) - set(allowed))
     if unknown:
         raise ArgumentError(f"{op}: unexpected argument(s) {', '.join(unknown)}")
     for name, value in hints.items():
-        kind = MEMORY_HINTS[name]
+        kind = allowed[name]
+        if kind is str:
+            if value not in CACHE_TYPES:
+                raise ArgumentError(f"{op}: {name} must be one of {CACHE_TYPES}, got {value!r}")
+            continue
         if kind is bool:
             ok = isinstance(value, (bool, np.bool_))
         elif kind is int:

@@ -1,5 +1,5 @@
-"""``flip``: mirror images horizontally and/or vertically, per sample when the flags are
-argument inputs (``horizontal=fn.random.coin_flip()``)."""
+"""``flip``: mirror images horizontally and/or vertically, and volumes also depthwise, per sample
+when the flags are argument inputs (``horizontal=fn.random.coin_flip()``)."""
 
 from __future__ import annotations
 
@@ -13,7 +13,9 @@ from ..operator import Operator, Schema, as_scalar, register
 from .batch_args import batch_values
 
 # (vertical axis, horizontal axis) of each supported layout.
-AXES = {"HWC": (0, 1), "CHW": (1, 2), "HW": (0, 1)}
+AXES = {"HWC": (0, 1), "CHW": (1, 2), "HW": (0, 1), "DHWC": (1, 2), "CDHW": (2, 3), "DHW": (1, 2)}
+#: The depth axis of each volume layout (``depthwise``).
+DEPTH = {"DHWC": 0, "CDHW": 1, "DHW": 0}
 
 
 def _flag(name: str, value: Any) -> int:
@@ -24,17 +26,18 @@ def _flag(name: str, value: Any) -> int:
 
 @register
 class Flip(Operator):
-    """Mirror images; a flag of 1 flips that direction.
+    """Mirror images; a flag of 1 flips that direction (``depthwise``: the depth of a volume).
 
-    ``layout`` ("HWC", "CHW" or "HW") says which axes are height and width; by default
+    ``layout`` (one of :data:`AXES`) says which axes are depth, height and width; by default
     it is the input's layout as the graph reports it at build time, or HWC when unknown.
     """
 
-    schema = Schema("flip", devices=("cpu", "gpu"), arg_inputs=("horizontal", "vertical"))
+    schema = Schema("flip", devices=("cpu", "gpu"), arg_inputs=("horizontal", "vertical", "depthwise"))
 
-    def configure(self, horizontal: int = 1, vertical: int = 0, layout: str | None = None) -> None:
+    def configure(self, horizontal: int = 1, vertical: int = 0, depthwise: int = 0, layout: str | None = None) -> None:
         self.horizontal = _flag("horizontal", horizontal)
         self.vertical = _flag("vertical", vertical)
+        self.depthwise = _flag("depthwise", depthwise)
         if layout is not None and layout not in AXES:
             raise ArgumentError(f"flip: layout must be one of {tuple(AXES)}, got {layout!r}")
         self.layout = layout
@@ -52,7 +55,9 @@ class Flip(Operator):
         image = inputs[0]
         self._check_rank(image)
         vertical_axis, horizontal_axis = AXES[self.resolved_layout]
-        flags = ((vertical_axis, "vertical"), (horizontal_axis, "horizontal"))
+        flags = [(vertical_axis, "vertical"), (horizontal_axis, "horizontal")]
+        if self.resolved_layout in DEPTH:
+            flags.append((DEPTH[self.resolved_layout], "depthwise"))
         axes = [axis for axis, flag in flags if self._flag(args, flag)]
         if not axes:
             return image
@@ -60,12 +65,18 @@ class Flip(Operator):
 
     def run_batch(self, xp, inputs, args, ctxs):
         """The whole batch in one kernel launch (:mod:`raypipe.kernels.flip`) when the kernels can
-        take it, else sample by sample. The kernel copies elements, so it equals :meth:`run_sample`
-        exactly; the flags of the whole batch are two arrays."""
+        take it, else sample by sample (also where a volume flips depthwise). The kernel copies
+        elements, so it equals :meth:`run_sample` exactly; the flags of the whole batch are two arrays."""
         batch = inputs[0]
         self._check_ranks(batch)
         dtype = launch.uniform_dtype(batch)
-        if dtype is None or dtype.kind not in "biuf" or not launch.available(xp, 2 * launch.elements(batch)):
+        depthwise = self.resolved_layout in DEPTH and ("depthwise" in args or self.depthwise)
+        if (
+            depthwise
+            or dtype is None
+            or dtype.kind not in "biuf"
+            or not launch.available(xp, 2 * launch.elements(batch))
+        ):
             return super().run_batch(xp, inputs, args, ctxs)
         from ..kernels.flip import flip_batch
 

@@ -17,8 +17,8 @@ from ..operator import Operator, Schema, check_range, register
 from ..types import DALIDataType
 from .cast import parse_dtype
 from .crop_window import DRAWS, random_crop_window, random_crop_windows
-from .host_resize import resize as host_resize
-from .resample import RESIZE_LINEAR, check_hwc, check_linear_interp, hwc_shapes, pillow_applies, resample
+from .resample import RESIZE_FILTERS, check_hwc, hwc_shapes, interp_filters, resample
+from .resize import host_resample
 
 
 def _output_size(size: int | Sequence[int]) -> tuple[int, int]:
@@ -30,7 +30,8 @@ def _output_size(size: int | Sequence[int]) -> tuple[int, int]:
 
 @register
 class RandomResizedCrop(Operator):
-    """Crop a random window of an HWC image and resize it to ``size`` = (h, w), antialiased bilinear."""
+    """Crop a random window of an HWC image and resize it to ``size`` = (h, w) (antialiased linear by
+    default, or ``interp_type`` / ``min_filter`` / ``mag_filter`` as ``resize``)."""
 
     schema = Schema("random_resized_crop", devices=("cpu", "gpu"))
 
@@ -61,7 +62,7 @@ class RandomResizedCrop(Operator):
             raise ArgumentError(f"{name}: num_attempts must be a positive int, got {num_attempts!r}")
         self.num_attempts = num_attempts
         self.antialias = bool(antialias)
-        check_linear_interp(name, RESIZE_LINEAR, interp_type=interp_type, min_filter=min_filter, mag_filter=mag_filter)
+        self.filters = interp_filters(name, RESIZE_FILTERS, interp_type, min_filter, mag_filter)
 
     def window(self, width: int, height: int, ctx) -> tuple[int, int, int, int]:
         """The crop window ``(x, y, w, h)`` of this sample in a ``width`` x ``height`` image."""
@@ -76,7 +77,9 @@ class RandomResizedCrop(Operator):
     def compute(self, xp, inputs, args, ctx):
         image = inputs[0]
         box = self._box(image, ctx)
-        return resample(xp, image, self.width, self.height, box=box, antialias=self.antialias, dtype=self._dtype(image))
+        return resample(
+            xp, image, self.width, self.height, box, self.antialias, self._dtype(image), filters=self.filters
+        )
 
     def _dtype(self, image) -> np.dtype | None:
         """The output type for ``image``: as DALI, the input's or float32."""
@@ -88,9 +91,8 @@ class RandomResizedCrop(Operator):
 
     def run_sample(self, inputs, args, ctx):
         image = inputs[0]
-        if not pillow_applies(image, self._dtype(image), self.antialias):
-            return self.compute(np, inputs, args, ctx)
-        return host_resize(image, self.width, self.height, box=self._box(image, ctx))
+        box = self._box(image, ctx)
+        return host_resample(image, self.width, self.height, self.filters, self.antialias, self._dtype(image), box)
 
     def run_batch(self, xp, inputs, args, ctxs):
         """Windows drawn on the host for the whole batch at once from each sample's keyed stream (the
@@ -118,4 +120,5 @@ class RandomResizedCrop(Operator):
         sizes = np.broadcast_to(np.array([self.width, self.height], np.int64), (len(shapes), 2))
         from ..kernels.resample import resample_batch
 
-        return resample_batch(xp, launch.pack(xp, batch, self.schema.name), sizes, boxes, self.antialias, out_dtype)
+        packed = launch.pack(xp, batch, self.schema.name)
+        return resample_batch(xp, packed, sizes, boxes, self.antialias, out_dtype, self.filters)

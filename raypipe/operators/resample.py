@@ -1,10 +1,16 @@
-"""Separable antialiased bilinear resampling, shared by ``resize`` and ``random_resized_crop``.
+"""Separable resampling (nearest, antialiased linear and cubic), shared by ``resize`` and
+``random_resized_crop``.
 
-The weights reproduce Pillow's ``Image.resize(..., BILINEAR)`` (libImaging/Resample.c):
-a triangle filter whose support widens by the downscale factor, output pixel ``i``
-centred on ``in0 + (i + 0.5) * scale``, taps clipped to the image and renormalised.
-The array-module path (:func:`resample`) applies them as two matrix products, so
-the GPU stage gives the host's Pillow result within one or two grey levels.
+The linear and cubic weights reproduce Pillow's ``Image.resize(..., BILINEAR / BICUBIC)``
+(libImaging/Resample.c): a triangle or Keys cubic (``a = -0.5``) filter whose support widens by the
+downscale factor, output pixel ``i`` centred on ``in0 + (i + 0.5) * scale``, taps clipped to the
+image and renormalised. Nearest takes the source pixel ``floor(in0 + (i + 0.5) * scale)`` computed in
+float32, clamped to the image, as DALI's ``ResampleNN`` (its results equal DALI 2.4's). The
+array-module path (:func:`resample`) applies the weights as two matrix products, so the GPU stage
+gives the host's Pillow result within one or two grey levels.
+
+Each axis takes the filter of ``min_filter`` where it shrinks and of ``mag_filter`` otherwise, as in
+DALI; ``interp_type`` sets both.
 """
 
 from __future__ import annotations
@@ -16,34 +22,79 @@ from typing import Any
 import numpy as np
 
 from ..errors import ArgumentError
+from ..kernels.filters import CUBIC, CUBIC_A, LINEAR, NEAREST, REACH, axis_kind
 from ..types import DALIInterpType
 
 Box = tuple[float, float, float, float]
 
+#: The interpolations the resizing operators take, and the filter each gives. In DALI's resize,
+#: ``INTERP_TRIANGULAR`` is linear with the triangular antialiasing filter that ``antialias=True``
+#: (the default) applies anyway, and DALI 2.4's results for the two are identical.
+RESIZE_FILTERS = {
+    DALIInterpType.INTERP_NN: NEAREST,
+    DALIInterpType.INTERP_LINEAR: LINEAR,
+    DALIInterpType.INTERP_TRIANGULAR: LINEAR,
+    DALIInterpType.INTERP_CUBIC: CUBIC,
+}
+
+
+def cubic_weights(x: np.ndarray) -> np.ndarray:
+    """Keys' cubic convolution kernel (``a = -0.5``) at ``x`` (float64), Pillow's ``bicubic_filter``."""
+    x = np.abs(x)
+    near = ((CUBIC_A + 2.0) * x - (CUBIC_A + 3.0)) * x * x + 1.0
+    far = (((x - 5.0) * x + 8.0) * x - 4.0) * CUBIC_A
+    return np.where(x < 1.0, near, np.where(x < 2.0, far, 0.0))
+
+
+def nearest_indices(in_size: int, out_size: int, start: float = 0.0, stop: float | None = None) -> np.ndarray:
+    """The source index of each output position for nearest-neighbour resampling of input span
+    ``[start, stop)``: ``floor(start + (i + 0.5) * scale)`` in float32, clamped to the axis (DALI's
+    ``ResampleNN``)."""
+    stop = float(in_size) if stop is None else float(stop)
+    start32, stop32 = np.float32(start), np.float32(stop)
+    scale = np.float32((stop32 - start32) / np.float32(out_size))
+    centers = start32 + (np.arange(out_size, dtype=np.float32) + np.float32(0.5)) * scale
+    return np.clip(np.floor(centers), 0, in_size - 1).astype(np.int64)
+
 
 @functools.lru_cache(maxsize=64)
 def resample_weights(
-    in_size: int, out_size: int, start: float = 0.0, stop: float | None = None, antialias: bool = True
+    in_size: int,
+    out_size: int,
+    start: float = 0.0,
+    stop: float | None = None,
+    antialias: bool = True,
+    kind: int = LINEAR,
 ) -> tuple[int, np.ndarray]:
-    """Weights mapping input span ``[start, stop)`` of an axis of ``in_size`` onto ``out_size``.
+    """Weights mapping input span ``[start, stop)`` of an axis of ``in_size`` onto ``out_size``
+    with filter ``kind`` (:data:`NEAREST`, :data:`LINEAR` or :data:`CUBIC`).
 
     Returns ``(first, matrix)``: ``matrix`` is ``(out_size, n)`` float32 and applies to input
     indices ``first .. first + n - 1``; like Pillow, taps may reach outside the span (never
-    outside the axis). ``antialias=False`` keeps the filter at unit support (plain bilinear).
-    Each row is normalised by its float64 sum taken in tap order, so the kernels, which compute
-    each output position's weights alone, give these float32 values exactly.
+    outside the axis). ``antialias=False`` keeps the filter at unit support (plain bilinear or
+    bicubic). Each row is normalised by its float64 sum taken in tap order, so the kernels, which
+    compute each output position's weights alone, give these float32 values exactly. Nearest rows
+    hold a single 1 (:func:`nearest_indices`).
     """
+    if kind == NEAREST:
+        indices = nearest_indices(in_size, out_size, start, stop)
+        first = int(indices.min())
+        matrix = np.zeros((out_size, int(indices.max()) - first + 1), np.float32)
+        matrix[np.arange(out_size), indices - first] = 1.0
+        matrix.flags.writeable = False
+        return first, matrix
     stop = float(in_size) if stop is None else float(stop)
     start, stop = float(np.float32(start)), float(np.float32(stop))
     scale = (stop - start) / out_size
     filterscale = max(scale, 1.0) if antialias else 1.0
-    support = 1.0 * filterscale  # the triangle's support, widened when downscaling
+    support = REACH[kind] * filterscale  # the filter's support, widened when downscaling
     centers = start + (np.arange(out_size) + 0.5) * scale
     lows = np.maximum(np.trunc(centers - support + 0.5).astype(np.int64), 0)
     highs = np.minimum(np.trunc(centers + support + 0.5).astype(np.int64), in_size)
     first, last = int(lows.min()), int(highs.max())
     taps = np.arange(first, last)
-    weights = np.maximum(0.0, 1.0 - np.abs((taps[None, :] - centers[:, None] + 0.5) / filterscale))
+    offsets = (taps[None, :] - centers[:, None] + 0.5) / filterscale
+    weights = cubic_weights(offsets) if kind == CUBIC else np.maximum(0.0, 1.0 - np.abs(offsets))
     weights[(taps[None, :] < lows[:, None]) | (taps[None, :] >= highs[:, None])] = 0.0
     totals = np.cumsum(weights, axis=1)[:, -1:]  # tap by tap, as Pillow (and the resampling kernels) sum
     weights = np.divide(weights, totals, out=np.zeros_like(weights), where=totals != 0)
@@ -60,16 +111,18 @@ def resample(
     box: Box | None = None,
     antialias: bool = True,
     dtype: np.dtype | None = None,
+    filters: tuple[int, int] = (LINEAR, LINEAR),
 ) -> Any:
-    """Resize HWC ``image`` (its ``box`` region, default all of it) to ``width`` x ``height``.
+    """Resize HWC ``image`` (its ``box`` region, default all of it) to ``width`` x ``height``
+    with ``filters`` = (min, mag) filter kinds (:func:`axis_kind` picks one per axis).
 
     Two passes in float32. For uint8 in and out the intermediate is rounded to uint8
     and the passes run in Pillow's order (:func:`vertical_first`), so both device paths agree.
     """
     in_h, in_w = image.shape[:2]
     x0, y0, x1, y1 = box if box is not None else (0, 0, in_w, in_h)
-    fx, wx = resample_weights(in_w, width, x0, x1, antialias)
-    fy, wy = resample_weights(in_h, height, y0, y1, antialias)
+    fx, wx = resample_weights(in_w, width, x0, x1, antialias, axis_kind(filters, x1 - x0, width))
+    fy, wy = resample_weights(in_h, height, y0, y1, antialias, axis_kind(filters, y1 - y0, height))
     wx, wy = xp.asarray(wx), xp.asarray(wy)
     out_dtype = np.dtype(dtype) if dtype is not None else np.dtype(image.dtype)
     pillow_rounding = np.dtype(image.dtype) == np.uint8 and out_dtype == np.uint8
@@ -108,30 +161,36 @@ def cast_to(xp: ModuleType, values: Any, dtype: np.dtype) -> Any:
     return values.astype(dtype, copy=False)
 
 
-#: Interpolations that give linear resampling: in DALI's resize, ``INTERP_TRIANGULAR`` is linear
-#: with the triangular antialiasing filter that ``antialias=True`` (the default) applies anyway, and
-#: DALI 2.4's results for the two are identical.
-RESIZE_LINEAR = (DALIInterpType.INTERP_LINEAR, DALIInterpType.INTERP_TRIANGULAR)
+def interp_kind(op: str, name: str, value: Any, accepted: dict[DALIInterpType, int]) -> int:
+    """The filter kind of one interpolation argument: a member of ``accepted`` or its name (``"cubic"``,
+    ``"INTERP_CUBIC"``); any other ``types.DALIInterpType`` raises naming it."""
+    names = ", ".join(f"types.{m.name}" for m in accepted)
+    if isinstance(value, str):
+        by_name = {m.name.removeprefix("INTERP_"): m for m in DALIInterpType}
+        member = by_name.get(value.upper().removeprefix("INTERP_"))
+        if member is None:
+            raise ArgumentError(f"{op}: {name} {value!r} is not supported (accepted: {names})")
+        value = member
+    if not isinstance(value, DALIInterpType):
+        raise ArgumentError(f"{op}: {name} must be a types.DALIInterpType, got {value!r}")
+    if value not in accepted:
+        raise ArgumentError(f"{op}: {name} types.{value.name} is not supported (accepted: {names})")
+    return accepted[value]
 
 
-def check_linear_interp(
-    op: str, accepted: tuple[DALIInterpType, ...] = (DALIInterpType.INTERP_LINEAR,), **filters: Any
-) -> None:
-    """Accept only linear interpolation in each interpolation argument (``interp_type=``,
-    ``min_filter=``, ``mag_filter=``): ``None`` (the default), a member of ``accepted`` or its name
-    (``"linear"``, ``"INTERP_LINEAR"``); any other ``types.DALIInterpType`` raises naming it."""
-    names = " or ".join(f"types.{m.name}" for m in accepted)
-    for name, value in filters.items():
-        if value is None or value in accepted:
-            continue
-        if isinstance(value, DALIInterpType):
-            raise ArgumentError(
-                f"{op}: {name} types.{value.name} is not supported (only linear interpolation, {names})"
-            )
-        if not isinstance(value, str):
-            raise ArgumentError(f"{op}: {name} must be a types.DALIInterpType, got {value!r}")
-        if value.upper().removeprefix("INTERP_") not in {m.name.removeprefix("INTERP_") for m in accepted}:
-            raise ArgumentError(f"{op}: {name} {value!r} is not supported (only linear interpolation, {names})")
+def interp_filters(
+    op: str,
+    accepted: dict[DALIInterpType, int],
+    interp_type: Any = None,
+    min_filter: Any = None,
+    mag_filter: Any = None,
+) -> tuple[int, int]:
+    """``(min, mag)`` filter kinds from DALI's interpolation arguments: ``interp_type`` sets both
+    (default linear), ``min_filter`` / ``mag_filter`` override one each, as in DALI."""
+    both = LINEAR if interp_type is None else interp_kind(op, "interp_type", interp_type, accepted)
+    low = both if min_filter is None else interp_kind(op, "min_filter", min_filter, accepted)
+    high = both if mag_filter is None else interp_kind(op, "mag_filter", mag_filter, accepted)
+    return low, high
 
 
 def check_hwc(op: str, image: Any) -> None:
@@ -158,3 +217,13 @@ def hwc_shapes(op: str, batch: Any) -> np.ndarray:
 def pillow_applies(image: np.ndarray, dtype: np.dtype | None, antialias: bool) -> bool:
     """True when Pillow's resize gives the wanted result: uint8 in and out, antialiased."""
     return antialias and image.dtype == np.uint8 and (dtype is None or dtype == np.uint8)
+
+
+def resize_nearest(image: np.ndarray, width: int, height: int, box: Box | None = None) -> np.ndarray:
+    """Nearest-neighbour resize of HWC ``image`` (its ``box`` region) by gathering rows and columns:
+    the pixels :func:`resample` computes with nearest filters, without arithmetic."""
+    in_h, in_w = image.shape[:2]
+    x0, y0, x1, y1 = box if box is not None else (0, 0, in_w, in_h)
+    rows = nearest_indices(in_h, height, y0, y1)
+    cols = nearest_indices(in_w, width, x0, x1)
+    return np.ascontiguousarray(image[rows[:, None], cols[None, :]])

@@ -1,8 +1,9 @@
-"""``resize``: antialiased bilinear resize of HWC images with DALI's sizing arguments.
+"""``resize``: resize HWC images with DALI's sizing arguments and interpolations.
 
-The host path is Pillow's ``BILINEAR`` resize (it releases the GIL); the GPU stage
-applies the same filter as two matrix products (:mod:`.resample`), within two grey
-levels of Pillow on uint8 images.
+Linear (the default, antialiased) on the host is Pillow's ``BILINEAR`` resize (it releases the GIL),
+cubic Pillow's ``BICUBIC``, nearest a gather of rows and columns equal to DALI's; the GPU stage
+applies the same filters as two matrix products (:mod:`.resample`), within two grey levels of Pillow
+on uint8 images. ``save_attrs=True`` adds DALI's second output: each input's height and width (int32).
 """
 
 from __future__ import annotations
@@ -15,9 +16,21 @@ import numpy as np
 from ..errors import ArgumentError
 from ..kernels import launch
 from ..operator import Operator, Schema, register
-from ..types import to_numpy_dtype
+from ..types import DALIImageType, to_numpy_dtype
 from .host_resize import resize as host_resize
-from .resample import RESIZE_LINEAR, check_hwc, check_linear_interp, hwc_shapes, pillow_applies, resample
+from .resample import (
+    CUBIC,
+    LINEAR,
+    NEAREST,
+    RESIZE_FILTERS,
+    cast_to,
+    check_hwc,
+    hwc_shapes,
+    interp_filters,
+    pillow_applies,
+    resample,
+    resize_nearest,
+)
 
 MODES = ("default", "stretch", "not_smaller", "not_larger")
 
@@ -107,9 +120,39 @@ def _size_arg(name: str, value: float | None) -> float | None:
     return float(value)
 
 
+def _check_hint(value: Any) -> int:
+    """``temp_buffer_hint``: a byte count DALI sizes a scratch buffer with (no pixel changes)."""
+    if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or value < 0:
+        raise ArgumentError(f"resize: temp_buffer_hint must be a non-negative int, got {value!r}")
+    return int(value)
+
+
+def host_resample(
+    image: np.ndarray,
+    width: int,
+    height: int,
+    filters: tuple[int, int],
+    antialias: bool,
+    dtype: np.dtype | None,
+    box: tuple[float, float, float, float] | None = None,
+) -> np.ndarray:
+    """Resize HWC ``image`` (its ``box``) on the host the fastest way that gives :func:`resample`'s
+    result: a gather for nearest, Pillow (or torch) for antialiased uint8 linear or cubic, else the
+    matrix products."""
+    if filters == (NEAREST, NEAREST):
+        out = resize_nearest(image, width, height, box)
+        return out if dtype is None else cast_to(np, out, np.dtype(dtype))
+    if pillow_applies(image, dtype, antialias) and filters in ((LINEAR, LINEAR), (CUBIC, CUBIC)):
+        if box is None and (width, height) == (image.shape[1], image.shape[0]):
+            return image
+        return host_resize(image, width, height, box=box, cubic=filters[0] == CUBIC)
+    return resample(np, image, width, height, box=box, antialias=antialias, dtype=dtype, filters=filters)
+
+
 @register
 class Resize(Operator):
-    """Resize HWC images (antialiased bilinear); see :func:`output_size` for the sizing rules."""
+    """Resize HWC images (antialiased linear by default, or ``interp_type`` / ``min_filter`` /
+    ``mag_filter``); see :func:`output_size` for the sizing rules."""
 
     schema = Schema("resize", devices=("cpu", "gpu"))
 
@@ -127,7 +170,14 @@ class Resize(Operator):
         min_filter=None,
         mag_filter=None,
         dtype=None,
+        temp_buffer_hint: int = 0,
+        save_attrs: bool = False,
+        image_type: DALIImageType | None = None,
     ) -> None:
+        """``temp_buffer_hint`` (DALI's scratch-buffer size) and ``image_type`` (deprecated and unused
+        in DALI) are validated and change nothing; ``save_attrs`` adds the second output."""
+        if image_type is not None and not isinstance(image_type, DALIImageType):
+            raise ArgumentError(f"resize: image_type must be a types.DALIImageType, got {image_type!r}")
         self.resize_x = _size_arg("resize_x", resize_x)
         self.resize_y = _size_arg("resize_y", resize_y)
         self.resize_shorter = _size_arg("resize_shorter", resize_shorter)
@@ -155,18 +205,32 @@ class Resize(Operator):
             else None
         )
         self.antialias = bool(antialias)
-        check_linear_interp(
-            "resize", RESIZE_LINEAR, interp_type=interp_type, min_filter=min_filter, mag_filter=mag_filter
-        )
+        self.filters = interp_filters("resize", RESIZE_FILTERS, interp_type, min_filter, mag_filter)
+        _check_hint(temp_buffer_hint)
+        if not isinstance(save_attrs, (bool, np.bool_)):
+            raise ArgumentError(f"resize: save_attrs must be a bool, got {save_attrs!r}")
+        self.save_attrs = bool(save_attrs)
         try:
             self.dtype = to_numpy_dtype(dtype) if dtype is not None else None
         except ValueError:
             raise ArgumentError(f"resize: unknown dtype {dtype!r}") from None
 
+    @property
+    def num_outputs(self) -> int:
+        """Two with ``save_attrs`` (the images and their input sizes), else one."""
+        return 2 if self.save_attrs else 1
+
     def fixed_output_size(self) -> tuple[int, int] | None:
         """``(width, height)`` when every output has that size whatever the input and the result
-        is Pillow's antialiased uint8 resize (so a decoder may do it instead), else None."""
-        if self._fixed_size is None or not self.antialias or self.dtype not in (None, np.dtype(np.uint8)):
+        is Pillow's antialiased bilinear uint8 resize of the input alone (so a decoder may do it
+        instead), else None."""
+        if (
+            self._fixed_size is None
+            or not self.antialias
+            or self.save_attrs
+            or self.filters != (LINEAR, LINEAR)
+            or self.dtype not in (None, np.dtype(np.uint8))
+        ):
             return None
         return self._fixed_size
 
@@ -190,17 +254,21 @@ class Resize(Operator):
         image = inputs[0]
         check_hwc("resize", image)
         width, height = self.target_size(image.shape[1], image.shape[0])
-        return resample(xp, image, width, height, antialias=self.antialias, dtype=self.dtype)
+        out = resample(xp, image, width, height, antialias=self.antialias, dtype=self.dtype, filters=self.filters)
+        return self._with_attrs(xp, out, image)
 
     def run_sample(self, inputs, args, ctx):
         image = inputs[0]
         check_hwc("resize", image)
-        if not pillow_applies(image, self.dtype, self.antialias):
-            return self.compute(np, inputs, args, ctx)
         width, height = self.target_size(image.shape[1], image.shape[0])
-        if (width, height) == (image.shape[1], image.shape[0]):
-            return image
-        return host_resize(image, width, height)
+        out = host_resample(image, width, height, self.filters, self.antialias, self.dtype)
+        return self._with_attrs(np, out, image)
+
+    def _with_attrs(self, xp, out: Any, image: Any) -> Any:
+        """``out``, and with ``save_attrs`` the input's ``[height, width]`` as int32 (DALI's second output)."""
+        if not self.save_attrs:
+            return out
+        return out, xp.asarray(np.array(image.shape[:2], np.int32))
 
     def run_batch(self, xp, inputs, args, ctxs):
         """The whole batch through the resampling kernels (:mod:`raypipe.kernels.resample`: one
@@ -228,4 +296,9 @@ class Resize(Operator):
             return super().run_batch(xp, inputs, args, ctxs)
         from ..kernels.resample import resample_batch
 
-        return resample_batch(xp, launch.pack(xp, batch, "resize"), sizes, antialias=self.antialias, dtype=out_dtype)
+        out = resample_batch(
+            xp, launch.pack(xp, batch, "resize"), sizes, antialias=self.antialias, dtype=out_dtype, filters=self.filters
+        )
+        if not self.save_attrs:
+            return out
+        return out, [xp.asarray(shape[:2].astype(np.int32)) for shape in shapes]

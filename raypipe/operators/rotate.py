@@ -1,9 +1,13 @@
-"""``rotate``: rotate images counter-clockwise about their centre with bilinear sampling.
+"""``rotate``: rotate images counter-clockwise about their centre with bilinear (or, with
+``interp_type=types.INTERP_NN``, nearest-neighbour) sampling.
 
 The host path is Pillow's ``Image.rotate``; the GPU stage maps every output pixel
-back through the same affine matrix (:func:`rotation`) and samples bilinearly with
-Pillow's conventions (pixel centres at +0.5, clamped neighbours, samples whose
-source lies outside the image take ``fill_value``, uint8 results truncated).
+back through the same affine matrix (:func:`rotation`) and samples with Pillow's conventions
+(pixel centres at +0.5, bilinear: clamped neighbours, uint8 results truncated; nearest: the pixel
+under the mapped centre, in Pillow's 16.16 fixed point; samples whose source lies outside the image
+take ``fill_value``).
+DALI's rotate takes only nearest and linear interpolation (it refuses ``INTERP_CUBIC``), and so
+does this one.
 """
 
 from __future__ import annotations
@@ -16,8 +20,13 @@ import numpy as np
 from PIL import Image
 
 from ..errors import ArgumentError
+from ..kernels.filters import LINEAR, NEAREST
 from ..operator import Operator, Schema, as_scalar, register
-from .resample import check_linear_interp
+from ..types import DALIInterpType
+from .resample import interp_kind
+
+#: The interpolations DALI's rotate (its warp) takes.
+ROTATE_FILTERS = {DALIInterpType.INTERP_NN: NEAREST, DALIInterpType.INTERP_LINEAR: LINEAR}
 
 Affine = tuple[float, float, float, float, float, float]
 
@@ -50,8 +59,23 @@ def rotation(width: int, height: int, angle: float, expand: bool) -> tuple[int, 
     return width, height, (a, b, c, d, e, f)
 
 
-def warp_affine(xp: ModuleType, image: Any, width: int, height: int, matrix: Affine, fill_value: float) -> Any:
-    """Sample HWC ``image`` at ``matrix`` applied to each output pixel centre (bilinear, Pillow rules)."""
+def quarter_turns(angle: float, width: int, height: int, expand: bool) -> int | None:
+    """Counter-clockwise quarter turns (1-3) where Pillow's rotate transposes the image instead of
+    resampling it (a multiple of 90 degrees that fits: 180, or any with ``expand`` or a square image),
+    else None."""
+    angle = angle % 360.0
+    if angle == 0 or angle % 90 != 0 or (angle != 180 and not expand and width != height):
+        return None
+    return int(angle // 90)
+
+
+def warp_affine(
+    xp: ModuleType, image: Any, width: int, height: int, matrix: Affine, fill_value: float, kind: int = LINEAR
+) -> Any:
+    """Sample HWC ``image`` at ``matrix`` applied to each output pixel centre (bilinear, or nearest
+    for ``kind`` :data:`NEAREST`; Pillow rules)."""
+    if kind == NEAREST:
+        return _nearest(xp, image, width, height, matrix, fill_value)
     a, b, c, d, e, f = matrix
     in_h, in_w = image.shape[:2]
     xs = xp.arange(width, dtype=xp.float64)[None, :] + 0.5
@@ -75,6 +99,34 @@ def warp_affine(xp: ModuleType, image: Any, width: int, height: int, matrix: Aff
     return values.astype(image.dtype)
 
 
+def _fixed(value: float) -> int:
+    """``value`` in 16.16 fixed point, rounded as Pillow's ``FIX``."""
+    return math.floor(value * 65536.0 + 0.5)
+
+
+def _nearest(xp: ModuleType, image: Any, width: int, height: int, matrix: Affine, fill_value: float) -> Any:
+    """Nearest-neighbour sampling as Pillow's affine transform computes it (images under 32768 pixels
+    a side): source coordinates in 16.16 fixed point, the pixel at their integer part, ``fill_value``
+    where that lies outside the image."""
+    a, b, c, d, e, f = matrix
+    in_h, in_w = image.shape[:2]
+    xs = xp.arange(width, dtype=xp.int64)[None, :]
+    ys = xp.arange(height, dtype=xp.int64)[:, None]
+    cols = (_fixed(a) * xs + _fixed(b) * ys + _fixed(c + b * 0.5 + a * 0.5)) >> 16
+    rows = (_fixed(d) * xs + _fixed(e) * ys + _fixed(f + e * 0.5 + d * 0.5)) >> 16
+    inside = (cols >= 0) & (cols < in_w) & (rows >= 0) & (rows < in_h)
+    picked = image[xp.clip(rows, 0, in_h - 1), xp.clip(cols, 0, in_w - 1)]
+    return xp.where(inside[..., None], picked, xp.asarray(_fill(image.dtype, fill_value)))
+
+
+def _fill(dtype: np.dtype, fill_value: float) -> np.ndarray:
+    """``fill_value`` as ``dtype``: floored and saturated for integers, as the bilinear path stores it."""
+    if not np.issubdtype(dtype, np.integer):
+        return np.asarray(fill_value, dtype=dtype)
+    info = np.iinfo(dtype)
+    return np.asarray(np.clip(math.floor(fill_value), info.min, info.max)).astype(dtype)
+
+
 @register
 class Rotate(Operator):
     """Rotate HWC images by ``angle`` degrees counter-clockwise (per sample when an argument input).
@@ -88,12 +140,13 @@ class Rotate(Operator):
     def configure(
         self, angle: float | None = None, keep_size: bool = False, fill_value: float = 0, interp_type=None
     ) -> None:
+        """``interp_type``: ``types.INTERP_LINEAR`` (the default) or ``types.INTERP_NN``."""
         self.angle = None if angle is None else self._angle(angle)
         self.keep_size = bool(keep_size)
         if isinstance(fill_value, bool) or not isinstance(fill_value, (int, float, np.integer, np.floating)):
             raise ArgumentError(f"rotate: fill_value must be a number, got {fill_value!r}")
         self.fill_value = float(fill_value)
-        check_linear_interp("rotate", interp_type=interp_type)
+        self.kind = LINEAR if interp_type is None else interp_kind("rotate", "interp_type", interp_type, ROTATE_FILTERS)
 
     @staticmethod
     def _angle(value: Any) -> float:
@@ -116,8 +169,12 @@ class Rotate(Operator):
         image = inputs[0]
         if image.ndim != 3:
             raise ValueError(f"rotate: expects an HWC image, got shape {tuple(image.shape)}")
-        width, height, matrix = rotation(image.shape[1], image.shape[0], self._sample_angle(args), not self.keep_size)
-        return warp_affine(xp, image, width, height, matrix, self.fill_value)
+        angle = self._sample_angle(args)
+        turns = quarter_turns(angle, image.shape[1], image.shape[0], not self.keep_size)
+        if self.kind == NEAREST and turns is not None:
+            return xp.ascontiguousarray(xp.rot90(image, turns))
+        width, height, matrix = rotation(image.shape[1], image.shape[0], angle, not self.keep_size)
+        return warp_affine(xp, image, width, height, matrix, self.fill_value, self.kind)
 
     def run_sample(self, inputs, args, ctx):
         image = inputs[0]
@@ -130,7 +187,7 @@ class Rotate(Operator):
             np.asarray(
                 Image.fromarray(p).rotate(
                     angle,
-                    resample=Image.Resampling.BILINEAR,
+                    resample=Image.Resampling.NEAREST if self.kind == NEAREST else Image.Resampling.BILINEAR,
                     expand=not self.keep_size,
                     fillcolor=(fill,) * 3 if p.ndim == 3 else fill,
                 )

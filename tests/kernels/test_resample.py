@@ -2,7 +2,7 @@
 
 Tolerances are the operators' stated ones: uint8 within 2 grey levels of Pillow (``run_sample``)
 with a mean difference below 0.1; float32 within 1e-5 relative and 1e-4 absolute of ``compute``;
-float16 within one float16 step.
+float16 within one float16 step. Nearest neighbour copies pixels: exactly the host's.
 """
 
 from __future__ import annotations
@@ -12,6 +12,7 @@ import pytest
 
 from raypipe.backend import to_host
 from raypipe.kernels import launch
+from raypipe.kernels.filters import CUBIC, LINEAR, NEAREST
 from raypipe.kernels.resample import resample_batch
 from raypipe.operators.random_resized_crop import RandomResizedCrop
 from raypipe.operators.resample import resample, resample_weights, vertical_first
@@ -33,7 +34,9 @@ def assert_within_tolerance(got: np.ndarray, ref: np.ndarray) -> None:
         np.testing.assert_allclose(got, ref, rtol=1e-5, atol=1e-4)
 
 
-def _weights_in_kernels(xp, cases: list[tuple[int, int, float, float, bool]], antialias: bool) -> list[np.ndarray]:
+def _weights_in_kernels(
+    xp, cases: list[tuple[int, int, float, float, bool]], antialias: bool, kind: int = LINEAR
+) -> list[np.ndarray]:
     """The weight matrices the kernels compute for ``cases`` of ``(in_size, out_size, start, stop,
     along_x)``, all in one batch: each sample is an ``in_size`` x ``in_size`` identity image resized
     along one axis (the other keeps its size, whose weights are exactly 1 and 0), so output position
@@ -44,20 +47,23 @@ def _weights_in_kernels(xp, cases: list[tuple[int, int, float, float, bool]], an
         sizes.append((out_size, in_size) if along_x else (in_size, out_size))
         boxes.append((start, 0.0, stop, in_size) if along_x else (0.0, start, in_size, stop))
     packed = launch.pack(xp, on_device(xp, images), "test")
-    out = resample_batch(xp, packed, np.array(sizes), np.array(boxes), antialias, np.float32)
+    out = resample_batch(xp, packed, np.array(sizes), np.array(boxes), antialias, np.float32, (kind, kind))
     return [got[:, :, 0].T if along_x else got[:, :, 0] for got, (*_, along_x) in zip(host_samples(out), cases)]
 
 
-def _host_weights(in_size: int, out_size: int, start: float, stop: float, antialias: bool) -> np.ndarray:
+def _host_weights(
+    in_size: int, out_size: int, start: float, stop: float, antialias: bool, kind: int = LINEAR
+) -> np.ndarray:
     """:func:`resample_weights` as a dense ``(out_size, in_size)`` matrix."""
-    first, matrix = resample_weights(in_size, out_size, start, stop, antialias)
+    first, matrix = resample_weights(in_size, out_size, start, stop, antialias, kind)
     dense = np.zeros((out_size, in_size), np.float32)
     dense[:, first : first + matrix.shape[1]] = matrix
     return dense
 
 
+@pytest.mark.parametrize("kind", [LINEAR, CUBIC, NEAREST])
 @pytest.mark.parametrize("antialias", [True, False])
-def test_kernel_weights_are_exactly_the_host_weights(xp, antialias):
+def test_kernel_weights_are_exactly_the_host_weights(xp, antialias, kind):
     """Whole axes, boxes inside and at the edges, fractional boxes, up- and downscaling, along
     either axis (so both passes and both pass orders compute weights)."""
     cases = [
@@ -78,9 +84,9 @@ def test_kernel_weights_are_exactly_the_host_weights(xp, antialias):
         stop = stop if stop > start else float(in_size)
         cases.append((in_size, int(rng.integers(1, 33)), start, stop))
     along = [bool(i % 2) for i in range(len(cases))]
-    got = _weights_in_kernels(xp, [(*case, x) for case, x in zip(cases, along, strict=True)], antialias)
+    got = _weights_in_kernels(xp, [(*case, x) for case, x in zip(cases, along, strict=True)], antialias, kind)
     for weights, case in zip(got, cases, strict=True):
-        np.testing.assert_array_equal(weights, _host_weights(*case, antialias), err_msg=str(case))
+        np.testing.assert_array_equal(weights, _host_weights(*case, antialias, kind), err_msg=str(case))
 
 
 def test_resize_ragged_uint8_batch_matches_pillow_in_both_pass_orders(xp, ragged):
@@ -153,6 +159,44 @@ def test_random_resized_crop_uses_the_same_windows_as_the_host(xp, ragged):
     for got, image, ctx in zip(host_samples(out), images, contexts(3), strict=True):
         assert_within_tolerance(got, op.run_sample([image], {}, ctx))
         assert np.abs(got.astype(np.int16) - op.compute(np, [image], {}, ctx)).max() <= 1
+
+
+@pytest.mark.parametrize("interp", ["INTERP_NN", "INTERP_CUBIC"])
+def test_resize_and_random_resized_crop_filters_match_the_host(xp, ragged, interp):
+    """Nearest exactly (a copy of the pixels the host gathers); cubic within the stated tolerance of
+    Pillow's bicubic and within 1 of the host array path; also min and mag filters mixed."""
+    images = ragged()
+    ops = [
+        Resize("gpu", 0, resize_x=10, resize_y=6, interp_type=interp),
+        Resize("gpu", 0, resize_x=30, resize_y=4, min_filter=interp, mag_filter="INTERP_LINEAR"),
+        RandomResizedCrop("gpu", 7, size=(6, 8), interp_type=interp),
+    ]
+    for op in ops:
+        out = op.run_batch(xp, [on_device(xp, images)], {}, contexts(3))
+        for got, image, ctx in zip(host_samples(out), images, contexts(3), strict=True):
+            host = op.run_sample([image], {}, ctx)
+            if interp == "INTERP_NN" and op.filters == (NEAREST, NEAREST):
+                np.testing.assert_array_equal(got, host)
+            else:
+                assert_within_tolerance(got, host)
+                assert np.abs(got.astype(np.int16) - op.compute(np, [image], {}, ctx)).max() <= 1
+
+
+def test_nearest_float_batches_are_exact(xp, ragged):
+    images = ragged(dtype=np.float32)
+    op = Resize("gpu", 0, resize_x=13, resize_y=5, interp_type="INTERP_NN", dtype=np.float32)
+    out = op.run_batch(xp, [on_device(xp, images)], {}, contexts(3))
+    for got, image, ctx in zip(host_samples(out), images, contexts(3), strict=True):
+        np.testing.assert_array_equal(got, op.run_sample([image], {}, ctx))
+
+
+def test_save_attrs_adds_the_input_sizes_to_a_batch(xp, ragged):
+    images = ragged()
+    out, attrs = Resize("gpu", 0, resize_x=7, resize_y=5, save_attrs=True).run_batch(
+        xp, [on_device(xp, images)], {}, contexts(3)
+    )
+    assert [to_host(a).tolist() for a in attrs] == [list(i.shape[:2]) for i in images]
+    assert all(to_host(a).dtype == np.int32 for a in attrs) and to_host(out).shape == (3, 5, 7, 3)
 
 
 def test_random_resized_crop_float_images(xp, ragged):

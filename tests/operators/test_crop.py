@@ -135,7 +135,7 @@ def test_per_sample_position_out_of_range_is_an_error(jpeg_files, device):
         ({"crop_h": 10}, r"give crop=\(h, w\), or both crop_h and crop_w"),
         ({"crop": (10, 10), "crop_w": 5}, "not both"),
         ({"crop": (10, 0)}, "at least 1"),
-        ({"crop": (1, 2, 3)}, r"crop must be a size or a pair \(h, w\)"),
+        ({"crop": (1, 2, 3, 4)}, r"crop must be a size, a pair \(h, w\) or a triple \(d, h, w\)"),
         ({"crop": 10, "crop_pos_y": -0.1}, r"crop_pos_y must be in \[0, 1\]"),
         ({"crop": 10, "crop_pos_x": "left"}, "crop_pos_x must be a number"),
         ({"crop": 10, "out_of_bounds_policy": "trim"}, "out_of_bounds_policy must be one of"),
@@ -170,3 +170,70 @@ def test_dtype_casts_the_window(jpeg_files, dtype, expected):
     np.testing.assert_array_equal(cast.as_tensor().astype(np.float32), plain.as_tensor().astype(np.float32))
     with pytest.raises(rp.ArgumentError, match="FLOAT, FLOAT16 or UINT8"):
         Crop("cpu", 0, crop=(2, 2), dtype=types.INT32)
+
+
+VOLUME_DHWC = np.arange(6 * 9 * 11 * 2, dtype=np.uint8).reshape(6, 9, 11, 2)
+VOLUME_CDHW = np.ascontiguousarray(VOLUME_DHWC.transpose(3, 0, 1, 2))
+
+# (id, samples, layout, build(data, fn, types)): 3-D crops, both volume layouts, deprecated arguments
+CASES_3D = [
+    ("dhwc", [VOLUME_DHWC], "DHWC", lambda x, fn, types: fn.crop(x, crop=(3, 4, 5), crop_pos_z=0.3)),
+    ("cdhw", [VOLUME_CDHW], "CDHW", lambda x, fn, types: fn.crop(x, crop=(3, 4, 5), crop_pos_z=1.0, crop_pos_x=0.1)),
+    ("crop_d", [VOLUME_DHWC], "DHWC", lambda x, fn, types: fn.crop(x, crop_d=2, crop_h=9, crop_w=3, crop_pos_y=0.0)),
+    (
+        "pad",
+        [VOLUME_DHWC],
+        "DHWC",
+        lambda x, fn, types: fn.crop(x, crop=(8, 4, 13), out_of_bounds_policy="pad", fill_values=[5, 6]),
+    ),
+    (
+        "chw",
+        [np.ascontiguousarray(VOLUME_CDHW[:, 0])],
+        "CHW",
+        lambda x, fn, types: fn.crop(x, crop=(4, 5), crop_pos_x=0.8),
+    ),
+    ("output_dtype", None, "HWC", lambda x, fn, types: fn.crop(x, crop=(20, 30), output_dtype=types.FLOAT16)),
+    ("image_type", None, "HWC", lambda x, fn, types: fn.crop(x, crop=(20, 30), image_type=types.RGB)),
+]
+
+
+@pytest.mark.parametrize("case, samples, layout, build", CASES_3D, ids=[c[0] for c in CASES_3D])
+def test_volumes_and_deprecated_arguments_against_dali(ours, dali, images, case, samples, layout, build):
+    samples = images if samples is None else samples
+    theirs = dali(samples, build, layout)
+    mine = ours(samples, lambda x: build(x, fn, types), layout)
+    for (their_samples, their_layout), (my_samples, my_layout) in zip(theirs, mine, strict=True):
+        assert my_layout == their_layout
+        for their, my in zip(their_samples, my_samples, strict=True):
+            assert my.dtype == their.dtype and my.shape == their.shape
+            np.testing.assert_array_equal(my, their)
+
+
+def test_volume_reference_values_without_dali(ours):
+    (out,) = ours([VOLUME_DHWC], lambda x: fn.crop(x, crop=(3, 4, 5), crop_pos_z=0.3), "DHWC")
+    # anchors: round(0.3 * 3) = 1 (depth), round(0.5 * 5) = 3 (height, 2.5 away from zero), round(0.5 * 6) = 3
+    np.testing.assert_array_equal(out[0][0], VOLUME_DHWC[1:4, 3:7, 3:8])
+    (out,) = ours([VOLUME_CDHW], lambda x: fn.crop(x, crop=(3, 4, 5), crop_pos_z=1.0), "CDHW")
+    np.testing.assert_array_equal(out[0][0], VOLUME_CDHW[:, 3:6, 3:7, 3:8])
+
+
+def test_per_sample_depth_position(ours):
+    volumes = [VOLUME_DHWC, VOLUME_DHWC[:, ::-1].copy()]
+
+    def build(x):
+        z = fn.random.uniform(range=(0.0, 1.0), seed=3)
+        return fn.crop(x, crop=(2, 9, 11), crop_pos_z=z), z
+
+    outs, positions = ours(volumes, build, "DHWC")
+    for got, volume, z in zip(outs[0], volumes, positions[0], strict=True):
+        z0 = crop_window(6, 1, 2, 1, 0.5, float(z))[0]
+        np.testing.assert_array_equal(got, volume[z0 : z0 + 2])
+
+
+def test_a_2d_crop_of_a_volume_and_a_3d_crop_of_an_image_are_named(ours):
+    with pytest.raises(rp.SampleError, match=r"a 2-D \(h, w\) crop does not fit a sample of shape \(6, 9, 11, 2\)"):
+        ours([VOLUME_DHWC], lambda x: fn.crop(x, crop=(3, 4)), "DHWC")
+    with pytest.raises(rp.ArgumentError, match="crop: dtype and its deprecated alias output_dtype cannot be used"):
+        Crop("cpu", 0, crop=(2, 2), dtype=types.FLOAT, output_dtype=types.FLOAT)
+    with pytest.raises(rp.ArgumentError, match="crop: image_type must be a types.DALIImageType"):
+        Crop("cpu", 0, crop=(2, 2), image_type="RGB")

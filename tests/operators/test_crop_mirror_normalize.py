@@ -256,3 +256,40 @@ def test_batch_crop_anchors_are_crop_window_for_each_sample():
     y0, x0 = crop_anchors(heights, widths, 17, 24, pos_x, pos_y)
     expected = [crop_window(h, w, 17, 24, px, py) for h, w, px, py in zip(heights, widths, pos_x, pos_y, strict=True)]
     assert list(zip(y0.tolist(), x0.tolist(), strict=True)) == expected
+
+
+@pytest.mark.parametrize(
+    "args, same",
+    [
+        (
+            {"output_dtype": "FLOAT16", "mean": [10.0, 20.0, 30.0], "std": [2.0, 3.0, 4.0]},
+            {"dtype": "FLOAT16", "mean": [10.0, 20.0, 30.0], "std": [2.0, 3.0, 4.0]},
+        ),
+        ({"output_dtype": "UINT8", "crop": (40, 50), "image_type": "RGB"}, {"dtype": "UINT8", "crop": (40, 50)}),
+        ({"image_type": "BGR", "output_layout": "HWC"}, {"output_layout": "HWC"}),
+    ],
+)
+def test_deprecated_output_dtype_and_image_type_keep_dalis_meaning(ours, dali, images, args, same):
+    """As DALI 2.4: ``output_dtype`` is ``dtype``, ``image_type`` changes nothing (values within
+    DALI's float16 rounding and one level of uint8 rounding)."""
+
+    def build(x, fn, types, args=args):
+        named = {"output_dtype", "dtype", "image_type"}
+        return fn.crop_mirror_normalize(x, **{k: getattr(types, v) if k in named else v for k, v in args.items()})
+
+    theirs = dali(images, build, "HWC")
+    mine = ours(images, lambda x: build(x, fn, types), "HWC")
+    plain = ours(images, lambda x: build(x, fn, types, same), "HWC")
+    for their, my, expected in zip(theirs[0][0], mine[0][0], plain[0][0], strict=True):
+        assert my.dtype == their.dtype and my.shape == their.shape
+        np.testing.assert_array_equal(my, expected)
+        np.testing.assert_allclose(my.astype(np.float32), their.astype(np.float32), rtol=1e-3, atol=1)
+
+
+def test_output_dtype_with_dtype_is_an_error():
+    from raypipe.operators.crop_mirror_normalize import CropMirrorNormalize
+
+    with pytest.raises(rp.ArgumentError, match="dtype and its deprecated alias output_dtype cannot be used together"):
+        CropMirrorNormalize("cpu", 0, dtype=types.FLOAT, output_dtype=types.FLOAT16)
+    with pytest.raises(rp.ArgumentError, match="image_type must be a types.DALIImageType"):
+        CropMirrorNormalize("cpu", 0, image_type=3)

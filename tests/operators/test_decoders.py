@@ -158,6 +158,30 @@ def test_dali_memory_hints_are_accepted_and_change_no_pixel(jpeg_files, device):
     np.testing.assert_array_equal(np.stack(batches[0]), np.stack(batches[1]))
 
 
+CACHE_HINTS = {
+    "cache_size": 2000,
+    "cache_type": "threshold",
+    "cache_threshold": 250000,
+    "cache_debug": False,
+    "cache_batch_copy": True,
+    "memory_stats": True,
+}
+
+
+@pytest.mark.parametrize("device", ["cpu", "mixed"])
+def test_cache_hints_and_memory_stats_are_accepted_and_change_no_pixel(jpeg_files, device):
+    batches = []
+    for hints in ({}, CACHE_HINTS, {"cache_size": 10, "cache_type": "largest"}):
+        with decode(jpeg_files[:8], device=device, **hints) as pipe:
+            images = [pipe.run()[0].as_cpu() for _ in range(2)]
+            batches.append([np.asarray(tl.at(i)) for tl in images for i in range(len(tl))])
+    for hinted in batches[1:]:
+        for a, b in zip(batches[0], hinted, strict=True):
+            np.testing.assert_array_equal(a, b)
+    with random_crop(jpeg_files[:4], resize_to=(32, 24), memory_stats=False) as pipe:
+        pipe.run()
+
+
 @pytest.mark.parametrize(
     "args, message",
     [
@@ -165,7 +189,10 @@ def test_dali_memory_hints_are_accepted_and_change_no_pixel(jpeg_files, device):
         ({"preallocate_width_hint": 1.5}, "preallocate_width_hint must be a non-negative int"),
         ({"hw_decoder_load": 1.5}, r"hw_decoder_load must be a number in \[0, 1\], got 1.5"),
         ({"affine": "yes"}, "affine must be a bool"),
-        ({"cache_size": 100}, "unexpected argument.*cache_size"),
+        ({"cache_sizes": 100}, "unexpected argument.*cache_sizes"),
+        ({"cache_size": -1}, "cache_size must be a non-negative int, got -1"),
+        ({"cache_type": "lru"}, "cache_type must be one of"),
+        ({"memory_stats": 1}, "memory_stats must be a bool"),
         ({"adjust_orientation": True}, "adjust_orientation=True is not supported: images are decoded as stored"),
         ({"adjust_orientation": "no"}, "adjust_orientation must be a bool"),
     ],

@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 
 import raypipe as rp
-from raypipe import fn
+from raypipe import fn, types
 from raypipe.keyed_random import SampleContext
 from raypipe.operators.flip import Flip
 
@@ -93,7 +93,7 @@ def test_wrong_rank_names_the_shape(jpeg_files):
         ({"horizontal": 2}, "horizontal must be 0 or 1, got 2"),
         ({"vertical": "yes"}, "vertical must be 0 or 1, got 'yes'"),
         ({"layout": "NHWC"}, "layout must be one of"),
-        ({"depthwise": 1}, "flip: .*'depthwise'"),
+        ({"depthwise": 2}, "depthwise must be 0 or 1, got 2"),
     ],
 )
 def test_invalid_arguments_are_named(jpeg_files, args, message):
@@ -106,3 +106,35 @@ def test_invalid_arguments_are_named(jpeg_files, args, message):
     with pytest.raises(rp.ArgumentError, match=message):
         p.build()
     p.close()
+
+
+VOLUME_DHWC = np.arange(4 * 5 * 6 * 2, dtype=np.uint8).reshape(4, 5, 6, 2)
+
+
+@pytest.mark.parametrize("layout", ["DHWC", "CDHW"])
+@pytest.mark.parametrize("flags", [{"depthwise": 1}, {"depthwise": 1, "horizontal": 0, "vertical": 1}, {}])
+def test_volumes_flip_depthwise_as_dali(ours, dali, layout, flags):
+    volume = VOLUME_DHWC if layout == "DHWC" else np.ascontiguousarray(VOLUME_DHWC.transpose(3, 0, 1, 2))
+
+    def build(x, fn, types):
+        return fn.flip(x, **flags)
+
+    theirs = dali([volume], build, layout)
+    mine = ours([volume], lambda x: build(x, fn, types), layout)
+    np.testing.assert_array_equal(mine[0][0][0], theirs[0][0][0])
+    assert mine[0][1] == theirs[0][1] == layout
+
+
+@pytest.mark.parametrize("device", ["cpu", "gpu"])
+def test_per_sample_depthwise_flags(ours, device):
+    volumes = [VOLUME_DHWC + k for k in range(6)]
+
+    def build(x):
+        coin = fn.random.coin_flip(probability=0.5, seed=4)
+        data = x.gpu() if device == "gpu" else x
+        return fn.flip(data, depthwise=coin, horizontal=0), coin
+
+    flipped, coins = ours(volumes, build, "DHWC")
+    assert {int(c) for c in coins[0]} == {0, 1}
+    for got, volume, coin in zip(flipped[0], volumes, coins[0], strict=True):
+        np.testing.assert_array_equal(got, volume[::-1] if int(coin) else volume)

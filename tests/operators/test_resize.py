@@ -9,7 +9,7 @@ from hypothesis import strategies as st
 from PIL import Image
 
 import raypipe as rp
-from raypipe import fn
+from raypipe import fn, types
 from raypipe.backend import gpu_available
 from raypipe.operators import host_resize
 from raypipe.operators.resize import Resize, output_size
@@ -222,7 +222,7 @@ def test_random_crop_decoder_feeds_resize(jpeg_files):
         ({"resize_x": 10, "mode": "fit"}, "mode must be one of"),
         ({"resize_shorter": 256, "resize_x": 224}, "resize_shorter cannot be combined"),
         ({"resize_longer": 256, "mode": "stretch"}, "resize_longer cannot be combined"),
-        ({"resize_x": 10, "interp_type": "cubic"}, "interp_type 'cubic' is not supported"),
+        ({"resize_x": 10, "interp_type": "lanczos3"}, "interp_type types.INTERP_LANCZOS3 is not supported"),
         ({"resize_x": 10, "dtype": "pixels"}, "unknown dtype 'pixels'"),
         ({"resize_x": 10, "size": 3}, "size cannot be combined with resize_x or resize_y"),
         ({"size": [1, 2, 3]}, r"size must be a number or \[height, width\]"),
@@ -275,3 +275,41 @@ def test_batch_sizes_are_each_samples_size(sizes, target):
     heights = np.array([h for _, h in sizes])
     expected = [list(op.target_size(w, h)) for w, h in sizes]
     assert op.target_sizes(widths, heights).tolist() == expected
+
+
+def test_save_attrs_adds_dalis_second_output(ours, dali, images):
+    """The input's ``[height, width]`` as int32 (DALI 2.4's second output), on the host and GPU stages."""
+
+    def build(x, fn, types, device="cpu"):
+        data = x.gpu() if device == "gpu" else x
+        return tuple(fn.resize(data, resize_x=40, resize_y=30, save_attrs=True))
+
+    theirs = dali(images, build, "HWC")
+    for device in ("cpu", "gpu"):
+        mine = ours(images, lambda x, device=device: build(x, fn, types, device), "HWC")
+        assert [a.tolist() for a in mine[1][0]] == [list(i.shape[:2]) for i in images]
+        for (their_samples, _), (my_samples, _) in zip(theirs, mine, strict=True):
+            for their, my in zip(their_samples, my_samples, strict=True):
+                assert my.dtype == their.dtype and my.shape == their.shape
+        for their, my in zip(theirs[1][0], mine[1][0], strict=True):
+            np.testing.assert_array_equal(my, their)
+
+
+def test_save_attrs_keeps_the_resize_out_of_the_decoder():
+    op = Resize("cpu", 0, resize_x=40, resize_y=30, save_attrs=True)
+    assert op.num_outputs == 2 and op.fixed_output_size() is None
+    assert Resize("cpu", 0, resize_x=40, resize_y=30).fixed_output_size() == (40, 30)
+    assert Resize("cpu", 0, resize_x=40, resize_y=30, interp_type=types.INTERP_NN).fixed_output_size() is None
+
+
+def test_hints_are_validated_and_change_no_pixel(images):
+    plain = Resize("cpu", 0, resize_x=40, resize_y=30)
+    hinted = Resize("cpu", 0, resize_x=40, resize_y=30, temp_buffer_hint=1 << 20, image_type=types.RGB)
+    for image in images:
+        np.testing.assert_array_equal(hinted.run_sample([image], {}, None), plain.run_sample([image], {}, None))
+    with pytest.raises(rp.ArgumentError, match="resize: temp_buffer_hint must be a non-negative int, got -1"):
+        Resize("cpu", 0, resize_x=4, temp_buffer_hint=-1)
+    with pytest.raises(rp.ArgumentError, match="resize: image_type must be a types.DALIImageType"):
+        Resize("cpu", 0, resize_x=4, image_type="RGB")
+    with pytest.raises(rp.ArgumentError, match="resize: save_attrs must be a bool"):
+        Resize("cpu", 0, resize_x=4, save_attrs="yes")

@@ -9,8 +9,8 @@ from hypothesis import strategies as st
 from PIL import Image
 
 import raypipe as rp
-from raypipe import fn
-from raypipe.operators.rotate import rotation
+from raypipe import fn, types
+from raypipe.operators.rotate import Rotate, rotation
 
 # The GPU path maps pixels with the same float64 matrix and bilinear rule as Pillow and
 # truncates like it, so on the host it is exact. On a device, float rounding may flip a
@@ -121,7 +121,7 @@ def test_missing_angle_is_an_error(jpeg_files, device):
         ({"angle": "left"}, "angle must be a number of degrees, got 'left'"),
         ({"angle": float("inf")}, "angle must be finite"),
         ({"angle": 5, "fill_value": "red"}, "fill_value must be a number, got 'red'"),
-        ({"angle": 5, "interp_type": "cubic"}, "interp_type 'cubic' is not supported"),
+        ({"angle": 5, "interp_type": "cubic"}, "interp_type types.INTERP_CUBIC is not supported"),
         ({"angle": 5, "size": (10, 10)}, "rotate: .*'size'"),
     ],
 )
@@ -135,3 +135,41 @@ def test_invalid_arguments_are_named(jpeg_files, args, message):
     with pytest.raises(rp.ArgumentError, match=message):
         p.build()
     p.close()
+
+
+@pytest.mark.parametrize("angle", [17.5, -40.0, 90.0, 200.0])
+@pytest.mark.parametrize("keep_size", [False, True])
+def test_nearest_host_and_array_paths_agree(images, angle, keep_size):
+    """Pillow's ``NEAREST`` rotate on the host, the array path elsewhere, with Pillow's 16.16 fixed-point
+    mapping: the same pixels."""
+    op = Rotate("cpu", 0, angle=angle, keep_size=keep_size, fill_value=9, interp_type=types.INTERP_NN)
+    for image in images:
+        host = op.run_sample([image], {}, None)
+        array = op.compute(np, [image], {}, None)
+        assert host.shape == array.shape and host.dtype == array.dtype == np.uint8
+        np.testing.assert_array_equal(host, array)
+        np.testing.assert_array_equal(
+            host,
+            np.asarray(
+                Image.fromarray(image).rotate(angle, Image.Resampling.NEAREST, not keep_size, fillcolor=(9,) * 3)
+            ),
+        )
+
+
+@pytest.mark.parametrize("angle", [90.0, 180.0, 270.0, -90.0])
+@pytest.mark.parametrize("interp", ["INTERP_NN", "INTERP_LINEAR"])
+def test_quarter_turns_are_dalis_exactly(ours, dali, images, angle, interp):
+    def build(x, fn, types):
+        return fn.rotate(x, angle=angle, interp_type=getattr(types, interp))
+
+    theirs = dali(images, build, "HWC")
+    mine = ours(images, lambda x: build(x, fn, types), "HWC")
+    for their, my in zip(theirs[0][0], mine[0][0], strict=True):
+        np.testing.assert_array_equal(my, their)
+
+
+def test_nearest_float_images_take_the_fill_value():
+    image = np.arange(5 * 4 * 2, dtype=np.float32).reshape(5, 4, 2)
+    got = Rotate("cpu", 0, angle=45.0, fill_value=-1.5, interp_type="INTERP_NN").run_sample([image], {}, None)
+    assert got.dtype == np.float32 and got[0, 0].tolist() == [-1.5, -1.5]
+    assert set(np.unique(got[got != -1.5])) <= set(image.reshape(-1).tolist())
