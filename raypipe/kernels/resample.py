@@ -27,7 +27,7 @@ import numpy as np
 from numba import cuda
 
 from .convert import round_half_up
-from .filters import CUBIC, CUBIC_A, LINEAR, NEAREST, REACH, axis_kind
+from .filters import CUBIC, CUBIC_A, LINEAR, NEAREST, REACH
 from .launch import Packed, allocate, launch, store_rule, to_device
 
 # Columns of a pass's per-sample integer parameters.
@@ -174,7 +174,8 @@ def axis_filters(
     start, stop = start32.astype(np.float64), stop32.astype(np.float64)
     out_size = np.asarray(out_size, np.int64)
     in_size = np.asarray(in_size, np.int64)
-    kinds = np.array([axis_kind(filters, e, o) for e, o in zip(stop - start, out_size)], np.int64).reshape(-1)
+    # the min filter where the axis shrinks (filters.axis_kind over the whole batch at once)
+    kinds = np.where(out_size < stop - start, filters[0], filters[1]).astype(np.int64).reshape(-1)
     scale = (stop - start) / out_size
     support = np.maximum(scale, 1.0) if antialias else np.ones_like(scale)
     reach = support * np.where(kinds == CUBIC, REACH[CUBIC], REACH[LINEAR])
