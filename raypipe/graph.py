@@ -244,7 +244,12 @@ def stage(graph: Graph, outputs: Sequence[Any], *, on_gpu: bool = True, decode_o
     host_results: list[DataNode] = []
     for node in gpu_nodes:
         for d in node.inputs:
-            if d.producer not in batched and d not in to_device:
+            if d.producer in batched:
+                continue
+            if node.device == "cpu":  # a host batch step takes its inputs as the CPU stage left them
+                if d not in host_results:
+                    host_results.append(d)
+            elif d not in to_device:
                 to_device.append(d)
         for d in node.arg_inputs.values():
             if d not in host_results:
@@ -278,14 +283,28 @@ def stage(graph: Graph, outputs: Sequence[Any], *, on_gpu: bool = True, decode_o
 
 def _batch_stage(ordered: list[OpNode], on_gpu: bool) -> set[OpNode]:
     """The nodes the GPU stage runs batch by batch: every gpu node on a GPU; without one, gpu nodes
-    with ``batch_semantics`` and the gpu nodes downstream of them."""
-    if on_gpu:
-        return {n for n in ordered if n.device == "gpu"}
+    with ``batch_semantics``. Besides, cpu nodes that need the whole batch
+    (:meth:`~raypipe.operator.Operator.host_batch_step`) run there on the host (numpy) once the CPU
+    stage has gathered the batch. Whatever consumes a batched node's output is batched too; of the
+    mixed nodes only ``.gpu()``'s transfer can be, the others run per sample on the host."""
     batched: set[OpNode] = set()
     for node in ordered:
-        if node.device == "gpu" and (
-            getattr(node.op, "batch_semantics", False) or any(d.producer in batched for d in node.inputs)
-        ):
+        downstream = any(d.producer in batched for d in node.inputs)
+        if node.device == "mixed" and not getattr(node.op, "batch_transfer", False):
+            if downstream:
+                source = next(d.producer for d in node.inputs if d.producer in batched)
+                raise PipelineDefinitionError(
+                    f"operator {node.label} (device 'mixed') runs per sample and cannot consume {source.label}, "
+                    "which needs the whole batch: move it after the mixed operator"
+                )
+            continue
+        if node.device == "cpu":
+            wanted = node.op.host_batch_step(set(node.arg_inputs))
+        elif node.device == "mixed":
+            wanted = False
+        else:
+            wanted = on_gpu or getattr(node.op, "batch_semantics", False)
+        if wanted or downstream:
             batched.add(node)
     return batched
 
