@@ -50,6 +50,12 @@ class DataNode:
     def __repr__(self) -> str:
         return f"DataNode({self.name}, device={self.device})"
 
+    def __getitem__(self, key: Any) -> DataNode:
+        """DALI's subscript ``x[...]`` (see :mod:`raypipe.subscript`)."""
+        from .subscript import subscript
+
+        return subscript(self, key)
+
     # Arithmetic (DALI's mathematical expressions, see raypipe.operators.arithmetic). Comparisons
     # are not overloaded: DataNodes are dictionary keys, so == must stay identity.
     def _arithmetic(self, op: str, other: Any = _UNARY, reflected: bool = False) -> DataNode:
