@@ -123,6 +123,17 @@ def test_cpu_batch_step_places_per_sample_pad_in_the_cpu_stage(jpeg_files):
     assert labels in staged.host_results
 
 
+def test_the_device_report_says_a_cpu_batch_step_runs_on_the_host(jpeg_files):
+    @rp.pipeline_def(batch_size=2, num_threads=1)
+    def pipe():
+        _, labels = fn.readers.file(files=jpeg_files[:2], labels=[1, 2])
+        return fn.pad(labels, name="padded")
+
+    with pipe() as p:
+        report = p.device_report()
+    assert report["operators"] == {"'padded'": "host"} and report["kernels"]["path"] != "gpu"
+
+
 def test_a_mixed_operator_cannot_consume_a_cpu_batch_step(jpeg_files):
     @rp.pipeline_def(batch_size=2, num_threads=1)
     def pipe():
