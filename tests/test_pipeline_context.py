@@ -64,6 +64,25 @@ def test_a_recorded_graph_runs_as_the_same_pipeline_def(jpeg_files):
     pipe.close()
 
 
+def test_pipeline_def_functions_inside_a_block(jpeg_files):
+    """As in DALI: a pipeline_def factory called inside the block makes a pipeline of its own (nothing
+    is recorded into the block's), and its undecorated function (``__wrapped__``) records into it."""
+
+    @rp.pipeline_def(batch_size=2, num_threads=1, seed=4)
+    def labelled():
+        _, labels = fn.readers.file(files=jpeg_files[:4], labels=[10, 11, 12, 13])
+        return labels * 3
+
+    pipe = rp.Pipeline(batch_size=2, num_threads=1, seed=4)
+    with pipe:
+        other = labelled()
+        assert rp.Pipeline.current() is pipe
+        pipe.set_outputs(labelled.__wrapped__())
+    with other:
+        assert pipe.run()[0].as_array().tolist() == other.run()[0].as_array().tolist() == [[30], [33]]
+    pipe.close()
+
+
 def test_the_block_makes_the_pipeline_current_and_records_only_inside():
     pipe = rp.Pipeline(batch_size=2)
     assert rp.Pipeline.current() is None
