@@ -81,6 +81,20 @@ def test_ragged_iterator_without_dali(jpeg_files):
     assert coo["text"].to_dense().tolist() == [[0, 0, 0], [1, 1, 0], [2, 2, 2]]
 
 
+@pytest.mark.parametrize("tag", ["sparse_list", "sparse_coo"])
+def test_partial_trims_ragged_outputs(jpeg_files, tag):
+    """The last batch of 5 samples in batches of 3 keeps its 2 real samples, whatever the tag."""
+    with ragged_pipe(jpeg_files[:5]) as pipe:
+        iterator = DALIRaggedIterator(
+            pipe, ["text", "label"], reader_name="Reader", output_types=[tag, "dense"], last_batch_policy="partial"
+        )
+        steps = [step[0] for step in iterator]
+    assert [len(step["label"]) for step in steps] == [3, 2]
+    last = steps[1]["text"]
+    texts = [t.tolist() for t in last] if tag == "sparse_list" else last.to_dense().tolist()
+    assert texts == ([[3], [4, 4]] if tag == "sparse_list" else [[3, 0], [4, 4]])
+
+
 def test_the_generic_iterator_refuses_ragged_outputs_as_dali_does(jpeg_files):
     with ragged_pipe(jpeg_files[:COUNT]) as pipe:
         with pytest.raises(PipelineDefinitionError, match=r"output 'text' .*different shapes"):
