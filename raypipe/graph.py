@@ -56,6 +56,10 @@ class DataNode:
 
         return subscript(self, key)
 
+    def __iter__(self):
+        """Not iterable (``__getitem__`` would otherwise make it endlessly so): one output of one operator."""
+        raise TypeError(f"{self!r} is one operator output, not a sequence of outputs: it cannot be unpacked")
+
     # Arithmetic (DALI's mathematical expressions, see raypipe.operators.arithmetic). Comparisons
     # are not overloaded: DataNodes are dictionary keys, so == must stay identity.
     def _arithmetic(self, op: str, other: Any = _UNARY, reflected: bool = False) -> DataNode:

@@ -116,3 +116,8 @@ def test_errors_at_the_call(key, match):
 def test_on_the_gpu_stage_without_a_gpu():
     (out, layout) = _ours(lambda x: x.gpu()[-1, 1:, ::-1])
     assert out[1].tolist() == [[17, 16, 15], [20, 19, 18], [23, 22, 21]] and layout == "WC"
+
+
+def test_a_data_node_is_not_iterable():
+    with rp.Pipeline(batch_size=1), pytest.raises(TypeError, match="cannot be unpacked"):
+        first, second = fn.constant(idata=[1, 2], dtype=types.INT32)
