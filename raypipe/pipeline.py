@@ -55,8 +55,9 @@ class BatchInfo:
 class Pipeline:
     """DALI's pipeline: a graph of operators, run by its :attr:`engine` (:mod:`raypipe.engine`).
 
-    Subclass it and implement :meth:`define_graph` (DALI class style), or use
-    :func:`pipeline_def`. ``device_id=None`` keeps everything on the host, and so does a
+    Subclass it and implement :meth:`define_graph` (DALI class style), use :func:`pipeline_def`,
+    or call operators inside ``with pipe:`` and name the outputs with :meth:`set_outputs` (DALI's
+    graph-context style, :mod:`raypipe.graph_context`). ``device_id=None`` keeps everything on the host, and so does a
     ``device_id`` where no GPU is usable (with a :class:`~raypipe.backend.GpuUnavailableWarning`):
     mixed and gpu operators then run per sample through their host implementations, with the same
     results as ``device="cpu"``. On a GPU, ``RAYPIPE_GPU_MEMORY_MB`` bounds the pipeline's device
