@@ -262,7 +262,7 @@ def stage(graph: Graph, outputs: Sequence[Any], *, on_gpu: bool = True, decode_o
             elif d not in to_device:
                 to_device.append(d)
         for d in node.arg_inputs.values():
-            if d not in host_results:
+            if d.producer not in batched and d not in host_results:
                 host_results.append(d)
     for out in outputs:
         if out.producer in batched:
@@ -295,14 +295,15 @@ def _batch_stage(ordered: list[OpNode], on_gpu: bool) -> set[OpNode]:
     """The nodes the GPU stage runs batch by batch: every gpu node on a GPU; without one, gpu nodes
     with ``batch_semantics``. Besides, cpu nodes that need the whole batch
     (:meth:`~raypipe.operator.Operator.host_batch_step`) run there on the host (numpy) once the CPU
-    stage has gathered the batch. Whatever consumes a batched node's output is batched too; of the
+    stage has gathered the batch. Whatever consumes a batched node's output (as an input or an
+    argument input) is batched too; of the
     mixed nodes only ``.gpu()``'s transfer can be, the others run per sample on the host."""
     batched: set[OpNode] = set()
     for node in ordered:
-        downstream = any(d.producer in batched for d in node.inputs)
+        downstream = any(d.producer in batched for d in node.upstream())
         if node.device == "mixed" and not getattr(node.op, "batch_transfer", False):
             if downstream:
-                source = next(d.producer for d in node.inputs if d.producer in batched)
+                source = next(d.producer for d in node.upstream() if d.producer in batched)
                 raise PipelineDefinitionError(
                     f"operator {node.label} (device 'mixed') runs per sample and cannot consume {source.label}, "
                     "which needs the whole batch: move it after the mixed operator"

@@ -109,6 +109,18 @@ def test_cpu_pads_to_the_batchs_largest_extent_as_a_batch_step(ours):
     assert [s.tolist() for s in doubled] == [[6, 8, 4, 10, 8], [4, 4, 0, 0, 0], [6, 398, 10, 0, 0]]
 
 
+def test_an_argument_input_from_a_cpu_batch_step(ours):
+    """A per-sample argument computed from a padded batch: its consumer (a pad to a static shape,
+    which alone would run per sample in the CPU stage) runs after the batch step."""
+
+    def build(x):
+        longest = fn.shapes(fn.pad(x, fill_value=-1), dtype=types.INT32)[0]
+        return fn.pad(x, shape=[6], fill_value=fn.cast(longest, dtype=types.FLOAT))
+
+    ((padded, _),) = ours(RAGGED, build)
+    assert [s.tolist() for s in padded] == [[3, 4, 2, 5, 4, 5], [2, 2, 5, 5, 5, 5], [3, 199, 5, 5, 5, 5]]
+
+
 def test_cpu_batch_step_places_per_sample_pad_in_the_cpu_stage(jpeg_files):
     """Only pads that need the batch leave the CPU stage: a static ``shape`` pads per sample."""
     from raypipe.graph import Graph, defining, stage
