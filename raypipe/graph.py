@@ -6,7 +6,7 @@ from __future__ import annotations
 import threading
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, NoReturn
 
 from .decode_plan import DecodePlan, plan_decoders
 from .errors import ArgumentError, PipelineDefinitionError
@@ -56,7 +56,7 @@ class DataNode:
 
         return subscript(self, key)
 
-    def __iter__(self):
+    def __iter__(self) -> NoReturn:
         """Not iterable (``__getitem__`` would otherwise make it endlessly so): one output of one operator."""
         raise TypeError(f"{self!r} is one operator output, not a sequence of outputs: it cannot be unpacked")
 
