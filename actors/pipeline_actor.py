@@ -29,12 +29,12 @@ from raypipe.errors import RaypipeError
 from raypipe.service_config import ServiceConfig
 from raypipe.tensor_list import TensorList
 
-from . import host_ring, niceness, request_channel
+from . import host_ring, niceness, ragged, request_channel
 from .cpu_helper import build_service_pipeline, remote_worker
 from .cuda_ipc import Exporter, device_uuid, use_ipc
 from .meters import ProcessMeter, QueueMeter
 from .metrics_export import EXPORT_INTERVAL_S, export_actor
-from .protocol import BatchReply, BatchRequest, Skip
+from .protocol import BatchReply, BatchRequest, RaggedArray, Skip
 
 # Methods in this group answer while a batch is being made (they only read counters).
 CONTROL = "control"
@@ -163,7 +163,7 @@ class PipelineActor:
         self._skipped += len(info.skipped)
         slots = request.rank_slots * len(outputs)
         shipped = [self._ship(o, request.gpu_uuid, (epoch, k), slots, ring) for o in outputs]
-        self._shipped_bytes += sum(a.nbytes for a in shipped if isinstance(a, np.ndarray))
+        self._shipped_bytes += sum(a.nbytes for a in shipped if isinstance(a, (np.ndarray, RaggedArray)))
         self._busy_s += time.perf_counter() - began
         if time.monotonic() - self._exported > EXPORT_INTERVAL_S:
             self._exported = time.monotonic()
@@ -228,6 +228,8 @@ class PipelineActor:
     def _ship(
         self, output: TensorList, gpu_uuid: bytes | None, token: tuple[int, int], ipc_slots: int, ring: bool
     ) -> Any:
+        if len(output) and not output.is_dense_tensor():
+            return self._ship_ragged(output, ring)
         tensor = output.as_tensor()
         if output.device == "gpu" and use_ipc(tensor, self._gpu_uuid, gpu_uuid):
             shipped = self._ring(ipc_slots).export(tensor, token)
@@ -240,6 +242,14 @@ class PipelineActor:
             if shipped is not None:
                 return shipped
         return tensor
+
+    def _ship_ragged(self, output: TensorList, ring: bool) -> RaggedArray:
+        """An output whose samples differ in shape, packed into one flat host array (in shared
+        memory when the rank maps it) plus the samples' shapes."""
+        allocate = self._host.allocate if ring else None
+        flat, shapes = ragged.pack([to_host(output.at(i)) for i in range(len(output))], allocate)
+        shipped = self._host.export(flat) if ring else None
+        return RaggedArray(flat if shipped is None else shipped, shapes)
 
     def _ring(self, slots: int) -> Exporter:
         if self._exporter is None or self._exporter.size != slots:

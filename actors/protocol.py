@@ -1,8 +1,8 @@
 """What crosses the seams between a rank's loader, its pipeline actor and the coordinator: a batch
-request, the batch's reply, the samples a batch replaced, the rank's timing of each batch, and the
-acknowledgement that carries the rank's progress, skips and timings to the coordinator. Both sides
-of each seam use these types, over Ray or over the actor's socket (:mod:`actors.request_channel`),
-so a field has one name and one meaning."""
+request, the batch's reply (a ragged output packed as one :class:`RaggedArray`), the samples a
+batch replaced, the rank's timing of each batch, and the acknowledgement that carries the rank's
+progress, skips and timings to the coordinator. Both sides of each seam use these types, over Ray
+or over the actor's socket (:mod:`actors.request_channel`), so a field has one name and one meaning."""
 
 from __future__ import annotations
 
@@ -32,6 +32,21 @@ class BatchRequest:
 
 
 @dataclass(frozen=True)
+class RaggedArray:
+    """An output whose samples differ in shape: the samples' elements back to back in one flat array
+    (``flat``: a host array, or a shared-memory descriptor like any host output) and each sample's
+    shape, a row of ``shapes`` (``(batch, ndim)`` int64)."""
+
+    flat: Any
+    shapes: np.ndarray
+
+    @property
+    def nbytes(self) -> int:
+        """Bytes of the packed samples (what travels in the object store when ``flat`` is an array)."""
+        return int(self.flat.nbytes) if isinstance(self.flat, np.ndarray) else 0
+
+
+@dataclass(frozen=True)
 class Skip:
     """A sample a batch replaced (``on_error="skip"``): where, which file, and why."""
 
@@ -56,8 +71,8 @@ class Timing:
 
 @dataclass(frozen=True)
 class BatchReply:
-    """The batch a :class:`BatchRequest` asked for: its outputs (host arrays, CUDA IPC handles or
-    shared-memory descriptors), padding flags and sample indices per position, the samples it
+    """The batch a :class:`BatchRequest` asked for: its outputs (host arrays, CUDA IPC handles,
+    shared-memory descriptors or :class:`RaggedArray`), padding flags and sample indices per position, the samples it
     replaced, and, in a reply to a request that did not name the actor's exporter, the
     ``host_channel`` for the rank to check and the socket ``requests`` go over."""
 

@@ -20,9 +20,9 @@ from typing import Any
 import numpy as np
 import ray
 
-from actors import host_ring, request_channel
+from actors import host_ring, ragged, request_channel
 from actors.cuda_ipc import CopiedReleases, Importer, IpcArray
-from actors.protocol import BatchReply, BatchRequest
+from actors.protocol import BatchReply, BatchRequest, RaggedArray
 from raypipe.errors import RaypipeError
 
 #: How long an abandoned iteration waits for its requests in flight (see :meth:`BatchClient.settle`).
@@ -123,14 +123,17 @@ class BatchClient:
 
     def unpack(self, reply: BatchReply) -> list[Any]:
         """``reply``'s outputs as arrays: host batches as numpy arrays (read-only views of the
-        actor's shared memory where they came that way), CUDA IPC batches as torch tensors on the
+        actor's shared memory where they came that way), a ragged output as a list of per-sample
+        numpy arrays (views of its packed array), CUDA IPC batches as torch tensors on the
         rank's GPU, copied out of the actor's ring (whose slots go back once the copies are done)."""
         arrays = [self._array(a) for a in reply.outputs]
         if any(isinstance(a, IpcArray) for a in reply.outputs):
             self._ipc_releases.add((reply.epoch, reply.index), self._importer.last_copy)
         return arrays
 
-    def _array(self, output: np.ndarray | IpcArray | host_ring.HostArray) -> Any:
+    def _array(self, output: np.ndarray | IpcArray | host_ring.HostArray | RaggedArray) -> Any:
+        if isinstance(output, RaggedArray):
+            return ragged.split(self._array(output.flat), output.shapes)
         if isinstance(output, IpcArray):
             return self._importer.to_torch(output, self._cuda_index)
         if isinstance(output, host_ring.HostArray):

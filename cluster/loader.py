@@ -21,8 +21,9 @@ import numpy as np
 import ray
 
 from actors.cuda_ipc import device_uuid
-from actors.protocol import Ack, BatchReply, Skip, Timing
+from actors.protocol import Ack, BatchReply, RaggedArray, Skip, Timing
 from raypipe.errors import ArgumentError, RaypipeError
+from raypipe.ragged import pad_to_largest, sample_shapes
 from raypipe.rank_normalize import Normalize
 from raypipe.service_config import ServiceConfig
 
@@ -43,7 +44,13 @@ __all__ = ["HOST_RING_ENV", "REQUEST_SOCKET_ENV", "Loader", "loader"]
 
 
 class Loader:
-    """Iterates over one rank's batches; ``len()`` is equal on every rank."""
+    """Iterates over one rank's batches; ``len()`` is equal on every rank.
+
+    An output whose samples differ in shape in a batch (text, boxes, a WebDataset ``.cls`` label
+    of one or two characters) arrives as a list of per-sample arrays (numpy) or tensors (torch);
+    with ``pad_ragged=True`` as one array padded with zeros to the batch's largest extent per axis
+    instead. Either way ``last_shapes`` holds, per output of the batch last yielded, each sample's
+    shape before padding (a ``(batch, ndim)`` int64 array)."""
 
     def __init__(
         self,
@@ -54,6 +61,7 @@ class Loader:
         prefetch: int = 2,
         device: str | int | None = None,
         normalize: Normalize | None = None,
+        pad_ragged: bool = False,
     ):
         if output not in OUTPUTS:
             raise ArgumentError(f"loader: output must be one of {OUTPUTS}, got {output!r}")
@@ -66,6 +74,8 @@ class Loader:
             or not isinstance(world_size, int)
         ):
             raise ArgumentError(f"loader: rank and world_size must be ints, got {rank!r} and {world_size!r}")
+        if not isinstance(pad_ragged, bool):
+            raise ArgumentError(f"loader: pad_ragged must be True or False, got {pad_ragged!r}")
         if normalize is not None and (not isinstance(normalize, Normalize) or output != "torch"):
             raise ArgumentError("loader: normalize must be an rp.Normalize, and needs output='torch'")
         parse_device(device)
@@ -91,6 +101,7 @@ class Loader:
         self._cuda_index = self.location.cuda_index
         self._upload: HostUpload | None = None  # made on the first host batch bound for a GPU
         self.normalize = normalize
+        self.pad_ragged = pad_ragged
         # The actor starts while the coordinator may still be starting: both at once.
         attached = self._coordinator.attach.remote(rank, self.location.as_dict())
         self._actor, self.actor_info = start_pipeline_actor(launch, self.config, rank, self.location)
@@ -104,6 +115,7 @@ class Loader:
         self._store_checked = False
         self.last_is_pad: np.ndarray | None = None
         self.last_sample_indices: np.ndarray | None = None
+        self.last_shapes: list[np.ndarray] | None = None
 
     @property
     def host_transport(self) -> str:
@@ -190,7 +202,11 @@ class Loader:
     def _outputs(self, batch: BatchReply) -> tuple[Any, ...]:
         """``batch``'s outputs as the caller asked for them (numpy, or torch on the rank's device),
         normalized when the loader normalizes."""
-        outputs = tuple(self._convert(a) for a in self._client.unpack(batch))
+        arrays = self._client.unpack(batch)
+        self.last_shapes = [_shapes(a) for a in arrays]
+        if self.pad_ragged:
+            arrays = [pad_to_largest(a)[0] if isinstance(a, list) else a for a in arrays]
+        outputs = tuple([self._convert(s) for s in a] if isinstance(a, list) else self._convert(a) for a in arrays)
         return self.normalize.apply(outputs) if self.normalize is not None else outputs
 
     def report_synthetic(self, batches: int, trained_s: float) -> None:
@@ -220,7 +236,7 @@ class Loader:
         """Warn once when this node's ranks' batches in flight may not fit its object store, where
         Ray would spill them (see :mod:`cluster.object_store`); GPU batches (CUDA IPC) do not count."""
         self._store_checked = True
-        batch_bytes = sum(a.nbytes for a in arrays if isinstance(a, np.ndarray))
+        batch_bytes = sum(a.nbytes for a in arrays if isinstance(a, (np.ndarray, RaggedArray)))
         if batch_bytes == 0:
             return
         store_bytes, gpus = object_store.node_store(self.location.node_id)
@@ -245,6 +261,14 @@ class Loader:
             warnings.filterwarnings("ignore", message="The given NumPy array is not writable")
             tensor = torch.from_numpy(array)
         return tensor.to(device) if device else tensor
+
+
+def _shapes(output: Any) -> np.ndarray:
+    """Each sample's shape in ``output`` (a batch array or tensor, or a ragged output's list of
+    samples) as a row of a ``(batch, ndim)`` int64 array."""
+    if isinstance(output, list):
+        return sample_shapes(output)
+    return np.tile(np.array(tuple(output.shape[1:]), dtype=np.int64), (len(output), 1))
 
 
 class _Acks:

@@ -20,6 +20,7 @@ from .errors import (
 )
 from .pipeline import BatchInfo, Pipeline, pipeline_def
 from .rank_normalize import Normalize
+from .subscript import newaxis
 from .tensor_list import TensorList
 
 __all__ = [
@@ -36,6 +37,7 @@ __all__ = [
     "TensorList",
     "fn",
     "loader",
+    "newaxis",
     "ops",
     "pipeline_def",
     "serve",

@@ -27,13 +27,15 @@ def device_report(device: DeviceContext, staged: StagedGraph, requested: int | N
         "gpu": device.on_gpu,
         "reason": None if device.on_gpu else _host_reason(requested),
         "decoder": _decoder_path(device, staged, bool(mixed_decoders)),
-        "kernels": _kernels_path(device, bool(staged.gpu_nodes)),
+        "kernels": _kernels_path(device, any(n.device != "cpu" for n in staged.gpu_nodes)),
         "operators": {},
     }
     batched = report["kernels"]["path"] == "gpu"
     for node in staged.gpu_nodes:
         has_kernels = type(node.op).run_batch is not Operator.run_batch
-        if not device.on_gpu:
+        if node.device == "cpu":  # a host batch step: numpy on the gathered batch, whatever the device
+            how = "host"
+        elif not device.on_gpu:
             how = "simulator" if device.batched and has_kernels else "host"
         elif has_kernels and batched:
             how = "kernels"

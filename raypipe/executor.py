@@ -510,11 +510,13 @@ class Executor:
         self._device.wait_for_copies(batch.ready)
         with self._device.on_compute_stream():
             for node in self._graph.gpu_nodes:
-                inputs = [env[d] for d in node.inputs]
+                on_host = node.device == "cpu"  # a host batch step: numpy on the gathered host samples
+                inputs = [_batch_input(d, env, host, np if on_host else xp) for d in node.inputs]
                 args = {k: host[d] for k, d in node.arg_inputs.items()}
                 try:
                     called = time.perf_counter()
-                    out = node.op.run_batch(xp, inputs, args, ctxs) if ctxs else _empty(len(node.outputs))
+                    op_xp = np if on_host else xp
+                    out = node.op.run_batch(op_xp, inputs, args, ctxs) if ctxs else _empty(len(node.outputs))
                     if self.profile is not None:
                         self.profile.add("gpu", node.label, time.perf_counter() - called)
                 except Exception as exc:
@@ -522,11 +524,12 @@ class Executor:
                         f"operator {node.label} failed on the batch of samples {indices[:8]}"
                         f"{'...' if len(indices) > 8 else ''}, epoch {spec.epoch}: {exc}"
                     ) from exc
+                results = host if on_host else env
                 if len(node.outputs) == 1:
-                    env[node.outputs[0]] = out
+                    results[node.outputs[0]] = out
                 else:
                     for d, value in zip(node.outputs, out):
-                        env[d] = value
+                        results[d] = value
             results = tuple(
                 self._output(d, env, host, xp, positions, batch.outputs, filling) for d in self._graph.outputs
             )
@@ -598,6 +601,17 @@ def _take(batch: TensorList, rows: list[int], xp: Any) -> TensorList:
     if batch.is_dense_tensor():
         return TensorList(batch.as_tensor()[xp.asarray(rows)], batch.device, batch.layout())
     return TensorList([batch.at(r) for r in rows], batch.device, batch.layout())
+
+
+def _batch_input(d: DataNode, env: dict, host: dict, xp: Any) -> Any:
+    """Input ``d`` of a batched operator running with ``xp``: the GPU stage's result, or the host
+    samples (moved to the device when a GPU operator consumes a host batch step's output)."""
+    if d in env:
+        return env[d]
+    samples = host[d]
+    if xp is np:
+        return samples
+    return xp.asarray(samples) if isinstance(samples, np.ndarray) else [xp.asarray(s) for s in samples]
 
 
 def _empty(num_outputs: int) -> list | tuple[list, ...]:

@@ -6,7 +6,7 @@ from __future__ import annotations
 import threading
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, NoReturn
 
 from .decode_plan import DecodePlan, plan_decoders
 from .errors import ArgumentError, PipelineDefinitionError
@@ -49,6 +49,16 @@ class DataNode:
 
     def __repr__(self) -> str:
         return f"DataNode({self.name}, device={self.device})"
+
+    def __getitem__(self, key: Any) -> DataNode:
+        """DALI's subscript ``x[...]`` (see :mod:`raypipe.subscript`)."""
+        from .subscript import subscript
+
+        return subscript(self, key)
+
+    def __iter__(self) -> NoReturn:
+        """Not iterable (``__getitem__`` would otherwise make it endlessly so): one output of one operator."""
+        raise TypeError(f"{self!r} is one operator output, not a sequence of outputs: it cannot be unpacked")
 
     # Arithmetic (DALI's mathematical expressions, see raypipe.operators.arithmetic). Comparisons
     # are not overloaded: DataNodes are dictionary keys, so == must stay identity.
@@ -244,10 +254,15 @@ def stage(graph: Graph, outputs: Sequence[Any], *, on_gpu: bool = True, decode_o
     host_results: list[DataNode] = []
     for node in gpu_nodes:
         for d in node.inputs:
-            if d.producer not in batched and d not in to_device:
+            if d.producer in batched:
+                continue
+            if node.device == "cpu":  # a host batch step takes its inputs as the CPU stage left them
+                if d not in host_results:
+                    host_results.append(d)
+            elif d not in to_device:
                 to_device.append(d)
         for d in node.arg_inputs.values():
-            if d not in host_results:
+            if d.producer not in batched and d not in host_results:
                 host_results.append(d)
     for out in outputs:
         if out.producer in batched:
@@ -278,14 +293,29 @@ def stage(graph: Graph, outputs: Sequence[Any], *, on_gpu: bool = True, decode_o
 
 def _batch_stage(ordered: list[OpNode], on_gpu: bool) -> set[OpNode]:
     """The nodes the GPU stage runs batch by batch: every gpu node on a GPU; without one, gpu nodes
-    with ``batch_semantics`` and the gpu nodes downstream of them."""
-    if on_gpu:
-        return {n for n in ordered if n.device == "gpu"}
+    with ``batch_semantics``. Besides, cpu nodes that need the whole batch
+    (:meth:`~raypipe.operator.Operator.host_batch_step`) run there on the host (numpy) once the CPU
+    stage has gathered the batch. Whatever consumes a batched node's output (as an input or an
+    argument input) is batched too; of the
+    mixed nodes only ``.gpu()``'s transfer can be, the others run per sample on the host."""
     batched: set[OpNode] = set()
     for node in ordered:
-        if node.device == "gpu" and (
-            getattr(node.op, "batch_semantics", False) or any(d.producer in batched for d in node.inputs)
-        ):
+        downstream = any(d.producer in batched for d in node.upstream())
+        if node.device == "mixed" and not getattr(node.op, "batch_transfer", False):
+            if downstream:
+                source = next(d.producer for d in node.upstream() if d.producer in batched)
+                raise PipelineDefinitionError(
+                    f"operator {node.label} (device 'mixed') runs per sample and cannot consume {source.label}, "
+                    "which needs the whole batch: move it after the mixed operator"
+                )
+            continue
+        if node.device == "cpu":
+            wanted = node.op.host_batch_step(set(node.arg_inputs))
+        elif node.device == "mixed":
+            wanted = False
+        else:
+            wanted = on_gpu or getattr(node.op, "batch_semantics", False)
+        if wanted or downstream:
             batched.add(node)
     return batched
 

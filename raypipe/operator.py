@@ -12,7 +12,7 @@ stated tolerance.
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
+from collections.abc import Collection, Sequence
 from dataclasses import dataclass
 from types import ModuleType
 from typing import Any, ClassVar
@@ -128,6 +128,13 @@ class Operator:
     def output_layout(self, input_layouts: Sequence[str]) -> str:
         """Layout of the first output given the inputs' layouts."""
         return input_layouts[0] if input_layouts else ""
+
+    def host_batch_step(self, arg_inputs: Collection[str]) -> bool:
+        """Whether this operator on ``device="cpu"`` needs the whole batch (given the names of its
+        argument inputs), as DALI's CPU operators with batch-wide semantics do: it then runs once
+        per batch through :meth:`run_batch` with ``xp=numpy``, after the CPU stage, instead of per
+        sample in it."""
+        return False
 
     def compute(self, xp: ModuleType, inputs: Sequence[Any], args: dict[str, Any], ctx: SampleContext) -> Any:
         """One sample, written against the array module ``xp``."""

@@ -14,13 +14,15 @@ from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from . import graph_context
 from .backend import DeviceContext
 from .batch_spec import BatchSpec
 from .device_report import device_report
 from .engine import Engine, GraphFunction
 from .errors import ArgumentError, PipelineDefinitionError
 from .executor import BatchResult, SkippedSample
-from .graph import OpNode, StagedGraph
+from .graph import DataNode, OpNode, StagedGraph
+from .graph_context import RecordedGraph, Recording
 from .operator import Operator
 from .pipeline_options import DECLARATIONS, parse
 from .position import make_state, read_state
@@ -53,8 +55,9 @@ class BatchInfo:
 class Pipeline:
     """DALI's pipeline: a graph of operators, run by its :attr:`engine` (:mod:`raypipe.engine`).
 
-    Subclass it and implement :meth:`define_graph` (DALI class style), or use
-    :func:`pipeline_def`. ``device_id=None`` keeps everything on the host, and so does a
+    Subclass it and implement :meth:`define_graph` (DALI class style), use :func:`pipeline_def`,
+    or call operators inside ``with pipe:`` and name the outputs with :meth:`set_outputs` (DALI's
+    graph-context style, :mod:`raypipe.graph_context`). ``device_id=None`` keeps everything on the host, and so does a
     ``device_id`` where no GPU is usable (with a :class:`~raypipe.backend.GpuUnavailableWarning`):
     mixed and gpu operators then run per sample through their host implementations, with the same
     results as ``device="cpu"``. On a GPU, ``RAYPIPE_GPU_MEMORY_MB`` bounds the pipeline's device
@@ -160,6 +163,9 @@ class Pipeline:
         self._last: BatchResult | None = None
         self._skipped: list[SkippedSample] = []
         self._scheduled = 0  # runs asked for by schedule_run() and not yet taken by outputs()
+        self._recorded = RecordedGraph()  # what ``with pipe:`` blocks record (the graph-context style)
+        self._graph_outputs: tuple[DataNode, ...] | None = None  # set_outputs()
+        self._blocks: list[Recording | None] = []  # active with blocks / push_current: recording or not
 
     @property
     def max_batch_size(self) -> int:
@@ -183,8 +189,62 @@ class Pipeline:
         return len(self._staged.outputs)
 
     def define_graph(self) -> Any:
-        """Wire operators and return the pipeline's outputs (override in a subclass)."""
-        raise PipelineDefinitionError(f"{type(self).__name__} must implement define_graph()")
+        """Wire operators and return the pipeline's outputs (override in a subclass, or define the
+        graph in a ``with pipe:`` block and call :meth:`set_outputs`)."""
+        raise PipelineDefinitionError(
+            f"{type(self).__name__} must implement define_graph(), or call operators inside `with pipe:` "
+            "and name the outputs with pipe.set_outputs(...)"
+        )
+
+    def set_outputs(self, *outputs: DataNode) -> None:
+        """DALI's graph-context style: the pipeline's outputs, made by operators called inside a
+        ``with pipe:`` block of this pipeline (inside it or after it)."""
+        if self._engine is not None:
+            raise PipelineDefinitionError("set_outputs(): the pipeline is already built")
+        if self._defines_its_graph():
+            raise PipelineDefinitionError(
+                f"set_outputs(): {type(self).__name__} defines its graph with define_graph() (or pipeline_def)"
+            )
+        for i, out in enumerate(outputs):
+            if not self._recorded.owns(out):
+                raise PipelineDefinitionError(
+                    f"set_outputs(): output {i} ({out!r}) was not made by an operator called inside `with pipe:` "
+                    "of this pipeline"
+                )
+        self._graph_outputs = tuple(outputs)
+
+    def _defines_its_graph(self) -> bool:
+        """Whether the graph comes from :meth:`define_graph` (a subclass's, or ``pipeline_def``'s)."""
+        return type(self).define_graph is not Pipeline.define_graph
+
+    def _records(self) -> bool:
+        """Whether a ``with`` block records operators into this pipeline: its graph is not defined
+        (no define_graph, no outputs set, not built)."""
+        return not self._defines_its_graph() and self._graph_outputs is None and self._engine is None
+
+    @staticmethod
+    def current() -> Pipeline | None:
+        """The pipeline of the innermost active ``with pipe:`` block (or :meth:`push_current`) in
+        this thread; None outside them. (DALI's is also set while ``define_graph`` runs; raypipe
+        defines graphs inside its engine, without the pipeline.)"""
+        return graph_context.current()
+
+    @staticmethod
+    def push_current(pipeline: Pipeline) -> Pipeline | None:
+        """Make ``pipeline`` current, as entering ``with pipeline:`` does; return the previous one."""
+        previous = graph_context.push_current(pipeline)
+        pipeline._blocks.append(Recording(pipeline._recorded) if pipeline._records() else None)
+        return previous
+
+    @staticmethod
+    def pop_current() -> None:
+        """Restore the pipeline current before the last :meth:`push_current`."""
+        pipeline = graph_context.current()
+        graph_context.pop_current()
+        if pipeline is not None:
+            block = pipeline._blocks.pop()
+            if block is not None:
+                block.stop()
 
     @property
     def engine(self) -> Engine:
@@ -220,7 +280,10 @@ class Pipeline:
 
     def _graph_function(self) -> GraphFunction:
         """:meth:`define_graph` for the engine, held weakly: the engine never keeps its pipeline
-        alive, so a dropped pipeline is freed at once (and its engine with it)."""
+        alive, so a dropped pipeline is freed at once (and its engine with it). A graph recorded in
+        ``with pipe:`` blocks is replayed (the engine holds the recording, not the pipeline)."""
+        if self._graph_outputs is not None:
+            return functools.partial(self._recorded.replay, self._graph_outputs)
         method = weakref.WeakMethod(self.define_graph)
 
         def define() -> Any:
@@ -414,10 +477,18 @@ class Pipeline:
             self._engine.close()
 
     def __enter__(self) -> Pipeline:
+        """Make this pipeline current (DALI's ``with pipe:``). On a pipeline whose graph is not
+        defined yet the block records the operators called inside it (the graph-context style,
+        then :meth:`set_outputs`); on one whose graph is defined (define_graph, pipeline_def, or
+        outputs set) the block's end closes the pipeline, which DALI's does not."""
+        Pipeline.push_current(self)
         return self
 
     def __exit__(self, *exc) -> None:
-        self.close()
+        recorded = bool(self._blocks) and self._blocks[-1] is not None
+        Pipeline.pop_current()
+        if not recorded:
+            self.close()
 
     def _reader(self, name: str | None) -> OpNode:
         self.build()

@@ -23,6 +23,7 @@ from . import (  # noqa: F401
     rotate,
     shape_ops,
     slice,
+    subscript,
     tfrecord_reader,
     transfer,
     transpose,

@@ -4,14 +4,15 @@ An axis's extent is ``shape`` (a minimum: a larger sample keeps its extent) or, 
 or where it is -1, the largest extent in the batch; either is then rounded up to a multiple of
 ``align``. ``fill_value`` converts to the sample's type as a C cast (-1 as uint8 is 255, as in
 DALI). Padding to the batch's largest extent needs the whole batch: the GPU stage has it (with
-or without a GPU, ``device="gpu"`` pads there), while the CPU stage runs each sample alone and so
-only pads to extents ``shape`` and ``align`` fix, refusing the rest with an error that says so.
+or without a GPU, ``device="gpu"`` pads there), and on ``device="cpu"`` pad then runs as a host
+batch step once the CPU stage has gathered the batch (:meth:`Pad.host_batch_step`); extents that
+``shape`` fixes for every sample pad per sample in the CPU stage.
 """
 
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
+from collections.abc import Collection, Sequence
 from typing import Any
 
 import numpy as np
@@ -49,6 +50,10 @@ class Pad(Operator):
             if values is not None and count and len(values) not in (1, count):
                 raise ArgumentError(f"pad: {name} {list(values)} must give one value per padded axis ({count})")
 
+    def host_batch_step(self, arg_inputs: Collection[str]) -> bool:
+        """On the CPU, a batch step unless a static ``shape`` fixes every padded axis's extent."""
+        return "shape" in arg_inputs or self.shape is None or any(d < 0 for d in self.shape)
+
     def output_layout(self, input_layouts: Sequence[str]) -> str:
         given = input_layouts[0] if input_layouts else ""
         if self.axis_names is not None:
@@ -85,10 +90,7 @@ class Pad(Operator):
         for k, axis in enumerate(axes):
             if shape[k] < 0:
                 if largest is None:
-                    raise ValueError(
-                        f"pad: axis {axis} pads to the batch's largest extent, which needs the whole batch: "
-                        "on device='cpu' pass shape= for every padded axis, or run pad on device='gpu'"
-                    )
+                    raise ValueError(f"pad: axis {axis} pads to the largest extent of the batch, which it needs")
                 base = largest[axis]
             else:
                 base = max(shape[k], own[axis])

@@ -384,9 +384,17 @@ class _DaliBaseIterator:
 def _trim(batch: Batch, info: BatchInfo, keep: int) -> tuple[Batch, BatchInfo]:
     if keep >= len(info.is_pad):
         return batch, info
-    return {name: value[:keep] for name, value in batch.items()}, dataclasses.replace(
+    return {name: _head(value, keep) for name, value in batch.items()}, dataclasses.replace(
         info, sample_indices=info.sample_indices[:keep], is_pad=info.is_pad[:keep]
     )
+
+
+def _head(value: Any, keep: int) -> Any:
+    """The first ``keep`` samples of an output: a slice, or for a sparse tensor (which has no
+    slicing) its rows copied."""
+    if getattr(value, "is_sparse", False):
+        return value.narrow_copy(0, 0, keep)
+    return value[:keep]
 
 
 def _dali_size(meta: dict[str, Any], batch_size: int, policy: LastBatchPolicy) -> int:

@@ -1,6 +1,8 @@
 """DALI's PyTorch iterators (``nvidia.dali.plugin.pytorch``) over raypipe pipelines.
 
-Each step yields a list with one ``{name: torch.Tensor}`` dict per pipeline. On the host the
+Each step yields a list with one ``{name: torch.Tensor}`` dict per pipeline (with
+:class:`DALIRaggedIterator`, an output whose samples differ in shape as a list of tensors or a
+sparse COO tensor). On the host the
 tensors share memory with the pipeline's batch (``torch.from_numpy``); on the GPU they are copies
 in memory torch allocated, queued on torch's current stream (:mod:`.device_copy`: a view of the
 pipeline's pool could be overwritten by the next batch under the training step's kernels).
@@ -22,7 +24,14 @@ from ..tensor_list import TensorList
 from .base_iterator import LastBatchPolicy, _DaliBaseIterator, dense
 from .device_copy import copy_into, cupy_to_torch, torch_dtype
 
-__all__ = ["DALIClassificationIterator", "DALIGenericIterator", "LastBatchPolicy", "feed_ndarray", "to_torch"]
+__all__ = [
+    "DALIClassificationIterator",
+    "DALIGenericIterator",
+    "DALIRaggedIterator",
+    "LastBatchPolicy",
+    "feed_ndarray",
+    "to_torch",
+]
 
 
 def to_torch(tensor_list: TensorList, name: str = "output") -> torch.Tensor:
@@ -133,3 +142,79 @@ class DALIClassificationIterator(DALIGenericIterator):
             last_batch_policy=last_batch_policy,
             prepare_first_batch=prepare_first_batch,
         )
+
+
+def to_torch_list(tensor_list: TensorList) -> list[torch.Tensor]:
+    """Each sample of a batch as a torch tensor (host samples share memory with the batch; read-only
+    ones are copied once, GPU samples are copied as :func:`to_torch` copies them)."""
+    out = []
+    for i in range(len(tensor_list)):
+        sample = tensor_list.at(i)
+        if is_device_array(sample):
+            out.append(cupy_to_torch(sample))
+            continue
+        sample = np.asarray(sample)
+        out.append(torch.from_numpy(sample if sample.flags.writeable else sample.copy()))
+    return out
+
+
+def to_sparse_coo(samples: list[torch.Tensor], name: str) -> torch.Tensor:
+    """1-D samples of different lengths as one ``(batch, longest)`` sparse COO tensor, as DALI's."""
+    if any(s.ndim != 1 for s in samples):
+        raise ArgumentError(f"DALIRaggedIterator: output {name!r} tagged sparse_coo must hold 1-D samples")
+    values = torch.hstack(samples) if samples else torch.zeros(0)
+    rows = torch.repeat_interleave(torch.arange(len(samples)), torch.tensor([len(s) for s in samples]))
+    cols = torch.cat([torch.arange(len(s)) for s in samples]) if samples else torch.zeros(0, dtype=torch.long)
+    return torch.sparse_coo_tensor(torch.stack([rows, cols]).to(values.device), values)
+
+
+class DALIRaggedIterator(_DaliBaseIterator):
+    """DALI's iterator for outputs whose samples differ in shape: yields ``[{name: value}, ...]``,
+    where ``output_types`` tags each output: :attr:`DENSE_TAG` (one tensor, as
+    :class:`DALIGenericIterator`; the default for every output), :attr:`SPARSE_LIST_TAG` (a list
+    of per-sample tensors) or :attr:`SPARSE_COO_TAG` (1-D samples as one sparse COO tensor of
+    ``(batch, longest)``). The other arguments are :class:`DALIGenericIterator`'s."""
+
+    DENSE_TAG: str = "dense"
+    SPARSE_LIST_TAG: str = "sparse_list"
+    SPARSE_COO_TAG: str = "sparse_coo"
+
+    def __init__(
+        self,
+        pipelines: Pipeline | Sequence[Pipeline],
+        output_map: Sequence[str],
+        size: int = -1,
+        reader_name: str | None = None,
+        output_types: Sequence[str] | None = None,
+        auto_reset: bool | str | None = False,
+        fill_last_batch: bool | None = None,
+        dynamic_shape: Any = False,
+        last_batch_padded: bool = False,
+        last_batch_policy: LastBatchPolicy | str = LastBatchPolicy.FILL,
+        prepare_first_batch: bool = True,
+    ) -> None:
+        tags = (self.DENSE_TAG, self.SPARSE_LIST_TAG, self.SPARSE_COO_TAG)
+        types = [self.DENSE_TAG] * len(output_map) if output_types is None else list(output_types)
+        if len(types) != len(output_map) or any(t not in tags for t in types):
+            raise ArgumentError(
+                f"DALIRaggedIterator: output_types must give one of {tags} per output, got {output_types!r}"
+            )
+        self._types = dict(zip(output_map, types))
+        super().__init__(
+            pipelines,
+            output_map,
+            size,
+            reader_name,
+            auto_reset,
+            fill_last_batch,
+            last_batch_padded,
+            last_batch_policy,
+            prepare_first_batch,
+        )
+
+    def _convert(self, tensor_list: TensorList, name: str) -> Any:
+        tag = self._types[name]
+        if tag == self.DENSE_TAG:
+            return to_torch(tensor_list, name)
+        samples = to_torch_list(tensor_list)
+        return samples if tag == self.SPARSE_LIST_TAG else to_sparse_coo(samples, name)

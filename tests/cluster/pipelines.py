@@ -99,3 +99,20 @@ def slowed(files):
     jpegs, labels = fn.readers.file(files=files, labels=list(range(len(files))), name="Reader")
     images = fn.python_function(fn.decoders.image(jpegs), function=_slow)
     return fn.resize(images, resize_x=32, resize_y=32), labels
+
+
+@rp.pipeline_def(batch_size=5, num_threads=1)
+def webdataset_text_labels(dst):
+    """A WebDataset that ``raypipe convert`` wrote into ``dst``: images at 32 x 32 and each sample's
+    ``.cls`` member as it is, ASCII bytes of one or two characters ("7", "12"): a ragged output."""
+    import os
+
+    from raypipe.formats.registry import get
+
+    fmt = get("webdataset")
+    data = sorted(os.path.join(dst, f) for f in os.listdir(dst) if f.startswith("shard-") and f.endswith(".tar"))
+    jpegs, labels = fn.readers.webdataset(
+        paths=data, index_paths=[fmt.index_path(p) for p in data], ext=["jpg;png", "cls"], name="Reader"
+    )
+    images = fn.resize(fn.decoders.image(jpegs), resize_x=32, resize_y=32)
+    return images, labels

@@ -1,6 +1,6 @@
 """pad: DALI's documented examples and DALI's results on ragged batches (real JPEGs and small
-arrays), per-sample arguments, the batch's largest extent in the GPU stage (with or without a GPU),
-and the CPU stage's refusal of what needs the whole batch."""
+arrays), per-sample arguments, the batch's largest extent in the GPU stage (with or without a GPU)
+and, on device="cpu", in a host batch step after the CPU stage."""
 
 from __future__ import annotations
 
@@ -86,9 +86,74 @@ def test_per_sample_arguments(ours):
     assert [s.tolist() for s in padded] == [[3, 4, 2, 5, 4, 50], [2, 2, 20], [3, 199, 5, 30]]
 
 
-def test_cpu_stage_refuses_the_batchs_largest_extent_naming_the_sample(ours):
-    with pytest.raises(rp.SampleError, match=r"sample 0 .*pad: axis 0 pads to the batch's largest extent.*'gpu'"):
-        ours(RAGGED, lambda x: fn.pad(x))
+@pytest.mark.parametrize("case, samples, layout, build", CASES, ids=[c[0] for c in CASES])
+def test_cpu_against_dali(ours, dali, images, case, samples, layout, build):
+    """``device="cpu"`` gives DALI's CPU results, the batch's largest extent included (a host batch step)."""
+    samples = images if samples is None else samples
+    theirs = dali(samples, lambda x, fn, types: build(x, fn, types, "cpu"), layout)
+    mine = ours(samples, lambda x: build(x, fn, types, "cpu"), layout)
+    for (their_samples, their_layout), (my_samples, my_layout) in zip(theirs, mine, strict=True):
+        assert my_layout == their_layout
+        for their, my in zip(their_samples, my_samples, strict=True):
+            assert my.dtype == their.dtype
+            np.testing.assert_array_equal(my, their)
+
+
+def test_cpu_pads_to_the_batchs_largest_extent_as_a_batch_step(ours):
+    """On the CPU, pad without ``shape`` runs once per batch on the gathered samples; what consumes
+    it (a CPU operator, a GPU operator without a GPU) runs batch by batch after it."""
+    ((padded, _),) = ours(RAGGED, lambda x: fn.pad(x, fill_value=-1))
+    assert [s.tolist() for s in padded] == [[3, 4, 2, 5, 4], [2, 2, -1, -1, -1], [3, 199, 5, -1, -1]]
+    (shapes, _), (doubled, _) = ours(RAGGED, lambda x: (fn.shapes(fn.pad(x, fill_value=-1)), fn.pad(x).gpu() * 2))
+    assert [s.tolist() for s in shapes] == [[5], [5], [5]]
+    assert [s.tolist() for s in doubled] == [[6, 8, 4, 10, 8], [4, 4, 0, 0, 0], [6, 398, 10, 0, 0]]
+
+
+def test_an_argument_input_from_a_cpu_batch_step(ours):
+    """A per-sample argument computed from a padded batch: its consumer (a pad to a static shape,
+    which alone would run per sample in the CPU stage) runs after the batch step."""
+
+    def build(x):
+        longest = fn.shapes(fn.pad(x, fill_value=-1), dtype=types.INT32)[0]
+        return fn.pad(x, shape=[6], fill_value=fn.cast(longest, dtype=types.FLOAT))
+
+    ((padded, _),) = ours(RAGGED, build)
+    assert [s.tolist() for s in padded] == [[3, 4, 2, 5, 4, 5], [2, 2, 5, 5, 5, 5], [3, 199, 5, 5, 5, 5]]
+
+
+def test_cpu_batch_step_places_per_sample_pad_in_the_cpu_stage(jpeg_files):
+    """Only pads that need the batch leave the CPU stage: a static ``shape`` pads per sample."""
+    from raypipe.graph import Graph, defining, stage
+
+    graph = Graph()
+    with defining(graph):
+        _, labels = fn.readers.file(files=jpeg_files[:2])
+        fixed, largest = fn.pad(labels, shape=[4]), fn.pad(labels)
+    staged = stage(graph, [fixed, largest], on_gpu=False)
+    assert fixed.producer in staged.host_nodes
+    assert largest.producer in staged.gpu_nodes
+    assert labels in staged.host_results
+
+
+def test_the_device_report_says_a_cpu_batch_step_runs_on_the_host(jpeg_files):
+    @rp.pipeline_def(batch_size=2, num_threads=1)
+    def pipe():
+        _, labels = fn.readers.file(files=jpeg_files[:2], labels=[1, 2])
+        return fn.pad(labels, name="padded")
+
+    with pipe() as p:
+        report = p.device_report()
+    assert report["operators"] == {"'padded'": "host"} and report["kernels"]["path"] != "gpu"
+
+
+def test_a_mixed_operator_cannot_consume_a_cpu_batch_step(jpeg_files):
+    @rp.pipeline_def(batch_size=2, num_threads=1)
+    def pipe():
+        jpegs, _ = fn.readers.file(files=jpeg_files[:2])
+        return fn.decoders.image(fn.pad(jpegs), device="mixed")
+
+    with pytest.raises(rp.PipelineDefinitionError, match="cannot consume .*'pad'.*needs the whole batch"):
+        pipe().build()
 
 
 def test_batch_step_on_numpy():
