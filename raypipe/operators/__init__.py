@@ -11,6 +11,7 @@ from . import (  # noqa: F401
     decoders,
     flip,
     joining,
+    math_functions,
     mxnet_reader,
     one_hot,
     pad,
