@@ -4,6 +4,7 @@ from . import (  # noqa: F401
     arithmetic,
     caffe_readers,
     cast,
+    color_adjust,
     color_twist,
     constant,
     crop,
