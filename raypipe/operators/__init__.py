@@ -5,6 +5,7 @@ from . import (  # noqa: F401
     caffe_readers,
     cast,
     color_adjust,
+    color_space,
     color_twist,
     constant,
     crop,
