@@ -12,6 +12,7 @@ from . import (  # noqa: F401
     crop_mirror_normalize,
     decoders,
     flip,
+    gaussian_blur,
     joining,
     math_functions,
     mxnet_reader,
