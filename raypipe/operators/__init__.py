@@ -16,6 +16,7 @@ from . import (  # noqa: F401
     joining,
     math_functions,
     mxnet_reader,
+    normalize,
     one_hot,
     pad,
     python_function,
