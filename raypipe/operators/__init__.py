@@ -30,5 +30,6 @@ from . import (  # noqa: F401
     tfrecord_reader,
     transfer,
     transpose,
+    warp_affine,
     webdataset_reader,
 )

@@ -29,7 +29,7 @@ from ..errors import ArgumentError
 from ..operator import Operator, Schema, check_number, register
 from ..types import DALIDataType, DALIImageType
 from .batch_args import batch_numbers
-from .cast import parse_dtype, saturate_cast
+from .cast import parse_dtype, round_half_away, saturate_cast
 from .color_twist import ColorTwist
 
 _CHANNEL_LAST = ("HWC", "FHWC")
@@ -105,12 +105,6 @@ def max_value(dtype: np.dtype) -> float:
 
 
 _BC_ARGS = ("brightness", "brightness_shift", "contrast", "contrast_center")
-
-
-def round_half_away(xp: ModuleType, values: Any) -> Any:
-    """``values`` rounded to the nearest integer, ties away from zero (DALI's host rounding)."""
-    whole = xp.trunc(values)
-    return xp.where(xp.abs(values - whole) >= 0.5, whole + xp.sign(values), whole)
 
 
 @register
