@@ -13,6 +13,7 @@ from . import (  # noqa: F401
     decoders,
     flip,
     gaussian_blur,
+    jitter,
     joining,
     math_functions,
     mxnet_reader,
