@@ -4,11 +4,10 @@ gpu devices), and against hand-computed samples without DALI.
 
 Tolerance: both compute coordinates and weights in float32 but in other orders, and DALI's
 coordinates of images a few hundred pixels wide differ from the exact ones by up to ~2e-3 pixel:
-bilinear uint8 results may differ by up to 3 at sharp edges (and differ at all on at most 3%
-of the values), float ones by 0.5 (0..255
-data, where a pixel step can change the value by 255); nearest-neighbour
-results may pick the neighbouring pixel where a coordinate is within float32 error of an integer
-(at most 1% of the pixels)."""
+bilinear uint8 results may differ by up to 3 at sharp edges (and differ at all on at most 3% of the
+values), float ones by 0.5 (0..255 data, where a one-pixel step can change a value by 255);
+nearest-neighbour results may pick the neighbouring pixel where a coordinate is within float32
+error of an integer (at most 1% of the pixels)."""
 
 from __future__ import annotations
 
