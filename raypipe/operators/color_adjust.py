@@ -40,10 +40,10 @@ def _check_image_type(op: str, image_type: Any) -> None:
         raise ArgumentError(f"{op}: image_type must be types.RGB (the only one here), got {image_type!r}")
 
 
-def _check_layout(op: str, input_layouts: Sequence[str]) -> str:
+def _check_layout(op: str, input_layouts: Sequence[str], allowed: Sequence[str] = _CHANNEL_LAST) -> str:
     layout = input_layouts[0] if input_layouts else ""
-    if layout and layout not in _CHANNEL_LAST:
-        raise ArgumentError(f"{op}: expects an HWC or FHWC input, got layout {layout!r}")
+    if layout and layout not in allowed:
+        raise ArgumentError(f"{op}: expects {' or '.join(allowed)} input, got layout {layout!r}")
     return layout
 
 
@@ -65,7 +65,7 @@ class Hsv(ColorTwist):
         super().configure(brightness=value, saturation=saturation, hue=hue, dtype=dtype)
 
     def output_layout(self, input_layouts: Sequence[str]) -> str:
-        return _check_layout(self.schema.name, input_layouts)
+        return _check_layout(self.schema.name, input_layouts, ("HWC",))
 
 
 @register
