@@ -13,6 +13,8 @@ import pytest
 
 from raypipe import fn, types
 from raypipe.errors import ArgumentError
+from raypipe.operators.color_adjust import BrightnessContrast
+from raypipe.sample_contexts import SampleContexts
 from tests.operators.test_color_twist import reference
 
 HUES = [np.float32(v) for v in (-120.0, 15.0, 60.0, 170.0)]
@@ -162,3 +164,15 @@ def test_refusals(ours, images):
         ours(images, lambda x: fn.hue(x, image_type=types.BGR), "HWC")
     with pytest.raises(ArgumentError, match="hsv: expects HWC input"):
         ours([np.ascontiguousarray(i.transpose(2, 0, 1)) for i in images], lambda x: fn.hsv(x), "CHW")
+
+
+def test_a_batch_array_is_adjusted_at_once_as_each_sample_alone():
+    batch = np.random.default_rng(4).integers(0, 256, (4, 7, 9, 3), dtype=np.uint8)
+    ctxs = SampleContexts(0, 0, np.arange(4))
+    args = {"brightness": SCALES, "contrast_center": CENTERS}
+    op = BrightnessContrast("gpu", 0, brightness_shift=0.1, contrast=1.3)
+    together = op.run_batch(np, [batch], args, ctxs)
+    assert isinstance(together, np.ndarray) and together.shape == batch.shape
+    for i in range(4):
+        alone = op.run_sample([batch[i]], {k: v[i] for k, v in args.items()}, ctxs[i])
+        np.testing.assert_array_equal(together[i], alone)

@@ -14,6 +14,8 @@ import pytest
 
 from raypipe import fn, types
 from raypipe.errors import ArgumentError
+from raypipe.operators.color_space import ColorSpaceConversion
+from raypipe.sample_contexts import SampleContexts
 
 SPACES = ["RGB", "BGR", "GRAY", "YCbCr"]
 PAIRS = [(a, b) for a, b in itertools.product(SPACES, SPACES) if a != b]
@@ -84,3 +86,13 @@ def test_refusals(ours, images):
     with pytest.raises(Exception, match="takes uint8 images"):
         floats = [i.astype(np.float32) for i in images]
         ours(floats, lambda x: fn.color_space_conversion(x, image_type=types.RGB, output_type=types.GRAY))
+
+
+def test_a_batch_array_is_converted_at_once_as_each_sample_alone():
+    batch = np.random.default_rng(4).integers(0, 256, (4, 7, 9, 3), dtype=np.uint8)
+    ctxs = SampleContexts(0, 0, np.arange(4))
+    op = ColorSpaceConversion("gpu", 0, image_type=types.BGR, output_type=types.YCbCr)
+    together = op.run_batch(np, [batch], {}, ctxs)
+    assert isinstance(together, np.ndarray) and together.shape == batch.shape
+    for i in range(4):
+        np.testing.assert_array_equal(together[i], op.run_sample([batch[i]], {}, ctxs[i]))
