@@ -9,7 +9,9 @@ outside the input take ``fill_value`` when it is given (so edges blend into it),
 border pixel. ``size`` (``[H, W]``) is the output size (the input's by default). The matrix is the
 ``matrix`` argument (six numbers, per sample as an argument input) or a second input of 2x3
 samples. The result, computed in float32, is rounded (ties away from zero, DALI's host rounding)
-and saturated to ``dtype`` (the input's type by default).
+and saturated to ``dtype`` (the input's type by default). The frames of a sequence, and in the GPU
+stage a batch held in one array with the same matrix for every sample, are warped in one pass of
+array operations.
 """
 
 from __future__ import annotations
@@ -49,8 +51,9 @@ def output_to_input(matrix: Sequence[float], inverse_map: bool) -> np.ndarray:
 def warp(
     xp: ModuleType, image: Any, matrix: np.ndarray, height: int, width: int, fill: np.ndarray | None, linear: bool
 ) -> Any:
-    """``image`` (HWC) sampled at ``matrix`` (output to input) of each output pixel centre: float32."""
-    in_h, in_w = image.shape[:2]
+    """``image`` (HWC, or several of them as one NHWC array) sampled at ``matrix`` (output to input)
+    of each output pixel centre: float32."""
+    in_h, in_w = image.shape[-3:-1]
     m = matrix.astype(np.float32)
     xs = xp.arange(width, dtype=np.float32)[None, :] + np.float32(0.5)
     ys = xp.arange(height, dtype=np.float32)[:, None] + np.float32(0.5)
@@ -59,7 +62,7 @@ def warp(
     pixels = image.astype(np.float32)
 
     def fetch(xi: Any, yi: Any) -> Any:
-        values = pixels[xp.clip(yi, 0, in_h - 1), xp.clip(xi, 0, in_w - 1)]
+        values = pixels[..., xp.clip(yi, 0, in_h - 1), xp.clip(xi, 0, in_w - 1), :]
         if fill is None:
             return values
         inside = (xi >= 0) & (xi < in_w) & (yi >= 0) & (yi < in_h)
@@ -124,12 +127,22 @@ class WarpAffine(Operator):
         affine = output_to_input(matrix, self.inverse_map)
         if image.ndim not in (3, 4):
             raise ValueError(f"{_OP}: expects HWC images or FHWC sequences, got shape {tuple(image.shape)}")
-        frames = image if image.ndim == 4 else image[None]
         size = per_sample(args["size"]) if "size" in args else self.size
-        height, width = (int(round(s)) for s in size) if size else frames.shape[1:3]
-        warped = xp.stack([warp(xp, f, affine, height, width, self.fill, self.linear) for f in frames])
-        warped = warped if image.ndim == 4 else warped[0]
-        dtype = image.dtype if self.dtype is None else self.dtype
+        return self._warp(xp, image, affine, size)
+
+    def _warp(self, xp: ModuleType, images: Any, affine: np.ndarray, size: Sequence[float] | None) -> Any:
+        """``images`` (HWC, or a stack of them: FHWC frames or a batch) warped alike."""
+        height, width = (int(round(s)) for s in size) if size else images.shape[-3:-1]
+        warped = warp(xp, images, affine, height, width, self.fill, self.linear)
+        dtype = images.dtype if self.dtype is None else self.dtype
         if dtype.kind in "iu":
             warped = round_half_away(xp, warped)
         return saturate_cast(xp, warped, dtype, overwrite=True)
+
+    def run_batch(self, xp: ModuleType, inputs, args, ctxs) -> Any:
+        """A batch of HWC images held in one array, warped by the ``matrix`` and ``size`` arguments
+        (not per sample), in one pass of array operations; otherwise sample by sample."""
+        batch = inputs[0]
+        if len(inputs) == 1 and not args and self.matrix is not None and hasattr(batch, "ndim") and batch.ndim == 4:
+            return self._warp(xp, batch, output_to_input(self.matrix, self.inverse_map), self.size)
+        return super().run_batch(xp, inputs, args, ctxs)

@@ -18,6 +18,8 @@ import pytest
 
 from raypipe import fn, types
 from raypipe.errors import ArgumentError
+from raypipe.operators.warp_affine import WarpAffine
+from raypipe.sample_contexts import SampleContexts
 
 
 def rotation(degrees: float, tx: float, ty: float, scale: float = 1.0) -> list[float]:
@@ -127,6 +129,16 @@ def test_samples_without_dali(ours):
         "HWC",
     )
     np.testing.assert_array_equal(nearest[..., 0], image[1::2, 1:7:2, 0])
+
+
+def test_a_batch_array_is_warped_at_once_as_each_sample_alone():
+    batch = _RNG.integers(0, 256, (3, 20, 26, 3), dtype=np.uint8)
+    ctxs = SampleContexts(0, 0, np.arange(3))
+    op = WarpAffine("gpu", 0, matrix=MATRIX, size=[15, 30], fill_value=4)
+    together = op.run_batch(np, [batch], {}, ctxs)
+    assert isinstance(together, np.ndarray) and together.shape == (3, 15, 30, 3)
+    for i in range(3):
+        np.testing.assert_array_equal(together[i], op.run_sample([batch[i]], {}, ctxs[i]))
 
 
 def test_refusals(ours, images):
