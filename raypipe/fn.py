@@ -26,6 +26,10 @@ class _Namespace:
     def __getattr__(self, attr: str):
         if attr.startswith("__"):
             raise AttributeError(attr)
+        if attr == "math" and not self._prefix:
+            from . import math
+
+            return math
         name = _ALIASES.get(attr, attr) if not self._prefix else f"{self._prefix}{attr}"
         ops = registry()
         if name in ops:
@@ -44,7 +48,7 @@ class _Namespace:
     def __dir__(self):
         names = {k[len(self._prefix) :].split(".")[0] for k in registry() if k.startswith(self._prefix)}
         if not self._prefix:
-            names |= {a for a, op_name in _ALIASES.items() if op_name in registry()}
+            names |= {a for a, op_name in _ALIASES.items() if op_name in registry()} | {"math"}
         return sorted(n for n in names if not n.startswith("_"))
 
 

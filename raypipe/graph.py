@@ -60,8 +60,9 @@ class DataNode:
         """Not iterable (``__getitem__`` would otherwise make it endlessly so): one output of one operator."""
         raise TypeError(f"{self!r} is one operator output, not a sequence of outputs: it cannot be unpacked")
 
-    # Arithmetic (DALI's mathematical expressions, see raypipe.operators.arithmetic). Comparisons
-    # are not overloaded: DataNodes are dictionary keys, so == must stay identity.
+    # Arithmetic, comparisons and bitwise operators (DALI's mathematical expressions, see
+    # raypipe.operators.arithmetic). DataNodes are also dictionary keys and list members: == and !=
+    # place a comparison only while a pipeline is being defined, and are identity otherwise.
     def _arithmetic(self, op: str, other: Any = _UNARY, reflected: bool = False) -> DataNode:
         from .operators.arithmetic import SYMBOLS, constant_dtype
 
@@ -93,6 +94,27 @@ class DataNode:
     __rpow__ = _operator("pow", reflected=True)
     __neg__ = _operator("neg", unary=True)
     __pos__ = _operator("pos", unary=True)
+    __lt__ = _operator("lt")
+    __le__ = _operator("le")
+    __gt__ = _operator("gt")
+    __ge__ = _operator("ge")
+    __and__ = _operator("and")
+    __rand__ = _operator("and", reflected=True)
+    __or__ = _operator("or")
+    __ror__ = _operator("or", reflected=True)
+    __xor__ = _operator("xor")
+    __rxor__ = _operator("xor", reflected=True)
+    __hash__ = object.__hash__
+
+    def __eq__(self, other: Any) -> Any:
+        if getattr(_local, "graph", None) is None:
+            return self is other
+        return self._arithmetic("eq", other)
+
+    def __ne__(self, other: Any) -> Any:
+        if getattr(_local, "graph", None) is None:
+            return self is not other
+        return self._arithmetic("ne", other)
 
 
 class OpNode:

@@ -30,11 +30,12 @@ class DALIDataType(enum.Enum):
 
 
 class DALIImageType(enum.Enum):
-    """Colour spaces a decoder can produce."""
+    """Colour spaces: decoders produce RGB, BGR or GRAY; ``color_space_conversion`` also takes YCbCr."""
 
     RGB = "RGB"
     BGR = "BGR"
     GRAY = "L"
+    YCbCr = "YCbCr"
 
 
 class DALIInterpType(enum.Enum):
@@ -65,6 +66,7 @@ BOOL = DALIDataType.BOOL
 RGB = DALIImageType.RGB
 BGR = DALIImageType.BGR
 GRAY = DALIImageType.GRAY
+YCbCr = DALIImageType.YCbCr
 
 INTERP_NN = DALIInterpType.INTERP_NN
 INTERP_LINEAR = DALIInterpType.INTERP_LINEAR

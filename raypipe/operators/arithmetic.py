@@ -1,5 +1,6 @@
-"""Arithmetic on pipeline data: ``images * 2``, ``labels - 1``, ``-x``, ``a / b`` (DALI's
-mathematical expressions), element by element, per sample, with DALI's types and rules.
+"""Arithmetic on pipeline data: ``images * 2``, ``labels - 1``, ``-x``, ``a / b``, ``a < b``,
+``a & b`` (DALI's mathematical expressions), element by element, per sample, with DALI's types
+and rules.
 
 Types: a Python ``int`` constant is int32, a ``float`` float32, a ``bool`` bool, a
 ``types.Constant(value, dtype=...)`` scalar its ``dtype``; two operands
@@ -7,7 +8,10 @@ promote as numpy does for typed values (uint8 and int16 give int16, an integer a
 float32), and integer arithmetic wraps (uint8 ``200 * 2`` is 144, as in DALI). ``/`` is true
 division in float32 for integers; ``//`` and ``%`` truncate towards zero on integers (C's
 quotient and remainder: ``-7 // 2`` is -3, ``-7 % 3`` is -1) and an integer divisor of zero is
-an error; on floats ``//`` is ``/`` and ``%`` is C's ``fmod``, as DALI computes them.
+an error; on floats ``//`` is ``/`` and ``%`` is C's ``fmod``, as DALI computes them. An integer
+``**`` a negative integer is 0 unless the base is 1 or -1 (C's integer power, as DALI). Comparisons
+(``== != < <= > >=``) compare in the promoted type and give bool; bitwise ``& | ^`` take integers
+and bools only (a float operand is an error, as in DALI) and give the promoted type.
 """
 
 from __future__ import annotations
@@ -22,7 +26,9 @@ from ..errors import ArgumentError
 from ..operator import Operator, Schema, register
 from ..types import ScalarConstant
 
-BINARY = ("add", "sub", "mul", "truediv", "floordiv", "mod", "pow")
+COMPARISONS = ("eq", "ne", "lt", "le", "gt", "ge")
+BITWISE = ("and", "or", "xor")
+BINARY = ("add", "sub", "mul", "truediv", "floordiv", "mod", "pow", *COMPARISONS, *BITWISE)
 UNARY = ("neg", "pos")
 SYMBOLS = {
     "add": "+",
@@ -32,6 +38,15 @@ SYMBOLS = {
     "floordiv": "//",
     "mod": "%",
     "pow": "**",
+    "eq": "==",
+    "ne": "!=",
+    "lt": "<",
+    "le": "<=",
+    "gt": ">",
+    "ge": ">=",
+    "and": "&",
+    "or": "|",
+    "xor": "^",
     "neg": "-",
     "pos": "+",
 }
@@ -53,23 +68,63 @@ def constant_dtype(value: Any) -> np.dtype | None:
     return None
 
 
+def promoted_dtype(*dtypes: np.dtype) -> np.dtype:
+    """The common type of operands: integers (or bools) with floats give the float type, whatever
+    the integers' widths (DALI's rule; numpy would widen int32 and float32 to float64); otherwise
+    numpy's promotion."""
+    floats = [d for d in dtypes if d.kind == "f"]
+    return np.result_type(*floats) if floats else np.result_type(*dtypes)
+
+
 def result_dtype(op: str, left: np.dtype, right: np.dtype) -> np.dtype:
-    """The element type of ``left op right``: an integer (or bool) with a float gives that float
-    type, whatever the integer's width (DALI's rule; numpy would widen int32 and float32 to
-    float64); otherwise numpy's promotion."""
-    floats = [d for d in (left, right) if d.kind == "f"]
-    promoted = np.result_type(*floats) if len(floats) == 1 else np.result_type(left, right)
+    """The element type of ``left op right``: :func:`promoted_dtype`, float32 for ``/`` of
+    integers, bool for comparisons."""
+    if op in COMPARISONS:
+        return np.dtype(np.bool_)
+    promoted = promoted_dtype(left, right)
     if op == "truediv" and promoted.kind in "biu":
         return np.dtype(np.float32)
     return promoted
+
+
+def integer_power(xp: ModuleType, base: Any, exponent: Any) -> Any:
+    """``base ** exponent`` of integer arrays of one type, as C's integer power: wrapping, and for a
+    negative exponent 0 unless the base is 1 or -1 (numpy refuses negative integer exponents)."""
+    negative = exponent < 0
+    power = xp.power(base, xp.where(negative, 0, exponent).astype(base.dtype, copy=False))
+    if not bool(xp.any(negative)):
+        return power
+    odd = (exponent % 2) != 0
+    minus_one = xp.where(odd, -1, 1) if base.dtype.kind == "i" else 0
+    unit = xp.where(base == 1, 1, xp.where(base == -1, minus_one, 0))
+    return xp.where(negative, unit, power).astype(base.dtype, copy=False)
+
+
+_ELEMENTWISE = {
+    "eq": "equal",
+    "ne": "not_equal",
+    "lt": "less",
+    "le": "less_equal",
+    "gt": "greater",
+    "ge": "greater_equal",
+    "and": "bitwise_and",
+    "or": "bitwise_or",
+    "xor": "bitwise_xor",
+}
 
 
 def apply(xp: ModuleType, op: str, left: Any, right: Any = None) -> Any:
     """``left op right`` (or ``op left`` for a unary op) on arrays of the array module ``xp``."""
     if op in UNARY:
         return xp.negative(left) if op == "neg" else left.copy()
-    dtype = result_dtype(op, left.dtype, right.dtype)
+    dtype = promoted_dtype(left.dtype, right.dtype) if op in COMPARISONS else result_dtype(op, left.dtype, right.dtype)
+    if op in BITWISE and dtype.kind not in "biu":
+        raise TypeError(f"bitwise {SYMBOLS[op]} takes integers or bools, got {left.dtype} and {right.dtype}")
     left, right = left.astype(dtype, copy=False), right.astype(dtype, copy=False)
+    if op in COMPARISONS or op in BITWISE:
+        return getattr(xp, _ELEMENTWISE[op])(left, right)
+    if op == "pow" and dtype.kind in "iu":
+        return integer_power(xp, left, right)
     if op in ("floordiv", "mod") and dtype.kind in "biu":
         if bool(xp.any(right == 0)):
             raise ValueError(f"integer {SYMBOLS[op]} by zero")

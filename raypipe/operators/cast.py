@@ -80,6 +80,12 @@ def c_cast(value: float, dtype: np.dtype) -> np.ndarray:
     return np.asarray(value).astype(dtype)
 
 
+def round_half_away(xp: ModuleType, values: Any) -> Any:
+    """``values`` rounded to the nearest integer, ties away from zero (DALI's host rounding)."""
+    whole = xp.trunc(values)
+    return xp.where(xp.abs(values - whole) >= 0.5, whole + xp.sign(values), whole)
+
+
 @register
 class Cast(Operator):
     """Convert each sample to ``dtype`` (rounding to nearest and saturating, as DALI)."""

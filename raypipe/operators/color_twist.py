@@ -20,7 +20,7 @@ from typing import Any
 import numpy as np
 
 from ..kernels import launch
-from ..operator import Operator, Schema, as_scalar, check_number, register
+from ..operator import Operator, Schema, check_number, register
 from ..types import DALIDataType
 from .batch_args import batch_numbers
 from .cast import parse_dtype, saturate_cast
@@ -65,12 +65,12 @@ class ColorTwist(Operator):
 
     def compute(self, xp: ModuleType, inputs, args, ctx) -> Any:
         image = inputs[0]
-        _check_rgb(image)
-        matrix, offset = self._coefficients(args, image.dtype)
+        _check_rgb(image, self.schema.name)
+        dtype = image.dtype if self.dtype is None else self.dtype
+        matrix, offset = self._coefficients(args, image.dtype, dtype)
         pixels = image.reshape(-1, 3).astype(np.float32)
         twisted = pixels @ xp.asarray(matrix.T.astype(np.float32))
         twisted += np.float32(offset)
-        dtype = image.dtype if self.dtype is None else self.dtype
         return saturate_cast(xp, twisted.reshape(image.shape), dtype, overwrite=True)
 
     def run_batch(self, xp: ModuleType, inputs, args, ctxs) -> Any:
@@ -83,7 +83,7 @@ class ColorTwist(Operator):
         float16 step.
         """
         batch = inputs[0]
-        _check_rgb_batch(batch)
+        _check_rgb_batch(batch, self.schema.name)
         in_dtype = launch.uniform_dtype(batch)
         out_dtype = self.dtype if self.dtype is not None else in_dtype
         if (
@@ -95,18 +95,27 @@ class ColorTwist(Operator):
             return super().run_batch(xp, inputs, args, ctxs)
         from ..kernels.color_twist import color_twist_batch
 
-        values = {name: batch_numbers(_OP, args, name, default, len(batch)) for name, default in self.defaults.items()}
-        matrices, offsets = _twist_coefficients(values, in_dtype)
+        matrices, offsets = self._batch_coefficients(args, len(batch), in_dtype, out_dtype)
         coeffs = np.concatenate([matrices.reshape(-1, 9), offsets[:, None]], axis=1).astype(np.float32)
         return color_twist_batch(xp, launch.pack(xp, batch, _OP), coeffs, out_dtype)
 
-    def _coefficients(self, args: dict[str, Any], dtype: np.dtype) -> tuple[np.ndarray, float]:
-        """This sample's matrix (float64, 3x3) and offset for an image of ``dtype``."""
+    #: The operator's argument giving each of the twist's (``hsv``'s ``value`` is the brightness).
+    arg_names: dict[str, str] = {}
+
+    def _batch_coefficients(
+        self, args: dict[str, Any], n: int, in_dtype: np.dtype, out_dtype: np.dtype
+    ) -> tuple[np.ndarray, np.ndarray]:
+        """Matrices ``(n, 3, 3)`` and offsets ``(n,)`` (float64) of ``n`` samples of ``in_dtype``."""
         values = {
-            name: np.array([check_number(_OP, name, as_scalar(args.get(name, default)))])
+            name: batch_numbers(self.schema.name, args, self.arg_names.get(name, name), default, n)
             for name, default in self.defaults.items()
         }
-        matrices, offsets = _twist_coefficients(values, dtype)
+        return _twist_coefficients(values, in_dtype)
+
+    def _coefficients(self, args: dict[str, Any], dtype: np.dtype, out_dtype: np.dtype) -> tuple[np.ndarray, float]:
+        """This sample's matrix (float64, 3x3) and offset for an image of ``dtype``."""
+        sample = {key: [value] for key, value in args.items()}
+        matrices, offsets = self._batch_coefficients(sample, 1, dtype, out_dtype)
         return matrices[0], float(offsets[0])
 
 
@@ -118,18 +127,18 @@ def _twist_coefficients(values: dict[str, np.ndarray], dtype: np.dtype) -> tuple
     return twist_matrices(**values), brightness * (1.0 - contrast) * half_range
 
 
-def _check_rgb_batch(batch: Any) -> None:
+def _check_rgb_batch(batch: Any, op: str = _OP) -> None:
     """:func:`_check_rgb` of every sample (one check for a packed batch or a batch array)."""
     if isinstance(batch, launch.Packed) or hasattr(batch, "ndim"):
         shapes = launch.shapes_of(batch)
         bad = [0] if shapes.shape[1] != 3 else np.flatnonzero(shapes[:, 2] != 3)
         if len(bad):
-            _check_rgb(batch[int(bad[0])])
+            _check_rgb(batch[int(bad[0])], op)
         return
     for image in batch:
-        _check_rgb(image)
+        _check_rgb(image, op)
 
 
-def _check_rgb(image: Any) -> None:
+def _check_rgb(image: Any, op: str = _OP) -> None:
     if image.ndim != 3 or image.shape[2] != 3:
-        raise ValueError(f"{_OP}: expects HWC RGB images, got a sample of shape {tuple(image.shape)}")
+        raise ValueError(f"{op}: expects HWC RGB images, got a sample of shape {tuple(image.shape)}")

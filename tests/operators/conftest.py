@@ -29,16 +29,23 @@ def _collect(outputs) -> Outputs:
 
 @pytest.fixture
 def ours(jpeg_files) -> Callable[..., Outputs]:
-    """``ours(samples, build, layout="")``: ``build(data)`` on a batch holding ``samples``."""
+    """``ours(samples, build, layout="", per_sample=())``: ``build(data, *extra)`` on a batch holding
+    ``samples``, with a batch per entry of ``per_sample`` (for per-sample argument inputs)."""
 
-    def run(samples: Sequence[np.ndarray], build: Callable, layout: str = "", seed: int = 0) -> Outputs:
+    def run(
+        samples: Sequence[np.ndarray], build: Callable, layout: str = "", seed: int = 0, per_sample: Sequence = ()
+    ) -> Outputs:
         n = len(samples)
+
+        def given(batch: Sequence[np.ndarray]):
+            return lambda label: batch[int(np.asarray(label).reshape(-1)[0])]
 
         @rp.pipeline_def(batch_size=n, num_threads=1, seed=seed)
         def pipe():
             _, labels = fn.readers.file(files=jpeg_files[:n], labels=list(range(n)))
-            data = fn.python_function(labels, function=lambda label: samples[int(np.asarray(label).reshape(-1)[0])])
-            return build(fn.reshape(data, layout=layout) if layout else data)
+            data = fn.python_function(labels, function=given(samples))
+            extra = [fn.python_function(labels, function=given(values)) for values in per_sample]
+            return build(fn.reshape(data, layout=layout) if layout else data, *extra)
 
         with pipe() as p:
             return _collect(p.run())
@@ -46,20 +53,25 @@ def ours(jpeg_files) -> Callable[..., Outputs]:
     return run
 
 
+def _batch_of(values: Sequence) -> Callable[[], list]:
+    return lambda: list(values)
+
+
 @pytest.fixture
 def dali() -> Callable[..., Outputs]:
-    """``dali(samples, build, layout="")``: the same in DALI 2.4 (skipped where DALI is absent);
-    ``build`` gets DALI's ``fn`` and ``types`` after the data."""
+    """``dali(samples, build, layout="", per_sample=())``: the same in DALI 2.4 (skipped where DALI
+    is absent); ``build`` gets DALI's ``fn`` and ``types`` after the data, then the extra batches."""
     pytest.importorskip("nvidia.dali")
     from nvidia.dali import fn as dali_fn
     from nvidia.dali import pipeline_def
     from nvidia.dali import types as dali_types
 
-    def run(samples: Sequence[np.ndarray], build: Callable, layout: str = "") -> Outputs:
+    def run(samples: Sequence[np.ndarray], build: Callable, layout: str = "", per_sample: Sequence = ()) -> Outputs:
         @pipeline_def(batch_size=len(samples), num_threads=1, device_id=None, seed=0)
         def pipe():
             data = dali_fn.external_source(source=lambda: list(samples), batch=True, layout=layout or None)
-            return build(data, dali_fn, dali_types)
+            extra = [dali_fn.external_source(source=_batch_of(values), batch=True) for values in per_sample]
+            return build(data, dali_fn, dali_types, *extra)
 
         p = pipe()
         p.build()

@@ -41,6 +41,17 @@ CASES = [
     ("f32 // 2", "floordiv", F32, _c(2), "float32", [0.75, -1.0, 1.5]),
     ("i32 % 3", "mod", I32, _c(3), "int32", [1, -1, 0]),
     ("f32 % 2", "mod", F32, _c(2), "float32", [1.5, -0.0, 1.0]),
+    ("i32 ** -1", "pow", I32, _c(-1), "int32", [0, 0, 0]),
+    ("u8 == 3", "eq", U8, _c(3), "bool", [False, False, True]),
+    ("u8 != u8", "ne", U8, U8, "bool", [False, False, False]),
+    ("u8 < i16", "lt", U8, I16, "bool", [True, False, True]),
+    ("i32 <= f32", "le", I32, F32, "bool", [False, True, False]),
+    ("f32 > 1", "gt", F32, _c(1), "bool", [True, False, True]),
+    ("i16 >= i32", "ge", I16, I32, "bool", [True, True, True]),
+    ("u8 & i16", "and", U8, I16, "int16", [1, 200, 1]),
+    ("u8 | 2", "or", U8, _c(2), "int32", [3, 202, 3]),
+    ("i32 ^ i16", "xor", I32, I16, "int32", [0, 0, 0]),
+    ("u8 ^ 255", "xor", U8, _c(255), "int32", [254, 55, 252]),
 ]
 
 
@@ -59,6 +70,18 @@ def test_unary_and_division_by_zero():
     for op in ("floordiv", "mod"):
         with pytest.raises(ValueError, match="integer .* by zero"):
             apply(np, op, I32, _c(0))
+
+
+def test_integer_powers_with_negative_exponents_are_cs():
+    bases = np.array([1, -1, -1, 2, 0, -3], np.int32)
+    exponents = np.array([-5, -3, -2, -1, 3, 3], np.int32)
+    np.testing.assert_array_equal(apply(np, "pow", bases, exponents), np.array([1, -1, 1, 0, 0, -27], np.int32))
+    np.testing.assert_array_equal(apply(np, "pow", U8, U8), np.array([1, 0, 27], np.uint8))
+
+
+def test_bitwise_operators_refuse_floats():
+    with pytest.raises(TypeError, match="bitwise & takes integers or bools"):
+        apply(np, "and", I32, F32)
 
 
 def _feed(array):
@@ -106,6 +129,39 @@ def test_expressions_in_a_pipeline(jpeg_files, on_gpu):
     assert np.asarray(negated).ravel().tolist() == [0, -1, -2, -3]
     assert not np.asarray(zero).any() and np.asarray(zero).dtype == np.uint8
     assert np.asarray(quotient).ravel().tolist() == [10, 5, 3, 2]
+
+
+@rp.pipeline_def(batch_size=4, num_threads=2, seed=3)
+def comparisons(files, on_gpu):
+    _, labels = fn.readers.file(files=files, labels=[0, 1, 2, 3])
+    if on_gpu:
+        labels = labels.gpu()
+    return labels == 2, labels != 2, 1 < labels, labels <= 1, (labels & 1) == 1, labels | 4, labels ^ labels
+
+
+@pytest.mark.parametrize("on_gpu", [False, True], ids=["cpu", "gpu-stage"])
+def test_comparisons_and_bitwise_operators_in_a_pipeline(jpeg_files, on_gpu):
+    with comparisons(jpeg_files[:4], on_gpu) as pipe:
+        eq, ne, gt, le, odd, ored, xored = (np.asarray(out.as_cpu()).ravel() for out in pipe.run())
+    assert eq.dtype == np.bool_ and eq.tolist() == [False, False, True, False]
+    assert ne.tolist() == [True, True, False, True] and gt.tolist() == [False, False, True, True]
+    assert le.tolist() == [True, True, False, False] and odd.tolist() == [False, True, False, True]
+    assert ored.dtype == np.int32 and ored.tolist() == [4, 5, 6, 7] and xored.tolist() == [0, 0, 0, 0]
+
+
+def test_equality_outside_a_definition_is_identity(jpeg_files):
+    nodes = []
+
+    @rp.pipeline_def(batch_size=2, num_threads=1, seed=3)
+    def pipe():
+        _, labels = fn.readers.file(files=jpeg_files[:2])
+        nodes.extend([labels, labels + 1])
+        return labels
+
+    pipe().build()
+    first, second = nodes
+    assert first == first and first != second and not (first == second)
+    assert second in nodes and {first: 1}[first] == 1
 
 
 def test_integer_division_by_zero_names_the_sample(jpeg_files):

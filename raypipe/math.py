@@ -1,0 +1,64 @@
+"""DALI's ``nvidia.dali.math``: ``math.sqrt(x)``, ``math.clamp(x, 0, 255)``, also as ``fn.math.*``.
+
+Each function places one element-wise operator (:mod:`raypipe.operators.math_functions`) on its
+data operands; number operands are constants of DALI's types (``int`` int32, ``float`` float32).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from .errors import ArgumentError
+from .graph import DataNode, current_graph
+from .operators.math_functions import ARITY
+
+
+def _place(function: str, *operands: Any) -> DataNode:
+    if len(operands) != ARITY[function]:
+        raise ArgumentError(f"math.{function} takes {ARITY[function]} operands, got {len(operands)}")
+    inputs = [x for x in operands if isinstance(x, DataNode)]
+    if not inputs:
+        raise ArgumentError(f"math.{function}: at least one operand must be pipeline data")
+    constants = {k: x for k, x in enumerate(operands) if not isinstance(x, DataNode)}
+    graph = current_graph(f"math.{function}")
+    return graph.add("_math", inputs, {"function": function, "constants": constants})[0]
+
+
+def _function(function: str):
+    def place(*operands: Any) -> DataNode:
+        return _place(function, *operands)
+
+    place.__name__ = place.__qualname__ = function
+    place.__doc__ = f"DALI's ``math.{function}`` of {ARITY[function]} operand(s), element by element."
+    return place
+
+
+abs = _function("abs")  # noqa: A001
+fabs = _function("fabs")
+floor = _function("floor")
+ceil = _function("ceil")
+pow = _function("pow")  # noqa: A001
+fpow = _function("fpow")
+sqrt = _function("sqrt")
+rsqrt = _function("rsqrt")
+cbrt = _function("cbrt")
+exp = _function("exp")
+log = _function("log")
+log2 = _function("log2")
+log10 = _function("log10")
+sin = _function("sin")
+cos = _function("cos")
+tan = _function("tan")
+asin = _function("asin")
+acos = _function("acos")
+atan = _function("atan")
+atan2 = _function("atan2")
+sinh = _function("sinh")
+cosh = _function("cosh")
+tanh = _function("tanh")
+asinh = _function("asinh")
+acosh = _function("acosh")
+atanh = _function("atanh")
+min = _function("min")  # noqa: A001
+max = _function("max")  # noqa: A001
+clamp = _function("clamp")
