@@ -9,6 +9,7 @@ from . import (  # noqa: F401
     crop,
     crop_mirror_normalize,
     decoders,
+    external_source,
     flip,
     joining,
     mxnet_reader,
