@@ -55,7 +55,8 @@ class SourceFeeder:
     def __init__(self, nodes: list[OpNode], batch_size: int, py_num_workers: int, py_start_method: str):
         self.nodes = nodes
         self.batch_size = batch_size
-        self.pulled = [n for n in nodes if n.op.callback is not None]
+        # sources with a callback, the parallel ones first (DALI's order of calls)
+        self.pulled = sorted((n for n in nodes if n.op.callback is not None), key=lambda n: not n.op.parallel)
         self.pushed = [n for n in nodes if n.op.callback is None]
         self._parallel = [n.op for n in self.pulled if n.op.parallel]
         self._workers = (py_num_workers, py_start_method)
@@ -136,10 +137,18 @@ class SourceFeeder:
         """The sources' next batch; None when the epoch ended or fed data is still missing."""
         outputs = self._stash
         if outputs is None:
+            outputs, ended = {}, False
+            for node in self.pulled:  # every source is asked, even after one ended (as DALI does)
+                try:
+                    outputs[node] = self._pull(node)
+                except StopIteration:
+                    ended = True
             try:
-                outputs = {node: self._pull(node) for node in self.pulled}
-                iter_setup()
+                if not ended:
+                    iter_setup()
             except StopIteration:
+                ended = True
+            if ended:
                 self._end()
                 return None
         missing = [n for n in self.pushed if not self._pending[n] and n not in self._last]
