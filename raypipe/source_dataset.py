@@ -112,13 +112,8 @@ def served_dataset(pipe: Any) -> tuple[int, str]:
                 f"to drive; {_INSTEAD}"
             )
         return pipe.reader_meta()["epoch_size"], pipe.dataset_digest()
-    for node in sources:
+    for node in sources:  # a reader beside them was refused when the pipeline was built
         check_servable(node)
-    if staged.reader is not None:
-        raise ArgumentError(
-            f"serve: the pipeline has both a reader ({staged.reader.label}) and an external source; the service "
-            "drives one of them: read the data in the source, or give the reader the source's data"
-        )
     lengths = {node.label: probe_length(node.op, pipe.batch_size) for node in sources}
     if len(set(lengths.values())) > 1:
         raise ArgumentError(f"serve: the external sources have epochs of different lengths {lengths}")

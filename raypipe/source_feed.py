@@ -236,8 +236,14 @@ class _FedSpecs(Iterator[BatchSpec]):
 
 
 def feeder_for(staged: StagedGraph, batch_size: int, py_num_workers: int, py_start_method: str) -> SourceFeeder | None:
-    """The feeder of ``staged``'s external sources; None without any."""
+    """The feeder of ``staged``'s external sources; None without any. A reader beside them is an
+    error: the sources decide where the epoch ends, the reader cannot follow them."""
     nodes = [n for n in (*staged.host_nodes, *staged.gpu_nodes) if isinstance(n.op, ExternalSource)]
     if not nodes:
         return None
+    if staged.reader is not None:
+        raise PipelineDefinitionError(
+            f"a pipeline with an external source ({nodes[0].label}) cannot also hold a reader ({staged.reader.label}): "
+            "read the data in the source, or feed the reader's data through the source"
+        )
     return SourceFeeder(nodes, batch_size, py_num_workers, py_start_method)

@@ -1,8 +1,7 @@
 """Running an operator on given samples, in raypipe and (where installed) in DALI 2.4's CPU build.
 
-raypipe has no ``external_source``: a batch of given arrays (ragged ones too) enters a pipeline as
-a file reader's labels ``0..n-1`` mapped to the arrays by ``python_function``; DALI's pipeline takes
-the same arrays from ``external_source``. Both return, per output, the host samples and the layout.
+A batch of given arrays (ragged ones too) enters each pipeline through ``external_source``. Both
+return, per output, the host samples and the layout.
 """
 
 from __future__ import annotations
@@ -28,17 +27,13 @@ def _collect(outputs) -> Outputs:
 
 
 @pytest.fixture
-def ours(jpeg_files) -> Callable[..., Outputs]:
+def ours() -> Callable[..., Outputs]:
     """``ours(samples, build, layout="")``: ``build(data)`` on a batch holding ``samples``."""
 
     def run(samples: Sequence[np.ndarray], build: Callable, layout: str = "", seed: int = 0) -> Outputs:
-        n = len(samples)
-
-        @rp.pipeline_def(batch_size=n, num_threads=1, seed=seed)
+        @rp.pipeline_def(batch_size=len(samples), num_threads=1, seed=seed)
         def pipe():
-            _, labels = fn.readers.file(files=jpeg_files[:n], labels=list(range(n)))
-            data = fn.python_function(labels, function=lambda label: samples[int(np.asarray(label).reshape(-1)[0])])
-            return build(fn.reshape(data, layout=layout) if layout else data)
+            return build(fn.external_source(source=lambda: list(samples), layout=layout or None))
 
         with pipe() as p:
             return _collect(p.run())

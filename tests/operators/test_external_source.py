@@ -229,6 +229,15 @@ def test_declared_dtype_ndim_layout_are_checked():
         assert pipe.run()[0].layout() == "HWC"
 
 
+def test_a_reader_beside_an_external_source_is_refused(jpeg_files):
+    def define():
+        jpegs, _ = fn.readers.file(files=jpeg_files[:3])
+        return jpegs, fn.external_source(without_args)
+
+    with pytest.raises(PipelineDefinitionError, match="cannot also hold a reader"):
+        ours(define).build()
+
+
 def test_argument_rules_as_in_dali():
     with pytest.raises(ArgumentError, match="cycle can only be given"):
         ours(lambda: fn.external_source(without_args, cycle=True)).build()
