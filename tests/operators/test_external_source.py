@@ -279,6 +279,28 @@ def test_feed_input_in_iter_setup():
         np.testing.assert_array_equal(batch.as_tensor(), np.stack(fed))
 
 
+def test_feed_input_in_iter_setup_as_in_dali():
+    dali = pytest.importorskip("nvidia.dali")
+
+    class DaliFed(dali.Pipeline):
+        def __init__(self, batches):
+            super().__init__(batch_size=BATCH, num_threads=1, device_id=None, seed=0)
+            self.source = dali.ops.ExternalSource()
+            self.batches = iter(batches)
+
+        def define_graph(self):
+            self.images = self.source(name="images")
+            return self.images
+
+        def iter_setup(self):
+            self.feed_input(self.images, next(self.batches), layout="HWC")
+
+    batches = [[image(i + j, (1, j + 1, 1)) for j in range(BATCH)] for i in range(3)]
+    dali_pipe = DaliFed(batches)
+    dali_pipe.build()
+    assert_same(epochs(FedPipeline(batches), 1), epochs(dali_pipe, 1))
+
+
 def test_feed_input_by_name_before_run_and_repeat_last():
     def define():
         return fn.external_source(name="x", repeat_last=True), fn.external_source(name="y")
