@@ -64,11 +64,6 @@ class SourceWorkerPool:
         self._finalizer = weakref.finalize(self, _shut_down, self._procs, self._conns)
         _LIVE.add(self)
 
-    @property
-    def pids(self) -> list[int]:
-        """The worker processes' ids."""
-        return [p.pid for p in self._procs]
-
     def restart(self, epoch: int) -> None:
         """Ask for ``epoch`` from its first batch on. Batches computed ahead by stateless sources
         are dropped; a stateful source's stay, in order, as the new epoch's first batches."""
@@ -101,9 +96,10 @@ class SourceWorkerPool:
         if failed:
             raise SampleError(f"external_source (parallel) failed in a worker process:\n{failed[0][1]}")
         if stopped:
-            for tasks_after in scheduled.values():
-                self._discard(tasks_after)
-            scheduled.clear()
+            if not self._stateful[k]:  # a rewound iterable's batches after its end open the next epoch
+                for tasks_after in scheduled.values():
+                    self._discard(tasks_after)
+                scheduled.clear()
             raise StopIteration
         parts = [_read_segment(r[1], r[2]) for r in replies]
         return [[s for part in parts for s in part[o]] for o in range(len(parts[0]))]

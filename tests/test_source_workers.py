@@ -61,7 +61,9 @@ def worker_pid(info: types.SampleInfo):
 def graph(parallel: bool):
     a, b = fn.external_source(per_sample, num_outputs=2, batch=False, parallel=parallel)
     c = fn.external_source(per_batch, batch=True, batch_info=True, parallel=parallel)
-    d = fn.external_source(Batches(), batch=True, cycle="raise", parallel=parallel)
+    d = fn.external_source(
+        Batches(), batch=True, cycle="raise", parallel=parallel, **({"prefetch_queue_depth": 3} if parallel else {})
+    )
     return a, b, c, d
 
 
