@@ -8,6 +8,7 @@ from __future__ import annotations
 import hashlib
 import os
 import signal
+import time
 
 import numpy as np
 import pytest
@@ -123,3 +124,26 @@ def test_a_stateful_source_is_refused_before_anything_starts(cluster):
     assert "fn.external_source(source=sample, batch=False)" in str(refused.value)
     with pytest.raises(ValueError):
         ray.get_actor(coordinator_name("es-refused"), namespace=NAMESPACE)
+
+
+def test_a_cpu_helper_computes_the_same_samples(cluster):
+    """A CPU helper builds the pipeline again and calls the source itself: same bytes."""
+    svc = _serve("es-nohelp")
+    try:
+        loaders = [rp.loader("es-nohelp", rank=r, world_size=2) for r in range(2)]
+        reference = {e: _lockstep(loaders, e) for e in range(4)}
+    finally:
+        svc.shutdown()
+    svc = _serve("es-help", cpu_helpers=1, cpus_per_helper=0.5, cpu_reserve_per_gpu=0.0)
+    try:
+        loaders = [rp.loader("es-help", rank=r, world_size=2) for r in range(2)]
+        deadline = time.monotonic() + 60
+        epoch, helped = 0, 0
+        while not helped and time.monotonic() < deadline:
+            assert _lockstep(loaders, epoch % 4) == reference[epoch % 4]
+            details = svc.stats()["helpers"]["details"]
+            helped = details[0].get("samples", 0) if details else 0
+            epoch += 1
+        assert helped, "the helper computed samples"
+    finally:
+        svc.shutdown()
