@@ -198,9 +198,17 @@ class ExternalSource(Operator):
         return sample[0] if self._count == 1 else sample
 
     def run_batch(self, xp: ModuleType, inputs, args, ctxs):
+        """The batch's samples on the device: one upload of the stacked batch where the samples
+        agree in shape and dtype, else one per sample."""
         samples = [self._take(ctxs.epoch, int(i)) for i in ctxs.sample_indices] if len(ctxs) else []
-        outs = [[xp.asarray(s[k]) for s in samples] for k in range(self._count)]
+        outs = [_uploaded(xp, [s[k] for s in samples]) for k in range(self._count)]
         return outs[0] if self._count == 1 else tuple(outs)
+
+
+def _uploaded(xp: ModuleType, samples: list[np.ndarray]) -> Any:
+    if samples and len({(s.shape, s.dtype) for s in samples}) == 1:
+        return xp.asarray(np.stack(samples))
+    return [xp.asarray(s) for s in samples]
 
 
 def split_batch(data: Any, count: int, multi: bool) -> list[list[np.ndarray]]:

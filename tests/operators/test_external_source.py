@@ -325,6 +325,20 @@ def test_gpu_source_is_gpu_data():
     np.testing.assert_array_equal(out.as_cpu().as_tensor(), by_iteration(0))
 
 
+def test_a_gpu_batch_is_uploaded_at_once_where_samples_agree():
+    """The GPU stage's call (run here with numpy as the device's array module)."""
+    from raypipe.operators.external_source import ExternalSource
+    from raypipe.sample_contexts import SampleContexts
+
+    op = ExternalSource("gpu", 0, source=by_iteration)
+    op.hold(0, 0, op.batch_outputs(by_iteration(0)))
+    batch = op.run_batch(np, [], {}, SampleContexts(0, 0, np.arange(BATCH)))
+    np.testing.assert_array_equal(batch, by_iteration(0))
+    op.hold(1, 0, op.batch_outputs(list(generate())[0]))
+    ragged = op.run_batch(np, [], {}, SampleContexts(0, 1, np.arange(BATCH)))
+    assert [s.shape for s in ragged] == [(1, 1, 1), (1, 2, 1), (1, 3, 1)]
+
+
 def test_framework_iterator_ends_the_epoch_at_stop_iteration():
     """size=-1 without a reader: an epoch is what the source gives until StopIteration; the
     iterator resets the pipeline for the next (the BatchInfo callable sees the new epoch)."""
