@@ -296,7 +296,9 @@ class Pipeline:
 
     def reset(self, epoch: int | None = None) -> None:
         """Drop prefetched batches and restart at the beginning of ``epoch`` (default: the
-        epoch after the last completed one, or the current one if none was returned)."""
+        epoch after the last completed one, or the current one if none was returned). With
+        external sources and no ``epoch``, as in DALI: the next epoch once a source ended the
+        current one, nothing before."""
         self.build()
         if epoch is None and self._feeder is not None:
             if not self._feeder.ended:
@@ -443,7 +445,7 @@ class Pipeline:
     def reader_label(self, name: str | None = None) -> str | None:
         """How profiles and errors name the reader (``'Reader'`` or ``'readers.file'#0``); None without one."""
         self.build()
-        return self._reader(name).label if self._staged.reader is not None or name is not None else None
+        return self._reader(name).label if self._staged.reader is not None else None
 
     def close(self) -> None:
         """Stop the executor's threads and release its cached device memory; idempotent, and
