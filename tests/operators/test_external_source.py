@@ -268,6 +268,23 @@ class FedPipeline(rp.Pipeline):
         self.feed_input(self.images, next(self.batches), layout="HWC")
 
 
+def test_ops_external_source_takes_its_source_positionally():
+    class Positional(rp.Pipeline):
+        def __init__(self):
+            super().__init__(batch_size=BATCH, num_threads=1, device_id=None, seed=0)
+            self.source = ops.ExternalSource(Batches(1), 2, layout=["HWC", ""])
+
+        def define_graph(self):
+            return self.source()
+
+    with Positional() as pipe:
+        images, labels = pipe.run()
+    assert images.layout() == "HWC"
+    np.testing.assert_array_equal(labels.as_tensor(), [1, 2, 3])
+    with pytest.raises(TypeError, match="takes 0 positional arguments"):
+        ops.Flip(1)
+
+
 def test_feed_input_in_iter_setup():
     batches = [[image(i + j) for j in range(BATCH)] for i in range(3)]
     with FedPipeline(batches) as pipe:
