@@ -6,7 +6,14 @@ and every epoch's batches (values, shapes, dtypes, layouts) and ends must match.
 
 from __future__ import annotations
 
+import gc
+import subprocess
+import sys
+import threading
+import time
+import weakref
 from collections.abc import Callable
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -379,3 +386,48 @@ def test_sample_info_types_match_dali():
     assert types.SampleInfo(4, 1, 1, 0).idx_in_epoch == 4
     assert types.BatchInfo(2, 1).epoch_idx == 1
     assert rp.types.SampleInfo is SampleInfo and rp.types.BatchInfo is BatchInfo
+
+
+def _raypipe_threads() -> list[str]:
+    return [t.name for t in threading.enumerate() if t.name.startswith("raypipe")]
+
+
+def test_a_dropped_fed_pipeline_is_freed_and_stops_its_threads():
+    """No reference cycle through the feeding: freed at once (the garbage collector off), and the
+    dispatch thread waiting for fed batches ends with it."""
+    earlier = set(_raypipe_threads())
+    gc.collect()
+    gc.disable()
+    try:
+        pipe = ours(lambda: fn.external_source(Batches(3), num_outputs=2))
+        pipe.run()
+        ref = weakref.ref(pipe)
+        del pipe
+        assert ref() is None
+    finally:
+        gc.enable()
+    deadline = time.monotonic() + 10
+    while set(_raypipe_threads()) - earlier and time.monotonic() < deadline:
+        time.sleep(0.01)
+    assert not set(_raypipe_threads()) - earlier
+
+
+EXIT_WHILE_FED = """
+import numpy as np
+import raypipe as rp
+from raypipe import fn
+
+@rp.pipeline_def(batch_size=2, num_threads=1, device_id=None)
+def pipe():
+    return fn.external_source(lambda: [np.zeros(1)] * 2)
+
+running = pipe()
+running.run()
+print("ran")
+"""
+
+
+def test_the_interpreter_exits_with_a_fed_pipeline_running():
+    root = Path(__file__).resolve().parents[2]
+    done = subprocess.run([sys.executable, "-c", EXIT_WHILE_FED], cwd=root, capture_output=True, text=True, timeout=60)
+    assert done.returncode == 0 and done.stdout.strip() == "ran", done.stderr
