@@ -23,6 +23,7 @@ from raypipe.cpu_stage import CpuStage
 from raypipe.errors import RaypipeError
 from raypipe.offload import RemoteWorker, WorkerLost
 from raypipe.service_config import ServiceConfig
+from raypipe.source_dataset import served_dataset
 
 from . import niceness
 
@@ -92,13 +93,13 @@ def build_service_pipeline(
     pipeline_fn: Callable, pipeline_kwargs: dict[str, Any], config: ServiceConfig, device_id: int | None, who: str
 ) -> Any:
     """The service's pipeline as an actor of it builds it (the service's batch size and seed), after
-    checking that its reader sees the service's dataset: every node must see the same files."""
+    checking that its reader (or per-sample external source) sees the service's dataset: every node
+    must see the same data."""
     pipe = pipeline_fn(
         **{**pipeline_kwargs, "batch_size": config.batch_size, "seed": config.seed, "device_id": device_id}
     )
     pipe.build()
-    length = pipe.reader_meta()["epoch_size"]
-    digest = pipe.dataset_digest()
+    length, digest = served_dataset(pipe)
     if (length, digest) != (config.dataset_len, config.dataset_digest):
         raise RaypipeError(
             f"{who} on node {ray.get_runtime_context().get_node_id()}: its reader sees {length} samples (digest "

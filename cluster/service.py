@@ -16,8 +16,9 @@ from typing import Any
 import ray
 
 from raypipe import log
-from raypipe.errors import ArgumentError, PipelineDefinitionError, RaypipeError
+from raypipe.errors import ArgumentError, RaypipeError
 from raypipe.service_config import ServiceConfig
+from raypipe.source_dataset import served_dataset
 
 from . import coordinator_record, object_store, service_record
 from .actor_launch import ActorLaunch
@@ -247,16 +248,13 @@ def serve(
         if key in pipeline_kwargs:
             raise ArgumentError(f"serve: {key} is set by the service, not the pipeline")
     probe = pipeline(**pipeline_kwargs)
-    try:
-        dataset_len = probe.reader_meta()["epoch_size"]
-    except PipelineDefinitionError:
-        raise ArgumentError("serve: the pipeline needs a reader (fn.readers.*) for the service to drive") from None
+    dataset_len, dataset_digest = served_dataset(probe)
     config = ServiceConfig(
         name=name,
         world_size=world_size,
         batch_size=probe.batch_size,
         dataset_len=dataset_len,
-        dataset_digest=probe.dataset_digest(),
+        dataset_digest=dataset_digest,
         seed=seed,
         shuffle=shuffle,
         last_batch=last_batch,

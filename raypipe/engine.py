@@ -30,14 +30,19 @@ from .profile import Profile
 GraphFunction = Callable[[], Any]
 
 
-def staged_graph(define: GraphFunction, on_gpu: bool, decode_on_gpu: bool) -> StagedGraph:
-    """Define the graph, stage it with this split and open its reader."""
+def staged_graph(define: GraphFunction, on_gpu: bool, decode_on_gpu: bool, batch_size: int = 1) -> StagedGraph:
+    """Define the graph, stage it with this split and open its reader. Operators that need the
+    pipeline's batch size (``bind_batch_size``: external sources asked for samples by index) get it."""
     graph = Graph()
     with defining(graph):
         outputs = define()
     if not isinstance(outputs, (list, tuple)):
         outputs = (outputs,)
     staged = stage(graph, outputs, on_gpu=on_gpu, decode_on_gpu=decode_on_gpu)
+    for node in graph.nodes:
+        bind = getattr(node.op, "bind_batch_size", None)
+        if bind is not None:
+            bind(batch_size)
     if staged.reader is not None:
         staged.reader.op.prepare()
     return staged
@@ -47,7 +52,8 @@ class Engine:
     """A graph staged for ``device`` (defined by ``define``) and its executor, made on first use.
 
     ``seed`` keys every sample's randomness; ``num_threads`` run the CPU stage, with up to
-    ``cpu_size`` batches in it and ``gpu_size`` waiting for the GPU stage."""
+    ``cpu_size`` batches in it and ``gpu_size`` waiting for the GPU stage; ``batch_size`` is the
+    pipeline's (what operators asked for samples by index place them with)."""
 
     def __init__(
         self,
@@ -58,6 +64,7 @@ class Engine:
         num_threads: int,
         cpu_size: int,
         gpu_size: int,
+        batch_size: int = 1,
     ):
         self.device = device
         self.seed = seed
@@ -69,7 +76,8 @@ class Engine:
             "on_gpu": device.batched,
             "decode_on_gpu": device.on_gpu and nvimgcodec_available(device.device_id),
         }
-        self.staged = staged_graph(define, **self._split)
+        self._batch_size = batch_size
+        self.staged = staged_graph(define, **self._split, batch_size=batch_size)
         self._executor: Executor | None = None
         self._profile: Profile | None = None
         self._workers: tuple[dict[str, RemoteWorker], float] = ({}, 60.0)
@@ -93,7 +101,7 @@ class Engine:
     def cpu_stage(self, split: dict[str, bool]) -> CpuStage:
         """The CPU stage of this engine's graph as an engine with ``split`` (:meth:`cpu_split`) has
         it: what a CPU helper runs for that engine's samples. Needs no device and makes no executor."""
-        staged = staged_graph(self._define, **split)
+        staged = staged_graph(self._define, **split, batch_size=self._batch_size)
         reader = staged.reader.op if staged.reader is not None else None
         return CpuStage(staged, self.seed, reader.source_of if reader is not None else None)
 

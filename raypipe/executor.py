@@ -229,6 +229,9 @@ class Executor:
         instead of leaving the batch shorter."""
         self.stop()
         self._stop = threading.Event()
+        watch = getattr(specs, "watch_stop", None)  # a spec source that waits (fed external sources) polls it
+        if watch is not None:
+            watch(self._stop)
         self._finished = False
         self._replace_skipped = replace_skipped
         self._slots = threading.Semaphore(self._cpu_size)

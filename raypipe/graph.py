@@ -160,6 +160,9 @@ class Graph:
         """Place operator ``op_name`` on ``inputs``; DataNode keyword values become argument inputs."""
         cls = registry()[op_name]
         schema = cls.schema
+        if cls.positional_args and inputs and not isinstance(inputs[0], DataNode):  # fn.external_source(source)
+            kwargs = {**dict(zip(cls.positional_args, inputs)), **kwargs}
+            inputs = ()
         for value in inputs:
             if not isinstance(value, DataNode):
                 raise ArgumentError(f"{op_name}: inputs must be outputs of other operators, got {value!r}")
@@ -299,8 +302,9 @@ def stage(graph: Graph, outputs: Sequence[Any], *, on_gpu: bool = True, decode_o
     layouts: dict[DataNode, str] = {}
     for node in ordered:
         layout = node.op.output_layout([layouts.get(d, "") for d in node.inputs])
-        for d in node.outputs:
-            layouts[d] = layout
+        per_output = getattr(node.op, "output_layouts", None)  # operators whose outputs differ
+        for d, each in zip(node.outputs, per_output() if per_output else [layout] * len(node.outputs)):
+            layouts[d] = each
     return StagedGraph(
         outputs=list(outputs),
         host_nodes=host_nodes,

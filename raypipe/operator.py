@@ -122,6 +122,9 @@ class Operator:
         """Outputs of this instance (the schema's, unless they depend on the arguments)."""
         return len(self.output_names) if self.output_names is not None else self.schema.num_outputs
 
+    #: Arguments that a call may also pass positionally, in order (``fn.external_source(source)``).
+    positional_args: ClassVar[tuple[str, ...]] = ()
+
     #: Names of the outputs when ``fn``/``ops`` return them as a dict (TFRecord features); else None.
     output_names: tuple[str, ...] | None = None
 

@@ -20,9 +20,12 @@ class OperatorFactory:
 
     op_name: str = ""
 
-    def __init__(self, *, device: str | None = None, **kwargs: Any):
+    def __init__(self, *args: Any, device: str | None = None, **kwargs: Any):
+        names = registry()[self.op_name].positional_args  # ops.ExternalSource(source, num_outputs)
+        if len(args) > len(names):
+            raise TypeError(f"ops.{type(self).__qualname__} takes {len(names)} positional arguments, got {len(args)}")
         self.device = device
-        self.kwargs = kwargs
+        self.kwargs = {**dict(zip(names, args)), **kwargs}
 
     def __call__(self, *inputs: DataNode, **call_kwargs: Any):
         kwargs = {**self.kwargs, **call_kwargs}

@@ -26,6 +26,7 @@ from .graph_context import RecordedGraph, Recording
 from .operator import Operator
 from .pipeline_options import DECLARATIONS, parse
 from .position import make_state, read_state
+from .source_feed import SourceFeeder, feeder_for
 from .tensor_list import TensorList
 from .types import DALIDataType
 
@@ -73,8 +74,8 @@ class Pipeline:
     with the least prefetching here (queue depth 1 per stage);
     ``exec_dynamic``, ``bytes_per_sample``, ``set_affinity``, ``enable_memory_stats``,
     ``max_streams`` and ``default_cuda_stream_priority`` (deprecated in DALI) are validated hints;
-    ``py_num_workers`` and ``py_start_method`` configure DALI's workers for parallel external
-    sources, which raypipe has none of. ``enable_checkpointing`` and ``checkpoint`` are DALI's
+    ``py_num_workers`` and ``py_start_method`` size and start the worker processes of parallel
+    external sources (:mod:`raypipe.source_workers`). ``enable_checkpointing`` and ``checkpoint`` are DALI's
     checkpointing (:meth:`checkpoint`); ``output_dtype``, ``output_ndim`` and ``output_layout``
     declare what each output must be, checked on every batch. ``py_callback_pickler``,
     ``stream_policy`` and ``concurrency`` are accepted only at their default (None).
@@ -166,6 +167,7 @@ class Pipeline:
         self._recorded = RecordedGraph()  # what ``with pipe:`` blocks record (the graph-context style)
         self._graph_outputs: tuple[DataNode, ...] | None = None  # set_outputs()
         self._blocks: list[Recording | None] = []  # active with blocks / push_current: recording or not
+        self._feeder: SourceFeeder | None = None  # the external sources, fed before each batch
 
     @property
     def max_batch_size(self) -> int:
@@ -266,7 +268,9 @@ class Pipeline:
             num_threads=self.num_threads,
             cpu_size=self.cpu_queue_depth,
             gpu_size=self.gpu_queue_depth,
+            batch_size=self.batch_size,
         )
+        self._feeder = feeder_for(engine.staged, self.batch_size, self.py_num_workers, self.py_start_method)
         self._device_report = device_report(engine.device, engine.staged, self.device_id)
         self._per_output = _per_output(self._declared, len(engine.staged.outputs))
         self._staged, self._engine = engine.staged, engine
@@ -299,12 +303,39 @@ class Pipeline:
         engine = self.engine
         if not engine.running:
             engine.drive(self._self_driven(self._epoch, self._first_batch), sequential=True, replace_skipped=False)
+        if self._feeder is not None:
+            self._feeder.fill(self.cpu_queue_depth, self.iter_setup)
         result = engine.next()
+        if self._feeder is not None:
+            self._feeder.consumed()
         self._last = result
         self._skipped.extend(result.skipped)
         if self._declared:
             _check_outputs(result.outputs, self._per_output)
         return result.outputs
+
+    def iter_setup(self) -> None:
+        """Called before each batch is fed (DALI's older style, for a subclass): feed the external
+        sources without a ``source`` here with :meth:`feed_input`; StopIteration ends the epoch."""
+
+    def feed_input(
+        self,
+        data_node: Any,
+        data: Any,
+        layout: str | None = None,
+        cuda_stream: Any = None,
+        use_copy_kernel: bool = False,
+    ) -> None:
+        """Give an external source without a ``source`` (its output, or its ``name``) its next batch:
+        a list of samples or an array with the batch as outer dimension; ``layout`` sets its layout.
+        The data is copied; ``cuda_stream`` and ``use_copy_kernel`` are accepted hints."""
+        self.build()
+        if self._feeder is None:
+            raise ArgumentError("feed_input: the pipeline has no external source")
+        self._feeder.feed_input(data_node, data)
+        if layout is not None:
+            for d in self._feeder.node(data_node).outputs:
+                self._staged.layouts[d] = layout
 
     def schedule_run(self) -> None:
         """DALI's split form of ``run()``: ask for one batch, taken later by :meth:`outputs` or
@@ -328,8 +359,14 @@ class Pipeline:
 
     def reset(self, epoch: int | None = None) -> None:
         """Drop prefetched batches and restart at the beginning of ``epoch`` (default: the
-        epoch after the last completed one, or the current one if none was returned)."""
+        epoch after the last completed one, or the current one if none was returned). With
+        external sources and no ``epoch``, as in DALI: the next epoch once a source ended the
+        current one, nothing before."""
         self.build()
+        if epoch is None and self._feeder is not None:
+            if not self._feeder.ended:
+                return  # as in DALI: external sources reset only after their epoch ended
+            epoch = self._feeder.epoch + 1
         if epoch is None:
             last = self._last
             epoch = self._epoch if last is None else last.spec.epoch + 1
@@ -435,7 +472,10 @@ class Pipeline:
     def read_stats(self, name: str | None = None) -> dict[str, int]:
         """How the reader has read so far: for container readers, ``direct_reads`` (one ``pread``
         per sample), ``extent_reads`` and ``extent_bytes`` (sequential reads ahead) and
-        ``extent_hits``; empty for readers that keep no counts."""
+        ``extent_hits``; empty for readers that keep no counts, and without a reader."""
+        self.build()
+        if name is None and self._staged.reader is None:
+            return {}
         return self._reader(name).op.io_stats()
 
     def enable_profiling(self) -> None:
@@ -472,7 +512,9 @@ class Pipeline:
 
     def close(self) -> None:
         """Stop the executor's threads and release its cached device memory; idempotent, and
-        ``run()`` starts them again."""
+        ``run()`` starts them again. Stops the worker processes of parallel external sources."""
+        if self._feeder is not None:
+            self._feeder.stop()
         if self._engine is not None:
             self._engine.close()
 
@@ -500,6 +542,8 @@ class Pipeline:
         return reader
 
     def _self_driven(self, first_epoch: int, first_batch: int = 0) -> Iterator[BatchSpec]:
+        if self._feeder is not None:
+            return self._feeder.specs(first_epoch, self)
         reader = self._staged.reader
         op = reader.op if reader is not None else None
         seed = op.seed if op is not None and op.seed is not None else self.seed  # a reader's own seed shuffles

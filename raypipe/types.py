@@ -6,6 +6,8 @@ import enum
 
 import numpy as np
 
+from .sample_info import BatchInfo, SampleInfo  # noqa: F401  (DALI's callback arguments)
+
 
 class DALIDataType(enum.Enum):
     """Element types an operator can produce (``dtype=`` arguments)."""

@@ -11,6 +11,7 @@ from . import (  # noqa: F401
     crop,
     crop_mirror_normalize,
     decoders,
+    external_source,
     flip,
     gaussian_blur,
     jitter,

@@ -116,3 +116,39 @@ def webdataset_text_labels(dst):
     )
     images = fn.resize(fn.decoders.image(jpegs), resize_x=32, resize_y=32)
     return images, labels
+
+
+NUMBERED = 22  # samples of ``numbered``'s epoch
+
+
+def numbered_sample(info: rp.types.SampleInfo):
+    """Sample ``info.idx_in_epoch`` of a 22-sample dataset: a 6 x 6 x 3 image whose pixels encode
+    the index, and the index; StopIteration past the end, as DALI's per-sample sources end."""
+    import numpy as np
+
+    index = info.idx_in_epoch
+    if index >= NUMBERED:
+        raise StopIteration
+    image = (np.arange(6 * 6 * 3, dtype=np.uint8).reshape(6, 6, 3) + index * 7).astype(np.uint8)
+    return image, np.array([index], dtype=np.int64)
+
+
+@rp.pipeline_def(batch_size=4, num_threads=1)
+def from_source():
+    """``numbered_sample`` through an external source (the service drives it like a reader), with
+    a random flip: exactly-once and identical bytes include the sample's keyed randomness."""
+    images, labels = fn.external_source(numbered_sample, num_outputs=2, batch=False, layout=["HWC", ""])
+    return fn.flip(images, horizontal=fn.random.coin_flip()), labels
+
+
+def counting_batches():
+    """A generator of batches: a stateful source the service must refuse."""
+    import numpy as np
+
+    for i in range(3):
+        yield [np.array([i])] * 4
+
+
+@rp.pipeline_def(batch_size=4, num_threads=1)
+def from_generator():
+    return fn.external_source(counting_batches)

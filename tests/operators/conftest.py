@@ -1,8 +1,7 @@
 """Running an operator on given samples, in raypipe and (where installed) in DALI 2.4's CPU build.
 
-raypipe has no ``external_source``: a batch of given arrays (ragged ones too) enters a pipeline as
-a file reader's labels ``0..n-1`` mapped to the arrays by ``python_function``; DALI's pipeline takes
-the same arrays from ``external_source``. Both return, per output, the host samples and the layout.
+A batch of given arrays (ragged ones too) enters each pipeline through ``external_source``. Both
+return, per output, the host samples and the layout.
 """
 
 from __future__ import annotations
@@ -28,24 +27,18 @@ def _collect(outputs) -> Outputs:
 
 
 @pytest.fixture
-def ours(jpeg_files) -> Callable[..., Outputs]:
+def ours() -> Callable[..., Outputs]:
     """``ours(samples, build, layout="", per_sample=())``: ``build(data, *extra)`` on a batch holding
     ``samples``, with a batch per entry of ``per_sample`` (for per-sample argument inputs)."""
 
     def run(
         samples: Sequence[np.ndarray], build: Callable, layout: str = "", seed: int = 0, per_sample: Sequence = ()
     ) -> Outputs:
-        n = len(samples)
-
-        def given(batch: Sequence[np.ndarray]):
-            return lambda label: batch[int(np.asarray(label).reshape(-1)[0])]
-
-        @rp.pipeline_def(batch_size=n, num_threads=1, seed=seed)
+        @rp.pipeline_def(batch_size=len(samples), num_threads=1, seed=seed)
         def pipe():
-            _, labels = fn.readers.file(files=jpeg_files[:n], labels=list(range(n)))
-            data = fn.python_function(labels, function=given(samples))
-            extra = [fn.python_function(labels, function=given(values)) for values in per_sample]
-            return build(fn.reshape(data, layout=layout) if layout else data, *extra)
+            data = fn.external_source(source=_batch_of(samples), layout=layout or None)
+            extra = [fn.external_source(source=_batch_of(values)) for values in per_sample]
+            return build(data, *extra)
 
         with pipe() as p:
             return _collect(p.run())

@@ -1,0 +1,433 @@
+"""fn.external_source in every form DALI has, in one process: batch callables (of nothing, of the
+iteration, of BatchInfo), iterables and generator functions with each ``cycle``, per-sample callables
+of SampleInfo, several outputs, feed_input and iter_setup; epochs end with StopIteration and
+``reset()`` starts the next, as in DALI. Where DALI 2.4 is installed the same sources run there too
+and every epoch's batches (values, shapes, dtypes, layouts) and ends must match."""
+
+from __future__ import annotations
+
+import gc
+import subprocess
+import sys
+import threading
+import time
+import weakref
+from collections.abc import Callable
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+import raypipe as rp
+from raypipe import fn, ops, types
+from raypipe.errors import ArgumentError, PipelineDefinitionError
+from raypipe.plugin.numpy import DALIGenericIterator
+from raypipe.sample_info import BatchInfo, SampleInfo
+
+BATCH = 3
+
+Batch = list[tuple[list[np.ndarray], str]]
+
+
+def _batch(outputs) -> Batch:
+    outputs = outputs if isinstance(outputs, (tuple, list)) else (outputs,)
+    got = []
+    for out in outputs:
+        host = out.as_cpu() if hasattr(out, "as_cpu") else out
+        got.append(([np.array(host.at(i)) for i in range(len(host))], host.layout()))
+    return got
+
+
+def epochs(pipe, count: int, limit: int = 6) -> list[list[Batch]]:
+    """``count`` epochs of ``pipe`` (raypipe's or DALI's), each its batches until StopIteration
+    (at most ``limit``: a cycled source never ends), with ``reset()`` between them."""
+    result = []
+    for _ in range(count):
+        batches = []
+        try:
+            while len(batches) < limit:
+                batches.append(_batch(pipe.run()))
+        except StopIteration:
+            pass
+        result.append(batches)
+        pipe.reset()
+    return result
+
+
+def ours(define: Callable, batch_size: int = BATCH, **kwargs):
+    return rp.pipeline_def(define, batch_size=batch_size, num_threads=2, device_id=None, seed=0)(**kwargs)
+
+
+def dalis(define: Callable, batch_size: int = BATCH, **kwargs):
+    dali = pytest.importorskip("nvidia.dali")
+    pipe = dali.pipeline_def(define, batch_size=batch_size, num_threads=1, device_id=None, seed=0)(**kwargs)
+    pipe.build()
+    return pipe
+
+
+def assert_same(got: list[list[Batch]], want: list[list[Batch]]) -> None:
+    assert [len(e) for e in got] == [len(e) for e in want]
+    for epoch_got, epoch_want in zip(got, want):
+        for batch_got, batch_want in zip(epoch_got, epoch_want):
+            assert len(batch_got) == len(batch_want)
+            for (samples, layout), (expected, expected_layout) in zip(batch_got, batch_want):
+                assert layout == expected_layout
+                assert len(samples) == len(expected)
+                for s, e in zip(samples, expected):
+                    assert s.dtype == e.dtype and s.shape == e.shape
+                    np.testing.assert_array_equal(s, e)
+
+
+def image(value: int, shape=(2, 3, 1)) -> np.ndarray:
+    return np.full(shape, value, np.uint8)
+
+
+class Batches:
+    """An iterable of ``n`` batches (each iteration starts over), as DALI's examples write them."""
+
+    def __init__(self, n: int):
+        self.n = n
+
+    def __iter__(self):
+        self.i = 0
+        return self
+
+    def __next__(self):
+        if self.i >= self.n:
+            raise StopIteration
+        self.i += 1
+        return [image(10 * self.i + j) for j in range(BATCH)], np.arange(BATCH, dtype=np.int32) + self.i
+
+
+def generate():
+    for i in range(2):
+        yield [image(i + j, (1, j + 1, 1)) for j in range(BATCH)]
+
+
+def by_iteration(i: int):
+    if i >= 2:
+        raise StopIteration
+    return np.stack([image(i * 5 + j) for j in range(BATCH)])
+
+
+def by_batch_info(info: types.BatchInfo):
+    if info.iteration >= 2:
+        raise StopIteration
+    return [np.array([info.iteration, info.epoch_idx], np.int64)] * BATCH
+
+
+def by_sample(info: types.SampleInfo):
+    if info.idx_in_epoch >= 7:  # in the middle of the third batch: DALI drops that batch
+        raise StopIteration
+    return np.array([info.idx_in_epoch, info.idx_in_batch, info.iteration, info.epoch_idx], np.int32)
+
+
+def without_args():
+    return [image(7)] * BATCH
+
+
+# Each form: (name, a definition taking DALI's or raypipe's fn and types, epochs to read).
+FORMS: dict[str, tuple[Callable, int]] = {
+    "callable, no argument": (lambda fn, types: fn.external_source(without_args, layout="HWC"), 1),
+    "callable of the iteration, one array": (lambda fn, types: fn.external_source(by_iteration), 2),
+    "callable of BatchInfo": (lambda fn, types: fn.external_source(by_batch_info, batch_info=True), 3),
+    "callable of SampleInfo": (lambda fn, types: fn.external_source(by_sample, batch=False), 3),
+    "iterable, two outputs": (lambda fn, types: tuple(fn.external_source(Batches(2), num_outputs=2)), 3),
+    "iterable, cycle": (lambda fn, types: tuple(fn.external_source(Batches(2), num_outputs=2, cycle=True)), 1),
+    "iterable, cycle quiet": (lambda fn, types: tuple(fn.external_source(Batches(2), num_outputs=2, cycle="quiet")), 1),
+    "iterable, cycle raise": (lambda fn, types: tuple(fn.external_source(Batches(2), num_outputs=2, cycle="raise")), 3),
+    "generator function": (lambda fn, types: fn.external_source(source=generate, layout="HWC"), 2),
+    "generator function, cycle raise": (
+        lambda fn, types: fn.external_source(generate, cycle="raise", dtype=types.UINT8),
+        3,
+    ),
+    "generator": (lambda fn, types: fn.external_source(generate()), 2),
+}
+
+
+def expected(name: str) -> list[list[Batch]]:
+    """What DALI's documentation says each form gives, written out (CI has no DALI)."""
+    data = {
+        "callable of BatchInfo": [[[([np.array([i, e])] * BATCH, "")] for i in range(2)] for e in range(3)],
+        "callable of SampleInfo": [
+            [[([np.array([3 * i + j, j, i, e], np.int32) for j in range(BATCH)], "")] for i in range(2)]
+            for e in range(3)
+        ],
+    }
+    return data[name]
+
+
+@pytest.mark.parametrize("name", sorted(FORMS))
+def test_every_form_runs_as_in_dali(name):
+    build, count = FORMS[name]
+    got = epochs(ours(lambda: build(fn, types)), count)
+    assert got[0], "the first epoch has batches"
+    dali_fn = pytest.importorskip("nvidia.dali.fn")
+    dali_types = pytest.importorskip("nvidia.dali.types")
+    assert_same(got, epochs(dalis(lambda: build(dali_fn, dali_types)), count))
+
+
+@pytest.mark.parametrize("name", ["callable of BatchInfo", "callable of SampleInfo"])
+def test_callbacks_get_dalis_indices(name):
+    build, count = FORMS[name]
+    assert_same(epochs(ours(lambda: build(fn, types)), count), expected(name))
+
+
+def test_iterable_epochs_and_cycles():
+    """Without cycle an iterable is read once (its second epoch is empty, as in DALI); "raise"
+    rewinds it after each end; True never ends."""
+    plain = epochs(ours(lambda: fn.external_source(Batches(2), num_outputs=2)), 2)
+    assert [len(e) for e in plain] == [2, 0]
+    raising = epochs(ours(lambda: fn.external_source(Batches(2), num_outputs=2, cycle="raise")), 3)
+    assert [len(e) for e in raising] == [2, 2, 2]
+    assert_same(raising[1:2], raising[2:3])
+    endless = epochs(ours(lambda: fn.external_source(Batches(2), num_outputs=2, cycle=True)), 1, limit=5)
+    assert len(endless[0]) == 5
+    assert_same([endless[0][2:4]], [endless[0][0:2]])
+
+
+def test_generator_and_generator_function():
+    """A generator object is read once; a generator function with cycle="raise" is called again
+    for each epoch. Samples of different shapes stay as they are."""
+    once = epochs(ours(lambda: fn.external_source(generate())), 2)
+    assert [len(e) for e in once] == [2, 0]
+    assert [s.shape for s in once[0][1][0][0]] == [(1, 1, 1), (1, 2, 1), (1, 3, 1)]
+    again = epochs(ours(lambda: fn.external_source(generate, cycle="raise")), 2)
+    assert [len(e) for e in again] == [2, 2]
+    with pytest.raises(ArgumentError, match="cannot cycle through a generator"):
+        ours(lambda: fn.external_source(generate(), cycle=True)).build()
+
+
+def test_values_flow_into_operators_and_num_outputs():
+    def define():
+        images, labels = fn.external_source(Batches(1), num_outputs=2, layout=["HWC", ""])
+        return fn.cast(images, dtype=types.FLOAT) * 2, labels
+
+    with ours(define) as pipe:
+        images, labels = pipe.run()
+        assert images.layout() == "HWC" and labels.layout() == ""
+        np.testing.assert_array_equal(images.as_tensor()[:, 0, 0, 0], [20.0, 22.0, 24.0])
+        np.testing.assert_array_equal(labels.as_tensor(), [1, 2, 3])
+        with pytest.raises(StopIteration):
+            pipe.run()
+
+
+def test_variable_batch_size():
+    sizes = iter([3, 1, 2])
+
+    def source():
+        n = next(sizes)
+        return [np.array([n])] * n
+
+    with ours(lambda: fn.external_source(source)) as pipe:
+        assert [len(pipe.run()[0]) for _ in range(3)] == [3, 1, 2]
+
+
+def test_declared_dtype_ndim_layout_are_checked():
+    with pytest.raises(ArgumentError, match="dtype declares"):
+        with ours(lambda: fn.external_source(without_args, dtype=types.FLOAT)) as pipe:
+            pipe.run()
+    with pytest.raises(ArgumentError, match="ndim declares"):
+        with ours(lambda: fn.external_source(without_args, ndim=2)) as pipe:
+            pipe.run()
+    with pytest.raises(ArgumentError, match="layout 'HW'"):
+        ours(lambda: fn.external_source(without_args, layout="HW", ndim=3)).build()
+    with ours(lambda: fn.external_source(without_args, dtype=types.UINT8, ndim=3, layout="HWC")) as pipe:
+        assert pipe.run()[0].layout() == "HWC"
+
+
+def test_a_reader_beside_an_external_source_is_refused(jpeg_files):
+    def define():
+        jpegs, _ = fn.readers.file(files=jpeg_files[:3])
+        return jpegs, fn.external_source(without_args)
+
+    with pytest.raises(PipelineDefinitionError, match="cannot also hold a reader"):
+        ours(define).build()
+
+
+def test_argument_rules_as_in_dali():
+    with pytest.raises(ArgumentError, match="cycle can only be given"):
+        ours(lambda: fn.external_source(without_args, cycle=True)).build()
+    with pytest.raises(ArgumentError, match="prefetch_queue_depth is valid only"):
+        ours(lambda: fn.external_source(without_args, prefetch_queue_depth=2)).build()
+    with pytest.raises(ArgumentError, match="0 or 1 positional"):
+        ours(lambda: fn.external_source(lambda a, b: None)).build()
+    with pytest.raises(ArgumentError, match="repeat_last"):
+        ours(lambda: fn.external_source(without_args, repeat_last=True)).build()
+    with pytest.raises(ArgumentError, match="num_outputs=2 the source must return 2"):
+        with ours(lambda: fn.external_source(without_args, num_outputs=2)) as pipe:
+            pipe.run()
+
+
+class FedPipeline(rp.Pipeline):
+    """DALI's older style: ops.ExternalSource, fed by feed_input in iter_setup."""
+
+    def __init__(self, batches: list[list[np.ndarray]]):
+        super().__init__(batch_size=BATCH, num_threads=1, device_id=None, seed=0)
+        self.source = ops.ExternalSource()
+        self.batches = iter(batches)
+
+    def define_graph(self):
+        self.images = self.source(name="images")
+        return self.images
+
+    def iter_setup(self):
+        self.feed_input(self.images, next(self.batches), layout="HWC")
+
+
+def test_ops_external_source_takes_its_source_positionally():
+    class Positional(rp.Pipeline):
+        def __init__(self):
+            super().__init__(batch_size=BATCH, num_threads=1, device_id=None, seed=0)
+            self.source = ops.ExternalSource(Batches(1), 2, layout=["HWC", ""])
+
+        def define_graph(self):
+            return self.source()
+
+    with Positional() as pipe:
+        images, labels = pipe.run()
+    assert images.layout() == "HWC"
+    np.testing.assert_array_equal(labels.as_tensor(), [1, 2, 3])
+    with pytest.raises(TypeError, match="takes 0 positional arguments"):
+        ops.Flip(1)
+
+
+def test_feed_input_in_iter_setup():
+    batches = [[image(i + j) for j in range(BATCH)] for i in range(3)]
+    with FedPipeline(batches) as pipe:
+        got = [pipe.run()[0] for _ in range(3)]
+        with pytest.raises(StopIteration):  # iter_setup's next() ran out
+            pipe.run()
+    assert [b.layout() for b in got] == ["HWC"] * 3
+    for batch, fed in zip(got, batches):
+        np.testing.assert_array_equal(batch.as_tensor(), np.stack(fed))
+
+
+def test_feed_input_in_iter_setup_as_in_dali():
+    dali = pytest.importorskip("nvidia.dali")
+
+    class DaliFed(dali.Pipeline):
+        def __init__(self, batches):
+            super().__init__(batch_size=BATCH, num_threads=1, device_id=None, seed=0)
+            self.source = dali.ops.ExternalSource()
+            self.batches = iter(batches)
+
+        def define_graph(self):
+            self.images = self.source(name="images")
+            return self.images
+
+        def iter_setup(self):
+            self.feed_input(self.images, next(self.batches), layout="HWC")
+
+    batches = [[image(i + j, (1, j + 1, 1)) for j in range(BATCH)] for i in range(3)]
+    dali_pipe = DaliFed(batches)
+    dali_pipe.build()
+    assert_same(epochs(FedPipeline(batches), 1), epochs(dali_pipe, 1))
+
+
+def test_feed_input_by_name_before_run_and_repeat_last():
+    def define():
+        return fn.external_source(name="x", repeat_last=True), fn.external_source(name="y")
+
+    with ours(define) as pipe:
+        pipe.feed_input("x", np.arange(BATCH * 2).reshape(BATCH, 2))
+        pipe.feed_input("y", [np.array(i) for i in range(BATCH)])
+        x, y = pipe.run()
+        np.testing.assert_array_equal(x.as_tensor(), np.arange(BATCH * 2).reshape(BATCH, 2))
+        pipe.feed_input("y", [np.array(9)] * BATCH)
+        x, y = pipe.run()  # x repeats its last batch
+        np.testing.assert_array_equal(x.as_tensor(), np.arange(BATCH * 2).reshape(BATCH, 2))
+        np.testing.assert_array_equal(y.as_tensor(), [9] * BATCH)
+        with pytest.raises(PipelineDefinitionError, match="no data was fed to external source 'y'"):
+            pipe.run()
+
+
+def test_gpu_source_is_gpu_data():
+    with ours(lambda: fn.external_source(by_iteration, device="gpu")) as pipe:
+        (out,) = pipe.run()
+    assert out.device == "gpu"
+    np.testing.assert_array_equal(out.as_cpu().as_tensor(), by_iteration(0))
+
+
+def test_a_gpu_batch_is_uploaded_at_once_where_samples_agree():
+    """The GPU stage's call (run here with numpy as the device's array module)."""
+    from raypipe.operators.external_source import ExternalSource
+    from raypipe.sample_contexts import SampleContexts
+
+    op = ExternalSource("gpu", 0, source=by_iteration)
+    op.hold(0, 0, op.batch_outputs(by_iteration(0)))
+    batch = op.run_batch(np, [], {}, SampleContexts(0, 0, np.arange(BATCH)))
+    np.testing.assert_array_equal(batch, by_iteration(0))
+    op.hold(1, 0, op.batch_outputs(list(generate())[0]))
+    ragged = op.run_batch(np, [], {}, SampleContexts(0, 1, np.arange(BATCH)))
+    assert [s.shape for s in ragged] == [(1, 1, 1), (1, 2, 1), (1, 3, 1)]
+
+
+def test_framework_iterator_ends_the_epoch_at_stop_iteration():
+    """size=-1 without a reader: an epoch is what the source gives until StopIteration; the
+    iterator resets the pipeline for the next (the BatchInfo callable sees the new epoch)."""
+    with ours(lambda: fn.external_source(by_batch_info, batch_info=True)) as pipe:
+        loader = DALIGenericIterator(pipe, ["info"], auto_reset=True)
+        seen = [[step[0]["info"][0].tolist() for step in loader] for _ in range(2)]
+    assert seen == [[[0, 0], [1, 0]], [[0, 1], [1, 1]]]
+
+
+def test_the_same_iterator_in_dali():
+    dali_torch = pytest.importorskip("nvidia.dali.plugin.pytorch")
+    from nvidia.dali import fn as dali_fn
+
+    pipe = dalis(lambda: dali_fn.external_source(by_batch_info, batch_info=True))
+    loader = dali_torch.DALIGenericIterator(pipe, ["info"], auto_reset=True)
+    seen = [[step[0]["info"][0].tolist() for step in loader] for _ in range(2)]
+    assert seen == [[[0, 0], [1, 0]], [[0, 1], [1, 1]]]
+
+
+def test_sample_info_types_match_dali():
+    assert types.SampleInfo(4, 1, 1, 0).idx_in_epoch == 4
+    assert types.BatchInfo(2, 1).epoch_idx == 1
+    assert rp.types.SampleInfo is SampleInfo and rp.types.BatchInfo is BatchInfo
+
+
+def _raypipe_threads() -> list[str]:
+    return [t.name for t in threading.enumerate() if t.name.startswith("raypipe")]
+
+
+def test_a_dropped_fed_pipeline_is_freed_and_stops_its_threads():
+    """No reference cycle through the feeding: freed at once (the garbage collector off), and the
+    dispatch thread waiting for fed batches ends with it."""
+    earlier = set(_raypipe_threads())
+    gc.collect()
+    gc.disable()
+    try:
+        pipe = ours(lambda: fn.external_source(Batches(3), num_outputs=2))
+        pipe.run()
+        ref = weakref.ref(pipe)
+        del pipe
+        assert ref() is None
+    finally:
+        gc.enable()
+    deadline = time.monotonic() + 10
+    while set(_raypipe_threads()) - earlier and time.monotonic() < deadline:
+        time.sleep(0.01)
+    assert not set(_raypipe_threads()) - earlier
+
+
+EXIT_WHILE_FED = """
+import numpy as np
+import raypipe as rp
+from raypipe import fn
+
+@rp.pipeline_def(batch_size=2, num_threads=1, device_id=None)
+def pipe():
+    return fn.external_source(lambda: [np.zeros(1)] * 2)
+
+running = pipe()
+running.run()
+print("ran")
+"""
+
+
+def test_the_interpreter_exits_with_a_fed_pipeline_running():
+    root = Path(__file__).resolve().parents[2]
+    done = subprocess.run([sys.executable, "-c", EXIT_WHILE_FED], cwd=root, capture_output=True, text=True, timeout=60)
+    assert done.returncode == 0 and done.stdout.strip() == "ran", done.stderr

@@ -1,0 +1,182 @@
+"""external_source(parallel=True): the sources run in ``py_num_workers`` worker processes (started
+with ``py_start_method``) and give the batches the same sources give serially; results come back
+through shared memory; the workers are gone after ``close()``, after the pipeline is dropped and
+after a source's error; DALI's rules for what may run in parallel are checked."""
+
+from __future__ import annotations
+
+import gc
+import multiprocessing
+import os
+import time
+
+import numpy as np
+import pytest
+
+import raypipe as rp
+from raypipe import fn, types
+from raypipe.errors import ArgumentError, SampleError
+from raypipe.source_workers import _read_segment, _write_segment
+
+BATCH = 4
+WORKERS = 2
+
+
+def per_sample(info: types.SampleInfo):
+    if info.iteration >= 3:
+        raise StopIteration
+    return np.full((2, 3), info.idx_in_epoch, np.int32), np.array([info.idx_in_batch, info.epoch_idx], np.int64)
+
+
+def per_batch(info: types.BatchInfo):
+    if info.iteration >= 2:
+        raise StopIteration
+    return [np.arange(j + 1, dtype=np.float32) + 10 * info.iteration + 100 * info.epoch_idx for j in range(BATCH)]
+
+
+class Batches:
+    """An iterable of two batches (rewound by ``cycle="raise"``)."""
+
+    def __iter__(self):
+        self.i = 0
+        return self
+
+    def __next__(self):
+        if self.i >= 2:
+            raise StopIteration
+        self.i += 1
+        return np.full((BATCH, 2), self.i, np.uint8)
+
+
+def failing(info: types.SampleInfo):
+    if info.iteration == 2:  # the first run() feeds two batches ahead (prefetch_queue_depth=2), as DALI
+        raise ValueError("sample source broke")
+    return np.zeros(2, np.uint8)
+
+
+def worker_pid(info: types.SampleInfo):
+    return np.array([os.getpid()])
+
+
+def graph(parallel: bool):
+    a, b = fn.external_source(per_sample, num_outputs=2, batch=False, parallel=parallel)
+    c = fn.external_source(per_batch, batch=True, batch_info=True, parallel=parallel)
+    d = fn.external_source(
+        Batches(), batch=True, cycle="raise", parallel=parallel, **({"prefetch_queue_depth": 3} if parallel else {})
+    )
+    return a, b, c, d
+
+
+def _pipe(define, start_method: str = "fork", **kwargs) -> rp.Pipeline:
+    return rp.pipeline_def(
+        define,
+        batch_size=BATCH,
+        num_threads=1,
+        device_id=None,
+        seed=0,
+        py_num_workers=WORKERS,
+        py_start_method=start_method,
+    )(**kwargs)
+
+
+def _epochs(pipe: rp.Pipeline, count: int) -> list[list[list[list[np.ndarray]]]]:
+    """``count`` epochs: per batch, per output, the samples."""
+    result = []
+    for _ in range(count):
+        batches = []
+        try:
+            while True:
+                batches.append([[np.array(sample) for sample in out] for out in pipe.run()])
+        except StopIteration:
+            pipe.reset()
+        result.append(batches)
+    return result
+
+
+def _workers() -> list[multiprocessing.process.BaseProcess]:
+    return [p for p in multiprocessing.active_children() if p.name.startswith("raypipe-source-worker")]
+
+
+def _gone(deadline_s: float = 10.0) -> bool:
+    end = time.monotonic() + deadline_s
+    while _workers() and time.monotonic() < end:
+        time.sleep(0.05)
+    return not _workers()
+
+
+@pytest.mark.parametrize("start_method", ["fork", "spawn"])
+def test_parallel_gives_the_serial_batches(start_method):
+    with _pipe(graph, parallel=False) as serial:
+        want = _epochs(serial, 2)
+    with _pipe(graph, start_method, parallel=True) as parallel:
+        got = _epochs(parallel, 2)
+        assert len(_workers()) == WORKERS
+    assert [len(e) for e in got] == [2, 2], "the shortest source (two batches) ends each epoch"
+    for epoch_got, epoch_want in zip(got, want):
+        for batch_got, batch_want in zip(epoch_got, epoch_want):
+            for output_got, output_want in zip(batch_got, batch_want, strict=True):
+                for g, w in zip(output_got, output_want, strict=True):
+                    assert g.dtype == w.dtype
+                    np.testing.assert_array_equal(g, w)
+    assert _gone(), "close() stops the workers"
+
+
+def test_a_per_sample_batch_is_split_among_the_workers():
+    with _pipe(lambda: fn.external_source(worker_pid, batch=False, parallel=True)) as pipe:
+        pids = set(pipe.run()[0].as_tensor().ravel().tolist())
+    assert len(pids) == WORKERS and os.getpid() not in pids
+
+
+def test_workers_go_when_the_pipeline_is_dropped():
+    pipe = _pipe(graph, parallel=True)
+    pipe.run()
+    assert len(_workers()) == WORKERS
+    del pipe
+    gc.collect()
+    assert _gone()
+
+
+def test_workers_go_after_a_sources_error():
+    pipe = _pipe(lambda: fn.external_source(failing, batch=False, parallel=True, prefetch_queue_depth=2))
+    pipe.run()
+    failed = False
+    try:
+        pipe.run()
+    except SampleError as exc:
+        failed = "sample source broke" in str(exc)
+    assert failed, "the worker's error is raised by run(), with its message"
+    del pipe
+    gc.collect()
+    assert _gone()
+    pipe = _pipe(lambda: fn.external_source(failing, batch=False, parallel=True))
+    with pytest.raises(SampleError, match="ValueError: sample source broke"):
+        with pipe:
+            for _ in range(3):
+                pipe.run()
+    assert _gone()
+
+
+def test_dalis_rules_for_parallel_sources():
+    with pytest.raises(ArgumentError, match="must run in batch mode"):
+        _pipe(lambda: fn.external_source(Batches(), parallel=True)).build()
+    with pytest.raises(ArgumentError, match="must accept one argument"):
+        _pipe(lambda: fn.external_source(lambda: np.zeros(1), parallel=True)).build()
+    with pytest.raises(ArgumentError, match="no_copy cannot be False"):
+        _pipe(lambda: fn.external_source(per_sample, parallel=True, no_copy=False)).build()
+    with pytest.raises(ArgumentError, match="prefetch_queue_depth must be a positive int"):
+        _pipe(lambda: fn.external_source(per_sample, parallel=True, prefetch_queue_depth=0)).build()
+    assert not _workers(), "nothing started for a refused source"
+
+
+def test_results_travel_through_shared_memory_and_are_freed():
+    from multiprocessing import shared_memory
+
+    outputs = [[np.arange(6, dtype=np.int16).reshape(2, 3), np.array(7.5)], [np.zeros((0, 4), np.uint8)] * 2]
+    name, layout = _write_segment(outputs)
+    back = _read_segment(name, layout)
+    for want, got in zip(outputs, back):
+        for w, g in zip(want, got):
+            assert w.dtype == g.dtype and w.shape == g.shape
+            np.testing.assert_array_equal(w, g)
+    with pytest.raises(FileNotFoundError):
+        shared_memory.SharedMemory(name=name)
