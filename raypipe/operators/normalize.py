@@ -8,13 +8,13 @@ given one is ``sqrt(stddev**2 + epsilon)``; where it is 0 the output is ``shift`
 float32 by default, or rounded and saturated to ``dtype``.
 
 ``batch=True`` takes the statistics over the whole batch (the reduced axes of every sample
-together), which needs the batch at once: it is a batch step on ``device="gpu"`` (with or without
-a GPU); on ``device="cpu"`` each sample is computed alone, so it is refused with an error saying so.
+together), which needs the batch at once: a batch step, on ``device="gpu"`` (with or without a
+GPU) and on ``device="cpu"`` (after the CPU stage has gathered the batch, :meth:`host_batch_step`).
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Collection, Sequence
 from types import ModuleType
 from typing import Any
 
@@ -97,12 +97,11 @@ class Normalization(Operator):
         squares = ((values - mean) ** 2).sum(axis=axes, keepdims=True)
         return mean, xp.sqrt(squares / max(count, 1) + self.epsilon)
 
+    def host_batch_step(self, arg_inputs: Collection[str]) -> bool:
+        """On the CPU, batch statistics are a batch step: the CPU stage runs each sample alone."""
+        return self.batch
+
     def compute(self, xp: ModuleType, inputs, args, ctx) -> Any:
-        if self.batch:
-            raise ValueError(
-                f"{_OP}: batch=True takes statistics over the whole batch, which the CPU stage does not "
-                "have (it runs each sample alone): use device='gpu' (a batch step, with or without a GPU)"
-            )
         data = inputs[0]
         mean, stddev = self._statistics(xp, data, self._reduced(data.ndim), args)
         return self._normalize(xp, data, mean, stddev)

@@ -11,7 +11,6 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-import raypipe as rp
 from raypipe import fn, types
 from raypipe.errors import ArgumentError
 
@@ -52,8 +51,8 @@ CASES = [
 ]
 
 
-# batch statistics are a batch step: device="gpu" only (the CPU stage's refusal is tested below)
-RUNS = [(d, *c) for c in CASES for d in ("cpu", "gpu") if d == "gpu" or not c[0].startswith("batch")]
+# batch statistics are a batch step on either device (on the CPU, after the CPU stage gathers the batch)
+RUNS = [(d, *c) for c in CASES for d in ("cpu", "gpu")]
 
 
 @pytest.mark.parametrize("device, case, values, build", RUNS, ids=[f"{r[1]}-{r[0]}" for r in RUNS])
@@ -89,8 +88,14 @@ def test_constant_samples_give_shift(ours):
     assert out.dtype == np.float32 and (out == 0.5).all()
 
 
-def test_batch_statistics_on_the_cpu_stage_are_refused(ours, images):
-    with pytest.raises(rp.SampleError, match="batch=True takes statistics over the whole batch.*device='gpu'"):
-        ours(images, lambda x: fn.normalize(x, batch=True), "HWC")
+def test_batch_statistics_on_the_cpu_equal_the_gpu_batch_step(ours, images):
+    (on_cpu, _), (on_gpu, _) = ours(
+        images, lambda x: (fn.normalize(x, batch=True), fn.normalize(x.gpu(), batch=True, device="gpu")), "HWC"
+    )
+    for a, b in zip(on_cpu, on_gpu, strict=True):
+        np.testing.assert_array_equal(a, b)
+
+
+def test_axes_and_axis_names_are_exclusive(ours, images):
     with pytest.raises(ArgumentError, match="mutually exclusive"):
         ours(images, lambda x: fn.normalize(x, axes=[0], axis_names="H"), "HWC")
