@@ -99,8 +99,14 @@ class _Decoder(Operator):
         # left at DALI's default (which applies EXIF orientation), say so on the first image it affects
         self._watch_orientation = adjust_orientation is None
         self._warned = threading.Lock()
-        if not isinstance(output_type, DALIImageType):
-            raise ArgumentError(f"{self.schema.name}: output_type must be types.RGB, BGR or GRAY")
+        if output_type not in (DALIImageType.RGB, DALIImageType.BGR, DALIImageType.GRAY):
+            hint = (
+                " (decode to types.RGB, then fn.color_space_conversion(image_type=types.RGB, "
+                "output_type=types.YCbCr))"
+                if output_type is DALIImageType.YCbCr
+                else ""
+            )
+            raise ArgumentError(f"{self.schema.name}: output_type must be types.RGB, BGR or GRAY{hint}")
         if on_error not in ("raise", "skip"):
             raise ArgumentError(f"{self.schema.name}: on_error must be 'raise' or 'skip', got {on_error!r}")
         self.output_type = output_type

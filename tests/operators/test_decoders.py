@@ -369,3 +369,15 @@ def test_a_deferred_chunk_names_the_first_exif_orientation_once(rotated_files):
         op.run_chunk([datas], {}, ctxs, DEFERRED)
         op.run_chunk([datas], {}, ctxs, DEFERRED)
     assert sum(issubclass(w.category, ExifOrientationWarning) for w in caught) == 1
+
+
+@pytest.mark.parametrize("op", ["decoders.image", "decoders.image_random_crop"])
+def test_a_ycbcr_decode_is_refused_with_the_conversion_to_use(jpeg_files, op):
+    @rp.pipeline_def(batch_size=2, num_threads=1)
+    def pipe():
+        jpegs, _ = fn.readers.file(files=jpeg_files[:2])
+        decode = fn.decoders.image if op == "decoders.image" else fn.decoders.image_random_crop
+        return decode(jpegs, output_type=types.YCbCr)
+
+    with pytest.raises(rp.ArgumentError, match=r"output_type must be types.RGB, BGR or GRAY.*color_space_conversion"):
+        pipe().build()
