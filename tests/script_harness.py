@@ -21,8 +21,9 @@ from raypipe.backend import GpuUnavailableWarning
 
 
 def as_raypipe(script: str) -> str:
-    """The script with DALI's import renamed, nothing else."""
-    return script.replace("nvidia.dali", "raypipe")
+    """The script with DALI's import renamed, nothing else (``from nvidia import dali`` becomes
+    ``import raypipe as dali``)."""
+    return script.replace("from nvidia import dali", "import raypipe as dali").replace("nvidia.dali", "raypipe")
 
 
 def as_dali_cpu(script: str, edits: Iterable[tuple[str, str]] = ()) -> str:
