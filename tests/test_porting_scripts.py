@@ -18,6 +18,7 @@ import random
 
 import numpy as np
 import pytest
+from PIL import Image
 
 from raypipe.formats.recordio import RecordIOWriter
 from tests.script_harness import as_dali_cpu, ported, run_script, structure
@@ -1676,6 +1677,138 @@ for loader in (dali_train_iter, dali_val_iter):
 RESULT["val_images"] = images.float().numpy().copy()
 """
 
+# hamidriasat/UNet-3-Plus, data_generators/dali_data_generator.py (commit
+# 7d655107e75d5a680542d7bff0b95a9e6451eea3): a segmentation pipeline (UNet 3+ on LiTS): images and
+# masks from two fn.readers.file(files=...) with one seed so that they shuffle alike, a grey-scale
+# mask decode, fn.resize(size=...), fn.normalize(mean=0, stddev=255) of the images and of the masks
+# (NORMALIZE_MASK), fn.squeeze(axes=[2]) and fn.one_hot of the masks; single_gpu_pipeline as
+# written. Changed: cfg is a SimpleNamespace with the config's keys (resize to 64x64, normalised
+# images, masks of values 0 and 1 kept as they are, 2 classes, seed 5, batches of 8), and
+# get_data_paths gives the fixture's JPEGs and a PNG mask for each (its pixels brighter than 128);
+# the data go to TensorFlow through dali_tf.DALIDataset there (TensorFlow is not installed here),
+# so the loop runs the pipeline for two epochs of batches with pipe.run(); the multi-GPU
+# pipeline (the same graph, sharded) and data_generator are left out.
+UNET3PLUS_SEGMENTATION = """
+import nvidia.dali.fn as fn
+from nvidia.dali import pipeline_def
+import nvidia.dali.types as types
+import numpy as np
+from types import SimpleNamespace
+
+
+def get_data_paths(cfg, mode, mask_available):
+    return IMAGES, MASKS
+
+
+def data_generator_pipeline(cfg, mode: str, mask_available: bool):
+    \"\"\"
+    Returns DALI data pipeline object.
+    \"\"\"
+    data_paths = get_data_paths(cfg, mode, mask_available)  # get data paths
+    images_paths = data_paths[0]
+    if mask_available:
+        mask_paths = data_paths[1]
+
+    @pipeline_def(batch_size=cfg.HYPER_PARAMETERS.BATCH_SIZE)
+    def single_gpu_pipeline(device):
+        \"\"\"
+        Returns DALI data pipeline object for single GPU training.
+        \"\"\"
+        device = 'mixed' if 'gpu' in device.lower() else 'cpu'
+
+        pngs, _ = fn.readers.file(
+            files=images_paths,
+            random_shuffle=cfg.PREPROCESS_DATA.SHUFFLE[mode].VALUE,
+            seed=cfg.SEED
+        )
+        images = fn.decoders.image(pngs, device=device, output_type=types.RGB)
+        if cfg.PREPROCESS_DATA.RESIZE.VALUE:
+            # TODO verify image resizing method
+            images = fn.resize(
+                images,
+                size=[
+                    cfg.PREPROCESS_DATA.RESIZE.HEIGHT,
+                    cfg.PREPROCESS_DATA.RESIZE.WIDTH
+                ]
+            )
+        if cfg.PREPROCESS_DATA.IMAGE_PREPROCESSING_TYPE == "normalize":
+            images = fn.normalize(images, mean=0, stddev=255, )  # axes=(2,)
+
+        if mask_available:
+            labels, _ = fn.readers.file(
+                files=mask_paths,
+                random_shuffle=cfg.PREPROCESS_DATA.SHUFFLE[mode].VALUE,
+                seed=cfg.SEED
+            )
+            labels = fn.decoders.image(
+                labels,
+                device=device,
+                output_type=types.GRAY
+            )
+            if cfg.PREPROCESS_DATA.RESIZE.VALUE:
+                # TODO verify image resizing method
+                labels = fn.resize(
+                    labels,
+                    size=[
+                        cfg.PREPROCESS_DATA.RESIZE.HEIGHT,
+                        cfg.PREPROCESS_DATA.RESIZE.WIDTH
+                    ]
+                )
+            if cfg.PREPROCESS_DATA.NORMALIZE_MASK.VALUE:
+                labels = fn.normalize(
+                    labels,
+                    mean=0,
+                    stddev=cfg.PREPROCESS_DATA.NORMALIZE_MASK.NORMALIZE_VALUE,
+                )
+            labels = fn.squeeze(labels, axes=[2])
+            labels = fn.one_hot(labels, num_classes=cfg.OUTPUT.CLASSES)
+
+        if mask_available:
+            return images, labels
+        else:
+            return images,
+
+    return single_gpu_pipeline
+
+
+def config(mode, shuffle, normalize_mask):
+    return SimpleNamespace(
+        SEED=5,
+        HYPER_PARAMETERS=SimpleNamespace(BATCH_SIZE=8),
+        DATALOADER_WORKERS=2,
+        OUTPUT=SimpleNamespace(CLASSES=2),
+        PREPROCESS_DATA=SimpleNamespace(
+            RESIZE=SimpleNamespace(VALUE=True, HEIGHT=64, WIDTH=64),
+            IMAGE_PREPROCESSING_TYPE="normalize",
+            NORMALIZE_MASK=SimpleNamespace(VALUE=normalize_mask, NORMALIZE_VALUE=255),
+            SHUFFLE={mode: SimpleNamespace(VALUE=shuffle)},
+        ),
+    )
+
+
+RESULT = {}
+for mode, shuffle in (("TRAIN", True), ("VAL", False)):
+    cfg = config(mode, shuffle, normalize_mask=False)
+    data_pipeline = data_generator_pipeline(cfg, mode, mask_available=True)
+    pipeline = data_pipeline(
+        batch_size=cfg.HYPER_PARAMETERS.BATCH_SIZE,
+        num_threads=cfg.DATALOADER_WORKERS,
+        device="gpu",
+        device_id=0
+    )
+    pipeline.build()
+    steps = []
+    for step in range(2 * 24 // cfg.HYPER_PARAMETERS.BATCH_SIZE):
+        images, labels = pipeline.run()
+        images, labels = images.as_cpu(), labels.as_cpu()
+        steps.append({
+            "layouts": (images.layout(), labels.layout()),
+            "images": images.as_array().copy(),
+            "labels": labels.as_array().copy(),
+        })
+    RESULT[mode] = steps
+"""
+
 EVERY_LABEL = sorted(i // 6 for i in range(24))
 #: one grey level after normalising by ImageNet's std (its smallest, 0.224 * 255)
 LEVEL = 1 / (0.224 * 255)
@@ -1718,10 +1851,30 @@ def recordio(tmp_path, jpeg_files) -> tuple[str, str]:
     return writer.path, writer.index_path
 
 
+@pytest.fixture
+def masks(tmp_path, jpeg_files) -> list[str]:
+    """A PNG mask for each fixture JPEG: 1 where the image is brighter than 128, else 0."""
+    paths = []
+    for path in jpeg_files:
+        mask = tmp_path / "masks" / os.path.basename(os.path.dirname(path)) / os.path.basename(path)
+        mask = mask.with_suffix(".png")
+        mask.parent.mkdir(parents=True, exist_ok=True)
+        Image.open(path).convert("L").point(lambda v: 1 if v > 128 else 0).save(mask)
+        paths.append(str(mask))
+    return paths
+
+
 def _assert_close_images(ours: np.ndarray, theirs: np.ndarray, max_diff: float, mean_diff: float) -> None:
     assert ours.shape == theirs.shape and ours.dtype == theirs.dtype
     diff = np.abs(ours.astype(np.float64) - theirs.astype(np.float64))
     assert diff.max() <= max_diff and diff.mean() <= mean_diff, (diff.max(), diff.mean())
+
+
+def _mask_agreement(step: dict) -> float:
+    """The smallest fraction, over a batch, of pixels whose mask class is its image's grey > 128."""
+    grey = step["images"] @ np.array([0.299, 0.587, 0.114], np.float32)
+    agree = (grey > 128 / 255) == (step["labels"][..., 1] > 0.5)
+    return float(agree.reshape(len(agree), -1).mean(1).min())
 
 
 def _pipe_runs(result: dict) -> list:
@@ -1866,3 +2019,23 @@ def test_deeplearningexamples_mxnet_rn50_recordio_pipelines(recordio, jpeg_root)
     assert structure(result) == structure(dali)
     assert result["epochs"][2:] == dali["epochs"][2:], "validation: the same labels in the same order"
     _assert_close_images(result["val_images"], dali["val_images"], **RESAMPLED)
+
+
+def test_unet3plus_segmentation_pipeline(jpeg_root, jpeg_files, masks):
+    result = ported(UNET3PLUS_SEGMENTATION, jpeg_root, IMAGES=jpeg_files, MASKS=masks)
+    for mode in ("TRAIN", "VAL"):
+        assert len(result[mode]) == 6
+        for step in result[mode]:
+            assert step["images"].shape == (8, 64, 64, 3) and step["images"].dtype == np.float32
+            assert step["labels"].shape == (8, 64, 64, 2) and step["labels"].dtype == np.float32
+            assert np.array_equal(step["labels"].sum(-1), np.ones((8, 64, 64))), "one class per pixel"
+            assert 0 <= step["images"].min() and step["images"].max() <= 1, "images / 255"
+            assert _mask_agreement(step) > 0.9, "each mask read with its image: the readers shuffle alike"
+    pytest.importorskip("nvidia.dali")
+    dali = run_script(as_dali_cpu(UNET3PLUS_SEGMENTATION), jpeg_root, IMAGES=jpeg_files, MASKS=masks)
+    for mode in ("TRAIN", "VAL"):
+        assert [s["layouts"] for s in result[mode]] == [s["layouts"] for s in dali[mode]]
+        assert [s["labels"].shape for s in result[mode]] == [s["labels"].shape for s in dali[mode]]
+    for ours, theirs in zip(result["VAL"], dali["VAL"], strict=True):
+        _assert_close_images(ours["images"], theirs["images"], max_diff=10.5 / 255, mean_diff=0.6 / 255)
+        assert np.mean(ours["labels"] != theirs["labels"]) < 0.01, "the masks' classes, up to resampled edges"
