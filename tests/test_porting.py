@@ -10,13 +10,9 @@ random generators, so pixels differ).
 
 from __future__ import annotations
 
-import collections
-import re
-import warnings
-
 import pytest
 
-from raypipe.backend import GpuUnavailableWarning
+from tests.script_harness import as_dali_cpu, ported, run_script, structure
 
 # Class-style pipeline with the long-lived ops names, a rotation by a random.Uniform angle,
 # RandomResizedCrop, CropMirrorNormalize with a CoinFlip mirror, labels moved to the GPU, and
@@ -170,47 +166,8 @@ for is_training in (True, False):
 """
 
 
-def _as_raypipe(script: str) -> str:
-    return script.replace("nvidia.dali", "raypipe")
-
-
-def _as_dali_cpu(script: str) -> str:
-    """The script for DALI's CPU-only build: every operator on the CPU, no device."""
-    script = re.sub(r'device="(mixed|gpu)"', 'device="cpu"', script).replace("dali_cpu=False", "dali_cpu=True")
-    script = script.replace(".gpu()", "").replace("device_id=0", "device_id=None")
-    return script.replace("seed=12 + device_id", "seed=12").replace("seed=12 + rank", "seed=12")
-
-
-def _run(script: str, data: str) -> dict:
-    namespace = {"DATA": data, "__name__": "ported_script"}
-    exec(compile(script, "<ported script>", "exec"), namespace)
-    return namespace["RESULT"]
-
-
-def _ported(script: str, data: str) -> dict:
-    with warnings.catch_warnings(record=True) as caught:
-        warnings.simplefilter("always")
-        result = _run(_as_raypipe(script), data)
-    assert any(issubclass(w.category, GpuUnavailableWarning) for w in caught), "device_id=0 without a GPU warns"
-    return result
-
-
-def _structure(result: dict) -> dict:
-    """What DALI and raypipe must agree on: steps, shapes, dtypes and each epoch's labels as a multiset."""
-    return {
-        "len": result["len"],
-        "epochs": [
-            (
-                [(shape, dtype) for shape, dtype, _ in steps],
-                collections.Counter(label for *_, ls in steps for label in ls),
-            )
-            for steps in result["epochs"]
-        ],
-    }
-
-
 def test_class_style_script_with_legacy_ops_names(jpeg_root):
-    result = _ported(CLASS_STYLE, jpeg_root)
+    result = ported(CLASS_STYLE, jpeg_root)
     assert result["len"] == 3
     for steps in result["epochs"]:
         assert [(s, d) for s, d, _ in steps] == [((8, 3, 32, 32), "torch.float32")] * 3
@@ -219,23 +176,23 @@ def test_class_style_script_with_legacy_ops_names(jpeg_root):
         )
     assert result["epochs"][0] != result["epochs"][1], "random_shuffle: epochs differ"
     pytest.importorskip("nvidia.dali")
-    assert _structure(result) == _structure(_run(_as_dali_cpu(CLASS_STYLE), jpeg_root))
+    assert structure(result) == structure(run_script(as_dali_cpu(CLASS_STYLE), jpeg_root))
 
 
 def test_functional_script_with_tensor_lists_and_a_partial_last_batch(jpeg_root):
-    result = _ported(FUNCTIONAL, jpeg_root)
+    result = ported(FUNCTIONAL, jpeg_root)
     assert result["run"] == (5, "CHW", (3, 32, 32), (3, 32, 32), (5, 3, 32, 32), [0, 0, 0, 0, 0])
     assert result["len"] == 5
     for steps in result["epochs"]:
         assert [s for s, _, _ in steps] == [(5, 3, 32, 32)] * 4 + [(4, 3, 32, 32)], "24 samples: the last step has 4"
         assert [label for *_, ls in steps for label in ls] == [i // 6 for i in range(24)], "no shuffle: folder order"
     pytest.importorskip("nvidia.dali")
-    assert _structure(result) == _structure(_run(_as_dali_cpu(FUNCTIONAL), jpeg_root))
-    assert result["run"] == _run(_as_dali_cpu(FUNCTIONAL), jpeg_root)["run"]
+    assert structure(result) == structure(run_script(as_dali_cpu(FUNCTIONAL), jpeg_root))
+    assert result["run"] == run_script(as_dali_cpu(FUNCTIONAL), jpeg_root)["run"]
 
 
 def test_dalis_resnet50_example_with_two_ranks(jpeg_root):
-    result = _ported(RESNET50, jpeg_root)
+    result = ported(RESNET50, jpeg_root)
     assert result["len"] == [[3, 3], [3, 3]], "12 samples per rank in batches of 5, the last partial"
     everything = sorted(i // 6 for i in range(24))
     for steps in result["epochs"]:
@@ -243,4 +200,4 @@ def test_dalis_resnet50_example_with_two_ranks(jpeg_root):
         assert {d for _, d, _ in steps} == {"torch.float32"}
         assert sorted(label for *_, ls in steps for label in ls) == everything, "the two ranks read every sample once"
     pytest.importorskip("nvidia.dali")
-    assert _structure(result) == _structure(_run(_as_dali_cpu(RESNET50), jpeg_root))
+    assert structure(result) == structure(run_script(as_dali_cpu(RESNET50), jpeg_root))
