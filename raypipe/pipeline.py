@@ -314,6 +314,15 @@ class Pipeline:
             _check_outputs(result.outputs, self._per_output)
         return result.outputs
 
+    def start_py_workers(self) -> None:
+        """DALI's early start of the worker processes of ``external_source(parallel=True)``: builds
+        the pipeline and starts them now rather than at the first batch (nothing to start without
+        parallel sources). The workers never use CUDA, so starting them after the pipeline's device
+        is set up is safe with ``py_start_method="fork"`` as long as the sources do not use CUDA."""
+        self.build()
+        if self._feeder is not None:
+            self._feeder.start_workers()
+
     def iter_setup(self) -> None:
         """Called before each batch is fed (DALI's older style, for a subclass): feed the external
         sources without a ``source`` here with :meth:`feed_input`; StopIteration ends the epoch."""

@@ -67,7 +67,7 @@ class SourceFeeder:
         self._generation = 0
         self._start(0)
 
-    def _start_pool(self) -> None:
+    def start_workers(self) -> None:
         """Start the worker processes of the parallel sources, if there are any and none run."""
         if self._parallel and self.pool is None:
             self.pool = SourceWorkerPool(self._parallel, self.batch_size, *self._workers)
@@ -101,7 +101,7 @@ class SourceFeeder:
         """Start feeding ``epoch`` from its beginning; the batches as the dispatch thread runs them.
         Batches fed for an earlier start are dropped; ``owner`` (held weakly) going away ends them."""
         self._generation += 1
-        self._start_pool()
+        self.start_workers()
         self._start(epoch)
         self._live = _FedSpecs(self, self._generation, self._queue, weakref.ref(owner))
         return self._live

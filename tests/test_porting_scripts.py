@@ -1813,8 +1813,8 @@ EVERY_LABEL = sorted(i // 6 for i in range(24))
 #: one grey level after normalising by ImageNet's std (its smallest, 0.224 * 255)
 LEVEL = 1 / (0.224 * 255)
 #: raypipe's resampling against DALI's, through normalisation: a few pixels of a 224x224 crop
-#: resized from about 500x375 differ by up to 10 grey levels (measured), the mean far below one
-RESAMPLED = {"max_diff": 10.5 * LEVEL, "mean_diff": 0.6 * LEVEL}
+#: resized from about 500x375 differ by up to 10.8 grey levels (measured), the mean far below one
+RESAMPLED = {"max_diff": 11.5 * LEVEL, "mean_diff": 0.6 * LEVEL}
 _SOLO_BUILDERS = ("train_pipeline_builder", "pipeline_builder")
 
 

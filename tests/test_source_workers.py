@@ -121,6 +121,17 @@ def test_parallel_gives_the_serial_batches(start_method):
     assert _gone(), "close() stops the workers"
 
 
+def test_start_py_workers_starts_them_before_the_first_batch():
+    with _pipe(graph, parallel=True) as pipe:
+        assert not _workers()
+        pipe.start_py_workers()
+        assert len(_workers()) == WORKERS, "started before any run()"
+        started = {p.pid for p in _workers()}
+        pipe.run()
+        assert {p.pid for p in _workers()} == started, "the first batch uses the workers already started"
+    assert _gone()
+
+
 def test_a_per_sample_batch_is_split_among_the_workers():
     with _pipe(lambda: fn.external_source(worker_pid, batch=False, parallel=True)) as pipe:
         pids = set(pipe.run()[0].as_tensor().ravel().tolist())

@@ -129,6 +129,13 @@ class _DaliBaseIterator:
                     f"than the smallest shard ({meta['epoch_size']} samples in {meta['number_of_shards']} shards)"
                 )
         self._size = _dali_size(meta, self.batch_size, self._policy) if reader_name is not None else size
+        # DALI's private names for the same facts, which public iterator subclasses read (solo-learn's
+        # __len__, for one): the policy, the pipelines, and the reader's unpadded size and sharding.
+        self._last_batch_policy = self._policy
+        self._devices = len(self._pipes)
+        self._size_no_pad = meta["epoch_size"] if meta is not None else size
+        self._shards_num = meta["number_of_shards"] if meta is not None else 1
+        self._shard_id = meta["shard_id"] if meta is not None else 0
         if size > 0:
             if self._policy is LastBatchPolicy.DROP and size < self._per_step:
                 raise ArgumentError(
