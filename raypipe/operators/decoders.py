@@ -101,8 +101,7 @@ class _Decoder(Operator):
         self._warned = threading.Lock()
         if output_type not in (DALIImageType.RGB, DALIImageType.BGR, DALIImageType.GRAY):
             hint = (
-                " (decode to types.RGB, then fn.color_space_conversion(image_type=types.RGB, "
-                "output_type=types.YCbCr))"
+                " (decode to types.RGB, then fn.color_space_conversion(image_type=types.RGB, output_type=types.YCbCr))"
                 if output_type is DALIImageType.YCbCr
                 else ""
             )
