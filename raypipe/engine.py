@@ -15,6 +15,7 @@ import weakref
 from collections.abc import Callable, Iterable
 from typing import Any
 
+from .aligned_readers import check_aligned
 from .backend import DeviceContext
 from .batch_buffers import Allocator
 from .batch_spec import BatchSpec
@@ -31,7 +32,8 @@ GraphFunction = Callable[[], Any]
 
 
 def staged_graph(define: GraphFunction, on_gpu: bool, decode_on_gpu: bool, batch_size: int = 1) -> StagedGraph:
-    """Define the graph, stage it with this split and open its reader. Operators that need the
+    """Define the graph, stage it with this split and open its readers, checking that several read
+    in step (:func:`~raypipe.aligned_readers.check_aligned`). Operators that need the
     pipeline's batch size (``bind_batch_size``: external sources asked for samples by index) get it."""
     graph = Graph()
     with defining(graph):
@@ -43,8 +45,9 @@ def staged_graph(define: GraphFunction, on_gpu: bool, decode_on_gpu: bool, batch
         bind = getattr(node.op, "bind_batch_size", None)
         if bind is not None:
             bind(batch_size)
-    if staged.reader is not None:
-        staged.reader.op.prepare()
+    for reader in staged.readers:
+        reader.op.prepare()
+    check_aligned(staged.readers)
     return staged
 
 
@@ -169,12 +172,13 @@ class Engine:
         return self.device.memory_stats()
 
     def close(self) -> None:
-        """Stop the executor's threads and release its cached device memory and the reader's open
+        """Stop the executor's threads and release its cached device memory and the readers' open
         files; idempotent, and :meth:`drive` starts them again."""
         if self._executor is not None:
             self._executor.close()
-        elif self.staged.reader is not None:
-            self.staged.reader.op.close()
+        else:
+            for reader in self.staged.readers:
+                reader.op.close()
 
     def _made_executor(self) -> Executor:
         """The executor, made now if it was not, with the helpers, allocator and profile set so far."""

@@ -165,7 +165,7 @@ class Executor:
         self._pool: ThreadPoolExecutor | None = None
         self._decoder: GpuImageDecoder | None = None
         self._buffers = BufferPool(self._pool_capacity(0))
-        self._reader = graph.reader.op if graph.reader is not None else None
+        self._readers = [node.op for node in graph.readers]
         self._profile: Profile | None = None
         self._offload: Offload | None = None
 
@@ -318,8 +318,8 @@ class Executor:
         if self._offload is not None:
             self._offload.close()
             self._offload = None
-        if self._reader is not None:
-            self._reader.close()
+        for reader in self._readers:
+            reader.close()
         self._device.release()
 
     def _put(self, q: queue.Queue, item: Any) -> bool:
@@ -355,15 +355,16 @@ class Executor:
         self._pending.put(None)
 
     def _announced(self, specs: Iterator[BatchSpec], sequential: bool) -> Iterator[BatchSpec]:
-        """``specs``, each announced to the reader (:meth:`will_read`) about ``READ_AHEAD_SAMPLES``
+        """``specs``, each announced to every reader (:meth:`will_read`) about ``READ_AHEAD_SAMPLES``
         samples before it is processed, so that a container reader's sequential reads run ahead
         of the CPU stage instead of stalling it."""
-        if self._reader is None:
+        if not self._readers:
             yield from specs
             return
         ahead: collections.deque[BatchSpec] = collections.deque()
         for spec in specs:
-            self._reader.will_read(spec.sample_indices, sequential)
+            for reader in self._readers:
+                reader.will_read(spec.sample_indices, sequential)
             ahead.append(spec)
             if sum(len(s.sample_indices) for s in ahead) > READ_AHEAD_SAMPLES:
                 yield ahead.popleft()

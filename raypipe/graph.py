@@ -224,18 +224,25 @@ class StagedGraph:
     """A checked, pruned graph split by stage, ready for the executor.
 
     ``host_nodes`` run per sample in the CPU stage, ``gpu_nodes`` per batch in the GPU stage;
-    ``to_device`` are the host results the Mixed stage moves to the device. ``decode_plans`` record
-    how staging placed each decoder (:mod:`raypipe.decode_plan`): staging changes no operator, the
-    stages pass each operator what was decided for it (:meth:`op_kwargs`)."""
+    ``readers`` are the reader nodes in graph order (the first decides the order they all read in,
+    :mod:`raypipe.aligned_readers`); ``to_device`` are the host results the Mixed stage moves to the
+    device. ``decode_plans`` record how staging placed each decoder (:mod:`raypipe.decode_plan`):
+    staging changes no operator, the stages pass each operator what was decided for it
+    (:meth:`op_kwargs`)."""
 
     outputs: list[DataNode]
     host_nodes: list[OpNode]
     gpu_nodes: list[OpNode]
-    reader: OpNode | None
+    readers: list[OpNode]
     to_device: list[DataNode]
     host_results: list[DataNode]
     layouts: dict[DataNode, str] = field(default_factory=dict)
     decode_plans: dict[OpNode, DecodePlan] = field(default_factory=dict)
+
+    @property
+    def reader(self) -> OpNode | None:
+        """The reader whose order every reader follows (the first in graph order); None without one."""
+        return self.readers[0] if self.readers else None
 
     @property
     def deferred(self) -> list[DataNode]:
@@ -269,9 +276,6 @@ def stage(graph: Graph, outputs: Sequence[Any], *, on_gpu: bool = True, decode_o
     for node in ordered:
         _check_order(node)
     readers = [n for n in ordered if n.op.schema.is_reader]
-    if len(readers) > 1:
-        labels = ", ".join(r.label for r in readers)
-        raise PipelineDefinitionError(f"a pipeline may hold one reader, found {len(readers)}: {labels}")
     batched = _batch_stage(ordered, on_gpu)
     host_nodes = [n for n in ordered if n not in batched]
     gpu_nodes = [n for n in ordered if n in batched]
@@ -309,7 +313,7 @@ def stage(graph: Graph, outputs: Sequence[Any], *, on_gpu: bool = True, decode_o
         outputs=list(outputs),
         host_nodes=host_nodes,
         gpu_nodes=gpu_nodes,
-        reader=readers[0] if readers else None,
+        readers=readers,
         to_device=to_device,
         host_results=host_results,
         layouts=layouts,

@@ -15,6 +15,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from . import graph_context
+from .aligned_readers import combined_digest
 from .backend import DeviceContext
 from .batch_spec import BatchSpec
 from .device_report import device_report
@@ -430,7 +431,12 @@ class Pipeline:
 
     def _order_fields(self) -> dict[str, Any]:
         reader = self._reader(None).op
-        fields = {**reader.order_fields(), "seed": self.seed, "batch_size": self.batch_size}
+        fields = {
+            **reader.order_fields(),
+            "dataset_digest": combined_digest(self._staged.readers),
+            "seed": self.seed,
+            "batch_size": self.batch_size,
+        }
         if reader.seed is not None:
             fields["reader_seed"] = reader.seed
         return fields
@@ -459,15 +465,18 @@ class Pipeline:
     def epoch_size(self, name: str | None = None) -> int | dict[str, int]:
         """Samples per epoch in the reader named ``name`` (all shards), as DALI counts them: with
         ``pad_last_batch`` every shard topped up to the largest (``epoch_size_padded``); a dict by
-        name without ``name``. The dataset's own length is ``reader_meta()["epoch_size"]``."""
-        reader = self._reader(name)
-        padded = reader.op.meta(self.batch_size)["epoch_size_padded"]
-        if name is None:
-            return {reader.name or reader.op.schema.name: padded}
-        return padded
+        name of every reader without ``name``. The dataset's own length is ``reader_meta()["epoch_size"]``."""
+        if name is not None:
+            return self._reader(name).op.meta(self.batch_size)["epoch_size_padded"]
+        self._reader(None)
+        return {
+            reader.name or reader.op.schema.name: reader.op.meta(self.batch_size)["epoch_size_padded"]
+            for reader in self._staged.readers
+        }
 
     def reader_meta(self, name: str | None = None) -> dict[str, Any]:
-        """DALI-style reader metadata: epoch_size, shard_id, number_of_shards, padding, batches."""
+        """DALI-style reader metadata of the reader named ``name`` (the first reader without one):
+        epoch_size, shard_id, number_of_shards, padding, batches."""
         return self._reader(name).op.meta(self.batch_size)
 
     def batches_per_epoch(self, name: str | None = None) -> int:
@@ -475,7 +484,8 @@ class Pipeline:
         return self.reader_meta(name)["batches_per_epoch"]
 
     def dataset_digest(self, name: str | None = None) -> str:
-        """A hash of the reader's sample list: identifies the dataset in position states."""
+        """A hash of the sample list of the reader named ``name`` (the first reader without one);
+        position states of a pipeline with several readers hash every reader's."""
         return self._reader(name).op.digest()
 
     def read_stats(self, name: str | None = None) -> dict[str, int]:
@@ -542,13 +552,20 @@ class Pipeline:
             self.close()
 
     def _reader(self, name: str | None) -> OpNode:
+        """The reader named ``name``, or the first reader (the one whose order they all follow)."""
         self.build()
-        reader = self._staged.reader
-        if reader is None:
+        readers = self._staged.readers
+        if not readers:
             raise PipelineDefinitionError("this pipeline has no reader")
-        if name is not None and reader.name != name:
-            raise ArgumentError(f"no reader named {name!r} (the pipeline's reader is {reader.label})")
-        return reader
+        if name is None:
+            return readers[0]
+        for reader in readers:
+            if reader.name == name:
+                return reader
+        if len(readers) == 1:
+            raise ArgumentError(f"no reader named {name!r} (the pipeline's reader is {readers[0].label})")
+        labels = ", ".join(r.label for r in readers)
+        raise ArgumentError(f"no reader named {name!r} (the pipeline's readers are {labels})")
 
     def _self_driven(self, first_epoch: int, first_batch: int = 0) -> Iterator[BatchSpec]:
         if self._feeder is not None:

@@ -24,6 +24,7 @@ from __future__ import annotations
 import hashlib
 from typing import Any
 
+from .aligned_readers import combined_digest
 from .errors import ArgumentError
 from .graph import OpNode, StagedGraph
 from .operators.external_source import ExternalSource
@@ -101,8 +102,9 @@ def qualified_name(source: Any) -> str:
 
 
 def served_dataset(pipe: Any) -> tuple[int, str]:
-    """(length, digest) of what the service will drive in ``pipe``: its reader, or its per-sample
-    external sources (refused, with the reason, when the service cannot drive them)."""
+    """(length, digest) of what the service will drive in ``pipe``: its readers (of one length, the
+    digest covering every one), or its per-sample external sources (refused, with the reason, when
+    the service cannot drive them)."""
     staged = pipe.engine.staged
     sources = external_sources(staged)
     if not sources:
@@ -111,7 +113,7 @@ def served_dataset(pipe: Any) -> tuple[int, str]:
                 "serve: the pipeline needs a reader (fn.readers.*) or a per-sample external source for the service "
                 f"to drive; {_INSTEAD}"
             )
-        return pipe.reader_meta()["epoch_size"], pipe.dataset_digest()
+        return pipe.reader_meta()["epoch_size"], combined_digest(staged.readers)
     for node in sources:  # a reader beside them was refused when the pipeline was built
         check_servable(node)
     lengths = {node.label: probe_length(node.op, pipe.batch_size) for node in sources}

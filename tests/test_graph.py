@@ -87,14 +87,48 @@ def test_operators_outside_a_pipeline_are_an_error():
         fn.random.coin_flip()
 
 
-def test_one_reader_per_pipeline(jpeg_files):
-    def graph(files):
-        _, a = fn.readers.file(files=files, name="A")
-        _, b = fn.readers.file(files=files, name="B")
-        return a, b
+def _two_readers(files_a, files_b, order_a=None, order_b=None):
+    _, a = fn.readers.file(files=files_a, name="A", **(order_a or {}))
+    _, b = fn.readers.file(files=files_b, name="B", **(order_b or {}))
+    return a, b
 
-    with pytest.raises(rp.PipelineDefinitionError, match="one reader.*'A'.*'B'"):
-        _build(graph, files=jpeg_files[:2])
+
+def test_several_readers_are_staged_in_graph_order(jpeg_files):
+    staged = _staged(lambda: _two_readers(jpeg_files[:2], jpeg_files[2:4]))
+    assert [r.label for r in staged.readers] == ["'A'", "'B'"]
+    assert staged.reader is staged.readers[0], "the first reader decides the order"
+    assert _staged(lambda: [fn.random.coin_flip()]).reader is None
+
+
+@pytest.mark.parametrize(
+    "order_a, order_b, files_b, message",
+    [
+        ({}, {}, 3, "dataset length is 2 in 'A' but 3 in 'B'"),
+        ({"random_shuffle": True, "seed": 1}, {}, 2, "random_shuffle is True in 'A' but False in 'B'"),
+        ({"random_shuffle": True, "seed": 1}, {"random_shuffle": True, "seed": 2}, 2, "seed is 1 in 'A' but 2 in 'B'"),
+        ({"random_shuffle": True}, {"random_shuffle": True, "initial_fill": 8}, 2, "initial_fill is 1024 in 'A'"),
+        ({"shard_id": 1, "num_shards": 2}, {"num_shards": 2}, 2, "shard_id is 1 in 'A' but 0 in 'B'"),
+        ({"pad_last_batch": True}, {}, 2, "pad_last_batch is True in 'A' but False in 'B'"),
+        (
+            {"shuffle_after_epoch": True},
+            {"shuffle_after_epoch": True, "shuffle_after_epoch_seed": 4},
+            2,
+            "shuffle_after_epoch_seed is 524287 in .A. but 4",
+        ),
+        ({"stick_to_shard": True}, {}, 2, "stick_to_shard is True in 'A' but False in 'B'"),
+    ],
+)
+def test_readers_out_of_step_are_refused_when_built(jpeg_files, order_a, order_b, files_b, message):
+    with pytest.raises(rp.PipelineDefinitionError, match=f"readers 'A' and 'B' cannot read in step: {message}"):
+        _build(
+            _two_readers, files_a=jpeg_files[:2], files_b=jpeg_files[2 : 2 + files_b], order_a=order_a, order_b=order_b
+        )
+
+
+def test_readers_differing_only_where_no_shuffle_reads_them_are_in_step(jpeg_files):
+    """``seed`` and ``initial_fill`` order nothing without ``random_shuffle``."""
+    pipe = _build(_two_readers, files_a=jpeg_files[:2], files_b=jpeg_files[2:4], order_a={"seed": 1, "initial_fill": 4})
+    assert pipe.epoch_size() == {"A": 2, "B": 2}
 
 
 class ClassStylePipe(rp.Pipeline):

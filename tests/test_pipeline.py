@@ -108,3 +108,37 @@ def test_reset_restarts_at_a_chosen_epoch(jpeg_root):
         again = [np.asarray(pipe.run()[1]).ravel().tolist() for _ in range(5)]
         assert pipe.last_batch_info.epoch == 1
     assert first == again
+
+
+@rp.pipeline_def(batch_size=4, num_threads=1, device_id=None, seed=3)
+def images_and_masks(images, masks):
+    """Two readers over parallel lists, shuffled alike (one seed), as segmentation pipelines read."""
+    image, _ = fn.readers.file(files=images, random_shuffle=True, seed=11, name="Images")
+    mask, _ = fn.readers.file(files=masks, random_shuffle=True, seed=11, name="Masks")
+    return image, mask
+
+
+def test_a_pipeline_with_several_readers_answers_per_reader(jpeg_files):
+    images, masks = jpeg_files[:10], jpeg_files[10:20]
+    with images_and_masks(images, masks) as pipe:
+        pipe.run()
+        assert pipe.epoch_size() == {"Images": 10, "Masks": 10}
+        assert pipe.epoch_size("Masks") == 10
+        assert pipe.reader_meta("Masks") == pipe.reader_meta() == pipe.reader_meta("Images")
+        assert pipe.dataset_digest("Masks") != pipe.dataset_digest("Images") == pipe.dataset_digest()
+        assert pipe.reader_label("Masks") == "'Masks'" and pipe.reader_label() == "'Images'"
+        assert pipe.read_stats("Masks") == {}
+        with pytest.raises(rp.ArgumentError, match="no reader named 'Labels'.*readers are 'Images', 'Masks'"):
+            pipe.reader_meta("Labels")
+
+
+def test_a_position_state_covers_every_readers_dataset(jpeg_files):
+    with images_and_masks(jpeg_files[:10], jpeg_files[10:20]) as pipe:
+        pipe.run()
+        state = pipe.state_dict()
+    with images_and_masks(jpeg_files[:10], jpeg_files[14:24]) as other:
+        with pytest.raises(rp.ArgumentError, match="dataset_digest"):
+            other.load_state_dict(state)
+    with images_and_masks(jpeg_files[:10], jpeg_files[10:20]) as same:
+        same.load_state_dict(state)
+        assert same.state_dict() == state

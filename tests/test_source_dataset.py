@@ -89,3 +89,23 @@ def test_an_empty_or_endless_source_is_refused():
     with pytest.raises(ArgumentError, match="never raises StopIteration"):
         _served(lambda info: np.zeros(1), batch=False)
     assert MAX_PROBED >= 1 << 40
+
+
+def _read_pairs(images, masks):
+    image, _ = fn.readers.file(files=images, name="Images")
+    mask, _ = fn.readers.file(files=masks, name="Masks")
+    return image, mask
+
+
+def _served_readers(images, masks) -> tuple[int, str]:
+    return served_dataset(rp.pipeline_def(_read_pairs, batch_size=4, device_id=None)(images, masks))
+
+
+def test_several_readers_serve_their_common_length_and_a_digest_of_every_dataset(jpeg_files):
+    length, digest = _served_readers(jpeg_files[:10], jpeg_files[10:20])
+    assert length == 10
+    assert _served_readers(jpeg_files[:10], jpeg_files[10:20]) == (length, digest)
+    other_length, other_digest = _served_readers(jpeg_files[:10], jpeg_files[14:24])
+    assert other_length == 10 and other_digest != digest, "another second dataset is another digest"
+    one = rp.pipeline_def(lambda: fn.readers.file(files=jpeg_files[:10])[0], batch_size=4, device_id=None)()
+    assert served_dataset(one) == (10, one.dataset_digest()), "one reader: its own digest, as before"

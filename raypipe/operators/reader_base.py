@@ -155,6 +155,25 @@ class ShardedReader(Operator):
             **({"shuffle_after_epoch_seed": self.shuffle_after_epoch_seed} if self.shuffle_after_epoch else {}),
         }
 
+    def order_arguments(self) -> dict[str, Any]:
+        """The arguments that decide which sample index each batch position gets, besides the
+        dataset's length: readers of one pipeline read in step only when these are equal
+        (:mod:`raypipe.aligned_readers`). Shuffling's ``initial_fill`` and ``seed``, and the epoch
+        shuffle's seed, count only where that shuffle is on."""
+        fields: dict[str, Any] = {
+            "shard_id": self.shard_id,
+            "num_shards": self.num_shards,
+            "stick_to_shard": self.stick_to_shard,
+            "pad_last_batch": self.pad_last_batch,
+            "random_shuffle": self.random_shuffle,
+            "shuffle_after_epoch": self.shuffle_after_epoch,
+        }
+        if self.random_shuffle:
+            fields.update(initial_fill=self.initial_fill, seed=self.seed)
+        if self.shuffle_after_epoch:
+            fields["shuffle_after_epoch_seed"] = self.shuffle_after_epoch_seed
+        return fields
+
     def epoch_batches(self, batch_size: int, epoch: int, seed: int) -> list[BatchSpec]:
         """This reader's batches for ``epoch`` under its own sharding and shuffling."""
         return reader_order.epoch_batches(

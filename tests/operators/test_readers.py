@@ -234,3 +234,65 @@ def test_shuffle_after_epoch_resumes_from_a_state(jpeg_files):
 def test_shuffle_after_epoch_argument_errors(jpeg_files, args, message):
     with pytest.raises(rp.ArgumentError, match=message):
         read(files=jpeg_files, shuffle_after_epoch=True, **args).build()
+
+
+def _side_files(tmp_path, count: int) -> list[str]:
+    """A file per image holding the image's number: a parallel list, as masks beside images."""
+    paths = []
+    for i in range(count):
+        path = tmp_path / "side" / f"{i:03d}.txt"
+        path.parent.mkdir(exist_ok=True)
+        path.write_text(str(i))
+        paths.append(str(path))
+    return paths
+
+
+def _pairs(fn_module, images, sides, order):
+    """The graph of two readers over parallel lists with the same order arguments."""
+    image, _ = fn_module.readers.file(files=images, name="Images", **order)
+    side, label = fn_module.readers.file(files=sides, name="Sides", **order)
+    return image, side, label
+
+
+def _paired_batches(pipe, images, batches):
+    """Per batch, (image number, side number) of each row: the number of the image read, the
+    number its parallel file holds."""
+    number = {open(p, "rb").read(): i for i, p in enumerate(images)}
+    out = []
+    for _ in range(batches):
+        image, side, _ = pipe.run()
+        rows = range(len(image))
+        out.append([(number[np.asarray(image.at(r)).tobytes()], int(np.asarray(side.at(r)).tobytes())) for r in rows])
+    return out
+
+
+ALIGNED_ORDERS = [
+    {},
+    {"random_shuffle": True, "seed": 3},
+    {"random_shuffle": True, "initial_fill": 5, "seed": 9},
+    {"shuffle_after_epoch": True},
+    {"shard_id": 1, "num_shards": 2, "pad_last_batch": True},
+]
+
+
+@pytest.mark.parametrize("order", ALIGNED_ORDERS)
+def test_readers_of_parallel_lists_read_in_step_as_in_dali(jpeg_files, tmp_path, order):
+    images = jpeg_files[:11]
+    sides = _side_files(tmp_path, len(images))
+    pipe = rp.pipeline_def(_pairs, batch_size=4, num_threads=2, device_id=None, seed=5)(fn, images, sides, order)
+    with pipe:
+        batches = _paired_batches(pipe, images, 9)  # three epochs
+        assert pipe.epoch_size() == {"Images": pipe.epoch_size("Images"), "Sides": pipe.epoch_size("Sides")}
+    assert all(a == b for batch in batches for a, b in batch), "every row pairs an image with its own file"
+    shuffled = order.get("random_shuffle") or order.get("shuffle_after_epoch")
+    if shuffled:
+        assert batches[:3] != batches[3:6], "another order each epoch"
+    dali = pytest.importorskip("nvidia.dali")
+    reference = dali.pipeline_def(_pairs, batch_size=4, num_threads=2, device_id=None, seed=5)(
+        dali.fn, images, sides, order
+    )
+    reference.build()
+    theirs = _paired_batches(reference, images, 9)
+    assert all(a == b for batch in theirs for a, b in batch), "DALI pairs them alike"
+    if not shuffled:
+        assert batches[:3] == theirs[:3], "the first epoch: the same pairs in the same batches as DALI"
