@@ -10,6 +10,7 @@ a ``RESULT`` dict; the names it is given (``DATA`` and any others) are globals o
 from __future__ import annotations
 
 import collections
+import gc
 import re
 import sys
 import types
@@ -48,9 +49,13 @@ def run_script(script: str, data: str, **names: Any) -> dict:
     sys.modules[module.__name__] = module
     try:
         exec(compile(script, "<ported script>", "exec"), module.__dict__)
+        return module.__dict__["RESULT"]
     finally:
         del sys.modules[module.__name__]
-    return module.__dict__["RESULT"]
+        # the script's pipelines (and their worker processes) go now, not at the next collection:
+        # its functions and globals hold each other
+        module.__dict__.clear()
+        gc.collect()
 
 
 def ported(script: str, data: str, **names: Any) -> dict:

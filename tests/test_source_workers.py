@@ -104,6 +104,12 @@ def _gone(deadline_s: float = 10.0) -> bool:
     return not _workers()
 
 
+@pytest.fixture(autouse=True)
+def no_workers_before():
+    """Each test counts the workers it starts: none may be left from before (another module's)."""
+    assert _gone(), f"source workers left running before the test: {_workers()}"
+
+
 @pytest.mark.parametrize("start_method", ["fork", "spawn"])
 def test_parallel_gives_the_serial_batches(start_method):
     with _pipe(graph, parallel=False) as serial:
