@@ -110,32 +110,9 @@ class Pipeline:
         stream_policy: Any = None,
         concurrency: Any = None,
     ):
-        options = parse(
-            batch_size,
-            num_threads,
-            device_id,
-            seed,
-            exec_pipelined,
-            prefetch_queue_depth,
-            exec_async,
-            bytes_per_sample,
-            set_affinity,
-            max_streams,
-            default_cuda_stream_priority,
-            enable_memory_stats=enable_memory_stats,
-            enable_checkpointing=enable_checkpointing,
-            checkpoint=checkpoint,
-            py_num_workers=py_num_workers,
-            py_start_method=py_start_method,
-            py_callback_pickler=py_callback_pickler,
-            output_dtype=output_dtype,
-            output_ndim=output_ndim,
-            output_layout=output_layout,
-            exec_dynamic=exec_dynamic,
-            experimental_exec_dynamic=experimental_exec_dynamic,
-            stream_policy=stream_policy,
-            concurrency=concurrency,
-        )
+        arguments = dict(locals())
+        del arguments["self"]
+        options = parse(**arguments)  # DALI's signature above; parse holds the same (a test checks)
         self.batch_size = options.batch_size
         self.num_threads = options.num_threads
         self.device_id = options.device_id

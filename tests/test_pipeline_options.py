@@ -47,3 +47,15 @@ def test_the_first_bad_argument_is_named_and_options_are_frozen():
     with pytest.raises(dataclasses.FrozenInstanceError):
         parse().batch_size = 2  # type: ignore[misc]
     assert {f.name for f in dataclasses.fields(PipelineOptions)} >= {"cpu_queue_depth", "declared", "checkpoint"}
+
+
+def test_the_pipelines_signature_is_the_parsers():
+    """``rp.Pipeline`` shows DALI's signature and hands every argument to ``parse``: the same names,
+    kinds and defaults, so neither can drift from the other."""
+    import inspect
+
+    import raypipe as rp
+
+    ours = list(inspect.signature(rp.Pipeline.__init__).parameters.values())[1:]
+    parsed = list(inspect.signature(parse).parameters.values())
+    assert [(p.name, p.kind, p.default) for p in ours] == [(p.name, p.kind, p.default) for p in parsed]
