@@ -58,6 +58,7 @@ OLD_NAMES: dict[str, tuple[str, str]] = {
     "readers.caffe2": ("Caffe2Reader", "caffe2_reader"),
     "readers.tfrecord": ("TFRecordReader", "tfrecord_reader"),
     "readers.mxnet": ("MXNetReader", "mxnet_reader"),
+    "readers.numpy": ("NumpyReader", "numpy_reader"),
     "decoders.image": ("ImageDecoder", "image_decoder"),
     "decoders.image_random_crop": ("ImageDecoderRandomCrop", "image_decoder_random_crop"),
     "decoders.image_crop": ("ImageDecoderCrop", "image_decoder_crop"),
@@ -131,6 +132,10 @@ class Operator:
     def output_layout(self, input_layouts: Sequence[str]) -> str:
         """Layout of the first output given the inputs' layouts."""
         return input_layouts[0] if input_layouts else ""
+
+    def check_arg_inputs(self, arg_inputs: Collection[str]) -> None:
+        """Validate the static arguments given the names of the per-sample argument inputs (an
+        argument required unless it comes per sample); called once the operator is placed."""
 
     def host_batch_step(self, arg_inputs: Collection[str]) -> bool:
         """Whether this operator on ``device="cpu"`` needs the whole batch (given the names of its

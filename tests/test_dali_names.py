@@ -20,6 +20,7 @@ OLD_AND_NEW = [
     ("Caffe2Reader", "readers", "Caffe2"),
     ("TFRecordReader", "readers", "TFRecord"),
     ("MXNetReader", "readers", "MXNet"),
+    ("NumpyReader", "readers", "Numpy"),
     ("ImageDecoder", "decoders", "Image"),
     ("ImageDecoderRandomCrop", "decoders", "ImageRandomCrop"),
     ("ImageDecoderCrop", "decoders", "ImageCrop"),

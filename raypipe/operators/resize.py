@@ -17,6 +17,7 @@ from ..errors import ArgumentError
 from ..kernels import launch
 from ..operator import Operator, Schema, register
 from ..types import DALIImageType, to_numpy_dtype
+from .axes import per_sample
 from .host_resize import resize as host_resize
 from .resample import (
     CUBIC,
@@ -31,6 +32,7 @@ from .resample import (
     resample,
     resize_nearest,
 )
+from .volume_resize import resize_volume, volume_axes, volume_size
 
 MODES = ("default", "stretch", "not_smaller", "not_larger")
 
@@ -112,6 +114,16 @@ def _per_axis(name: str, value: Any) -> tuple[float | None, float | None]:
     return width, height
 
 
+def _volume_wanted(size: Any, resize_x: Any, resize_y: Any, resize_z: float | None) -> tuple[float | None, ...]:
+    """A volume's wanted ``(d, h, w)`` from ``size`` = ``[d, h, w]`` (0: unset) or ``resize_z``/``_y``/``_x``."""
+    if size is not None:
+        if resize_x is not None or resize_y is not None or resize_z is not None:
+            raise ArgumentError("resize: size cannot be combined with resize_x, resize_y or resize_z")
+        values = np.asarray(size, np.float64).reshape(-1)
+        return tuple(float(v) if v > 0 else None for v in values)
+    return resize_z, _size_arg("resize_y", resize_y), _size_arg("resize_x", resize_x)
+
+
 def _size_arg(name: str, value: float | None) -> float | None:
     if value is None:
         return None
@@ -154,7 +166,7 @@ class Resize(Operator):
     """Resize HWC images (antialiased linear by default, or ``interp_type`` / ``min_filter`` /
     ``mag_filter``); see :func:`output_size` for the sizing rules."""
 
-    schema = Schema("resize", devices=("cpu", "gpu"))
+    schema = Schema("resize", devices=("cpu", "gpu"), arg_inputs=("size",))
 
     def configure(
         self,
@@ -162,6 +174,7 @@ class Resize(Operator):
         resize_y: float | None = None,
         resize_shorter: float | None = None,
         resize_longer: float | None = None,
+        resize_z: float | None = None,
         mode: str = "default",
         size: float | Sequence[float] | None = None,
         max_size: float | Sequence[float] | None = None,
@@ -175,7 +188,13 @@ class Resize(Operator):
         image_type: DALIImageType | None = None,
     ) -> None:
         """``temp_buffer_hint`` (DALI's scratch-buffer size) and ``image_type`` (deprecated and unused
-        in DALI) are validated and change nothing; ``save_attrs`` adds the second output."""
+        in DALI) are validated and change nothing; ``save_attrs`` adds the second output. Volumes
+        (:mod:`.volume_resize`) take ``resize_z`` or a three-value ``size`` (also per sample)."""
+        self.resize_z = _size_arg("resize_z", resize_z)
+        self.volume_wanted: tuple[float | None, ...] | None = None
+        if (size is not None and np.size(size) == 3) or (size is None and self.resize_z is not None):
+            self.volume_wanted = _volume_wanted(size, resize_x, resize_y, self.resize_z)
+            size, resize_x, resize_y = None, resize_x or 1, resize_y or 1
         if image_type is not None and not isinstance(image_type, DALIImageType):
             raise ArgumentError(f"resize: image_type must be a types.DALIImageType, got {image_type!r}")
         self.resize_x = _size_arg("resize_x", resize_x)
@@ -190,8 +209,7 @@ class Resize(Operator):
         if mode not in MODES:
             raise ArgumentError(f"resize: mode must be one of {MODES}, got {mode!r}")
         given = [n for n in ("resize_x", "resize_y", "resize_shorter", "resize_longer") if getattr(self, n) is not None]
-        if not given and size is None:
-            raise ArgumentError("resize: give resize_x and/or resize_y, or size, or resize_shorter, or resize_longer")
+        self._sized = bool(given) or size is not None or self.volume_wanted is not None
         side = [n for n in given if n in ("resize_shorter", "resize_longer")]
         if side and (len(given) > 1 or mode != "default"):
             raise ArgumentError(
@@ -214,6 +232,34 @@ class Resize(Operator):
             self.dtype = to_numpy_dtype(dtype) if dtype is not None else None
         except ValueError:
             raise ArgumentError(f"resize: unknown dtype {dtype!r}") from None
+        self.layout = ""
+
+    def output_layout(self, input_layouts: Sequence[str]) -> str:
+        self.layout = input_layouts[0] if input_layouts else ""
+        return self.layout
+
+    def _volume(self, xp, image, args) -> Any | None:
+        """The resized volume, or None when ``image`` is not a volume (:func:`volume_axes`)."""
+        axes = volume_axes(self.layout, image.ndim)
+        if axes is None:
+            if "size" in args:
+                raise ValueError("resize: a per-sample size is supported for volumes only")
+            return None
+        wanted = self.volume_wanted
+        if "size" in args:
+            wanted = tuple(float(v) if v > 0 else None for v in per_sample(args["size"]))
+        if wanted is None or len(wanted) != 3:
+            raise ValueError(f"resize: a volume of shape {tuple(image.shape)} needs size=[d, h, w] or resize_z")
+        out_size = volume_size([image.shape[a] for a in axes], wanted, self.mode)
+        out = resize_volume(xp, image, axes, out_size, self.filters, self.antialias, self.dtype)
+        if not self.save_attrs:
+            return out
+        return out, xp.asarray(np.array([image.shape[a] for a in axes], np.int32))
+
+    def check_arg_inputs(self, arg_inputs) -> None:
+        """A size is required: a static one, or ``size`` per sample."""
+        if not self._sized and "size" not in arg_inputs:
+            raise ArgumentError("resize: give resize_x and/or resize_y, or size, or resize_shorter, or resize_longer")
 
     @property
     def num_outputs(self) -> int:
@@ -252,6 +298,9 @@ class Resize(Operator):
 
     def compute(self, xp, inputs, args, ctx):
         image = inputs[0]
+        volume = self._volume(xp, image, args)
+        if volume is not None:
+            return volume
         check_hwc("resize", image)
         width, height = self.target_size(image.shape[1], image.shape[0])
         out = resample(xp, image, width, height, antialias=self.antialias, dtype=self.dtype, filters=self.filters)
@@ -259,6 +308,9 @@ class Resize(Operator):
 
     def run_sample(self, inputs, args, ctx):
         image = inputs[0]
+        volume = self._volume(np, image, args)
+        if volume is not None:
+            return volume
         check_hwc("resize", image)
         width, height = self.target_size(image.shape[1], image.shape[0])
         out = host_resample(image, width, height, self.filters, self.antialias, self.dtype)
@@ -282,6 +334,8 @@ class Resize(Operator):
         accumulation differs).
         """
         batch = inputs[0]
+        if args or any(volume_axes(self.layout, sample.ndim) is not None for sample in batch):
+            return super().run_batch(xp, inputs, args, ctxs)
         shapes = hwc_shapes("resize", batch)
         sizes = self.target_sizes(shapes[:, 1], shapes[:, 0])
         in_dtype = launch.uniform_dtype(batch)
