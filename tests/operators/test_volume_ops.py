@@ -83,7 +83,7 @@ def test_linear_and_cubic_volume_resize_are_close_to_dali(ours, dali):
     for interp in ("INTERP_LINEAR", "INTERP_CUBIC"):
         for size in ([5, 20, 7], [18, 6, 24]):
             mine, theirs = _both(
-                ours, dali, smooth, lambda f, t, x: f.resize(x, size=size, interp_type=getattr(t, interp)), "CDHW"
+                ours, dali, smooth, lambda f, t, x, s=size, i=interp: f.resize(x, size=s, interp_type=getattr(t, i)), "CDHW"
             )
             _assert_equal(mine, theirs, atol=3.0, mean=0.5)
 
