@@ -82,9 +82,8 @@ def test_linear_and_cubic_volume_resize_are_close_to_dali(ours, dali):
     _assert_equal(mine, theirs, atol=1e-3)
     for interp in ("INTERP_LINEAR", "INTERP_CUBIC"):
         for size in ([5, 20, 7], [18, 6, 24]):
-            mine, theirs = _both(
-                ours, dali, smooth, lambda f, t, x, s=size, i=interp: f.resize(x, size=s, interp_type=getattr(t, i)), "CDHW"
-            )
+            build = lambda f, t, x, s=size, i=interp: f.resize(x, size=s, interp_type=getattr(t, i))  # noqa: E731
+            mine, theirs = _both(ours, dali, smooth, build, "CDHW")
             _assert_equal(mine, theirs, atol=3.0, mean=0.5)
 
 
