@@ -163,9 +163,7 @@ class Graph:
         if cls.positional_args and inputs and not isinstance(inputs[0], DataNode):  # fn.external_source(source)
             kwargs = {**dict(zip(cls.positional_args, inputs)), **kwargs}
             inputs = ()
-        for value in inputs:
-            if not isinstance(value, DataNode):
-                raise ArgumentError(f"{op_name}: inputs must be outputs of other operators, got {value!r}")
+        inputs = [_constant_input(op_name, value) for value in inputs]
         if not schema.min_inputs <= len(inputs) <= schema.max_inputs:
             expected = (
                 str(schema.min_inputs)
@@ -192,6 +190,21 @@ class Graph:
         node = OpNode(op, list(inputs), arg_inputs, name)
         self.nodes.append(node)
         return node.outputs
+
+
+def _constant_input(op_name: str, value: Any) -> DataNode:
+    """An operator's input: a node, or, as in DALI, a number, list or array made a ``constant``."""
+    if isinstance(value, DataNode):
+        return value
+    import numpy as np
+
+    from .types import Constant, ScalarConstant
+
+    if isinstance(value, ScalarConstant):
+        value = value.value
+    if isinstance(value, (int, float, np.number, np.ndarray, list, tuple)) and not isinstance(value, bool):
+        return Constant(np.asarray(value), device="cpu")
+    raise ArgumentError(f"{op_name}: inputs must be outputs of other operators or constants, got {value!r}")
 
 
 def current_graph(caller: str) -> Graph:

@@ -70,6 +70,11 @@ def _crop_size(crop: Any, crop_d: Any, crop_h: Any, crop_w: Any) -> tuple[int, .
     return tuple(int(s) for s in sizes)
 
 
+def _sized(crop: Any, crop_h: Any, crop_w: Any) -> bool:
+    """Whether the static arguments give a window size (else it comes per sample)."""
+    return crop is not None or (crop_h is not None and crop_w is not None)
+
+
 def spatial_axes(layout: str, ndim: int) -> dict[str, int]:
     """The axis of each of ``D``, ``H`` and ``W`` in a sample of ``ndim`` dimensions: from its
     ``layout`` when it names them, else ``HW(C)`` for 2 or 3 dimensions and ``DHWC`` for 4."""
@@ -92,7 +97,11 @@ class Crop(Operator):
     which fills the outside with ``fill_values`` (a scalar or one value per channel).
     """
 
-    schema = Schema("crop", devices=("cpu", "gpu"), arg_inputs=("crop_pos_x", "crop_pos_y", "crop_pos_z"))
+    schema = Schema(
+        "crop",
+        devices=("cpu", "gpu"),
+        arg_inputs=("crop_pos_x", "crop_pos_y", "crop_pos_z", "crop", "crop_h", "crop_w", "crop_d"),
+    )
 
     def configure(
         self,
@@ -111,7 +120,8 @@ class Crop(Operator):
     ) -> None:
         """``output_dtype`` is DALI's deprecated alias of ``dtype``; ``image_type``, deprecated and
         unused in DALI, is validated and changes nothing."""
-        self.size = _crop_size(crop, crop_d, crop_h, crop_w)
+        self.static_size = {"crop": crop, "crop_d": crop_d, "crop_h": crop_h, "crop_w": crop_w}
+        self.size = _crop_size(crop, crop_d, crop_h, crop_w) if _sized(crop, crop_h, crop_w) else (1, 1)
         self.crop_h, self.crop_w = self.size[-2:]
         if dtype is not None and output_dtype is not None:
             raise ArgumentError("crop: dtype and its deprecated alias output_dtype cannot be used together")
@@ -139,6 +149,25 @@ class Crop(Operator):
         self.layout = input_layouts[0] if input_layouts else ""
         return self.layout
 
+    def check_arg_inputs(self, arg_inputs) -> None:
+        """The window's size, static or per sample (``crop``, or ``crop_h`` and ``crop_w``)."""
+        given = {k for k, v in self.static_size.items() if v is not None} | set(arg_inputs)
+        if "crop" not in given and not {"crop_h", "crop_w"} <= given:
+            _crop_size(None, None, None, None)
+        if "crop" in given and given & {"crop_d", "crop_h", "crop_w"}:
+            _crop_size(1, None, 1, 1)
+
+    def _sample_size(self, args) -> tuple[int, ...]:
+        """This sample's window size: its argument inputs over the static sizes (rounded)."""
+        if not any(k in args for k in self.static_size):
+            return self.size
+        sizes = {k: args[k] if k in args else v for k, v in self.static_size.items()}
+        sizes = {k: None if v is None else np.asarray(v).reshape(-1).tolist() for k, v in sizes.items()}
+        sizes = {k: v if v is None or k == "crop" else _round_half_away(float(v[0])) for k, v in sizes.items()}
+        if sizes["crop"] is not None:
+            sizes["crop"] = [_round_half_away(float(c)) for c in sizes["crop"]]
+        return _crop_size(sizes["crop"], sizes["crop_d"], sizes["crop_h"], sizes["crop_w"])
+
     def compute(self, xp, inputs, args, ctx):
         out = self._window(xp, inputs[0], args)
         return out if self.dtype is None else saturate_cast(xp, out, self.dtype)
@@ -147,33 +176,34 @@ class Crop(Operator):
         if image.ndim < 2:
             raise ValueError(f"crop: expects an HWC or HW image, got shape {tuple(image.shape)}")
         axes = spatial_axes(self.layout, image.ndim)
-        names = "DHW"[3 - len(self.size) :]
+        size = self._sample_size(args)
+        names = "DHW"[3 - len(size) :]
         if set(names) != set(axes):
-            kind = "a 3-D (d, h, w)" if len(self.size) == 3 else "a 2-D (h, w)"
+            kind = "a 3-D (d, h, w)" if len(size) == 3 else "a 2-D (h, w)"
             raise ValueError(f"crop: {kind} crop does not fit a sample of shape {tuple(image.shape)}")
         positions = {"D": "crop_pos_z", "H": "crop_pos_y", "W": "crop_pos_x"}
         start = [0] * image.ndim
         stop = list(image.shape)
-        for name, size in zip(names, self.size):
+        for name, extent in zip(names, size):
             arg = positions[name]
             pos = check_position("crop", arg, as_scalar(args.get(arg, getattr(self, arg))))
             axis = axes[name]
-            start[axis] = _round_half_away(pos * (image.shape[axis] - size))
-            stop[axis] = start[axis] + size
+            start[axis] = _round_half_away(pos * (image.shape[axis] - extent))
+            stop[axis] = start[axis] + extent
         if all(0 <= a and b <= n for a, b, n in zip(start, stop, image.shape)):
             return xp.ascontiguousarray(image[tuple(slice(a, b) for a, b in zip(start, stop))])
         if self.policy == "error":
-            window = "x".join(map(str, self.size))
+            window = "x".join(map(str, size))
             extent = "x".join(str(image.shape[axes[n]]) for n in names)
             raise ValueError(
                 f"crop: the {window} ({' x '.join(names.lower())}) window does not fit in the {extent} image; "
                 "use a smaller crop or out_of_bounds_policy='pad'"
             )
-        return self._pad(xp, image, start, stop)
+        return self._pad(xp, image, start, stop, len(size))
 
-    def _pad(self, xp, image, start: list[int], stop: list[int]) -> Any:
+    def _pad(self, xp, image, start: list[int], stop: list[int], dims: int) -> Any:
         channel_axis = self.layout.index("C") if "C" in self.layout and len(self.layout) == image.ndim else None
-        if channel_axis is None and image.ndim in (3, 4) and len(self.size) == image.ndim - 1:
+        if channel_axis is None and image.ndim in (3, 4) and dims == image.ndim - 1:
             channel_axis = image.ndim - 1
         channels = image.shape[channel_axis] if channel_axis is not None else 1
         if self.fill_values.size not in (1, channels):

@@ -235,8 +235,11 @@ class Resize(Operator):
         self.layout = ""
 
     def output_layout(self, input_layouts: Sequence[str]) -> str:
-        self.layout = input_layouts[0] if input_layouts else ""
-        return self.layout
+        """The input's layout; a volume's (naming ``D``) is kept to find its axes."""
+        given = input_layouts[0] if input_layouts else ""
+        if "D" in given:
+            self.layout = given
+        return given
 
     def _volume(self, xp, image, args) -> Any | None:
         """The resized volume, or None when ``image`` is not a volume (:func:`volume_axes`)."""
