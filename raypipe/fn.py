@@ -9,14 +9,15 @@ from __future__ import annotations
 
 from typing import Any
 
-from .graph import DataNode, current_graph, named_outputs
+from .graph import DataNode, current_graph
+from .input_sets import place
 from .operator import OLD_NAMES, registry
 
 _ALIASES = {fn_name: op_name for op_name, (_, fn_name) in OLD_NAMES.items()}
 
 
 def _call(op_name: str, *inputs: DataNode, device: str | None = None, **kwargs: Any):
-    return named_outputs(current_graph(f"fn.{op_name}").add(op_name, inputs, kwargs, device=device))
+    return place(current_graph(f"fn.{op_name}"), op_name, inputs, kwargs, device)
 
 
 class _Namespace:

@@ -11,7 +11,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from .graph import DataNode, current_graph, named_outputs
+from .graph import DataNode, current_graph
+from .input_sets import place
 from .operator import OLD_NAMES, registry
 
 
@@ -29,9 +30,7 @@ class OperatorFactory:
 
     def __call__(self, *inputs: DataNode, **call_kwargs: Any):
         kwargs = {**self.kwargs, **call_kwargs}
-        return named_outputs(
-            current_graph(f"ops.{type(self).__qualname__}").add(self.op_name, inputs, kwargs, device=self.device)
-        )
+        return place(current_graph(f"ops.{type(self).__qualname__}"), self.op_name, inputs, kwargs, self.device)
 
 
 # DALI's class names where they are not the capitalised operator name

@@ -13,16 +13,12 @@ from tests.script_harness import as_dali_cpu, ported, run_script
 # NVIDIA/DeepLearningExamples, PyTorch/Segmentation/nnUNet/data_loading/dali_loader.py (commit
 # 0053e6de191b322595646735e15ce3ad88ce47bf): random_augmentation, GenericPipeline, TrainPipeline,
 # EvalPipeline and BenchmarkPipeline kept operator for operator, argument for argument.
-# Changed: the patch-size constants are made where they are used, in define_graph (raypipe's
-# types.Constant places its node at once, so it cannot be made in __init__); in biased_crop_fn,
-# fn.slice([img, label], ...) (DALI's several input sets in one call)
-# is two fn.slice calls with the same arguments; in contrast_fn, the clamp bounds
-# fn.reductions.min(img) / fn.reductions.max(img) (reductions are not in raypipe yet) are the
-# volume's value range of the written data, -4.0 and 4.0; the DALIGenericIterator wrapper,
-# TestPipeline / TritonPipeline and fetch_dali_loader's command-line options are left out: the
-# driver builds each pipeline as fetch_dali_loader does (device_id = rank 0, seed, one shard) and
-# runs two epochs of pipe.run() over the reader's epoch size; biased_crop_fn returns img and label
-# without .gpu() (raypipe's random.normal, which noise_fn applies next, runs on the CPU only).
+# Changed: the patch-size constants (types.Constant of arrays) are made where they are used, in
+# define_graph, not in __init__ (raypipe places a constant's node at once, inside a graph
+# definition only); the DALIGenericIterator wrapper, TestPipeline / TritonPipeline and
+# fetch_dali_loader's command-line options are left out: the driver builds each pipeline as
+# fetch_dali_loader does (device_id = rank 0, seed, one shard) and runs two epochs of pipe.run()
+# over the reader's epoch size.
 NNUNET = """
 import numpy as np
 import nvidia.dali.fn as fn
@@ -113,9 +109,10 @@ class TrainPipeline(GenericPipeline):
         anchor = fn.roi_random_crop(label, roi_start=roi_start, roi_end=roi_end, crop_shape=[1, *self.patch_size])
         anchor = fn.slice(anchor, 1, 3, axes=[0])  # drop channels from anchor
         crop_shape = types.Constant(self.crop_shape, dtype=types.INT64)
-        img = fn.slice(img, anchor, crop_shape, axis_names="DHW", out_of_bounds_policy="pad", device="cpu")
-        label = fn.slice(label, anchor, crop_shape, axis_names="DHW", out_of_bounds_policy="pad", device="cpu")
-        return img, label
+        img, label = fn.slice(
+            [img, label], anchor, crop_shape, axis_names="DHW", out_of_bounds_policy="pad", device="cpu"
+        )
+        return img.gpu(), label.gpu()
 
     def zoom_fn(self, img, lbl):
         scale = random_augmentation(0.15, fn.random.uniform(range=(0.7, 1.0)), 1.0)
@@ -140,7 +137,7 @@ class TrainPipeline(GenericPipeline):
 
     def contrast_fn(self, img):
         scale = random_augmentation(0.15, fn.random.uniform(range=(0.65, 1.5)), 1.0)
-        return math.clamp(img * scale, -4.0, 4.0)
+        return math.clamp(img * scale, fn.reductions.min(img), fn.reductions.max(img))
 
     def flips_fn(self, img, lbl):
         kwargs = {

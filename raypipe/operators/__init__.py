@@ -27,6 +27,7 @@ from . import (  # noqa: F401
     random,
     random_resized_crop,
     readers,
+    reductions,
     resize,
     roi_random_crop,
     rotate,

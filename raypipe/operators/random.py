@@ -85,6 +85,13 @@ class _Distribution(Operator):
 
     per_value = 1  # uniform draws per value
 
+    def run_batch(self, xp, inputs, args, ctxs):
+        """The GPU stage's batch (``device="gpu"``): the values drawn on the host as the CPU stage
+        draws them (keyed per sample, the input's shapes only), then moved to the device."""
+        shapes = [[np.broadcast_to(np.False_, tuple(x.shape)) for x in inputs[0]]] if inputs else []
+        host_args = {k: [_to_host(v) for v in values] for k, values in args.items()}
+        return [xp.asarray(v) for v in self.run_chunk(shapes, host_args, ctxs)]
+
     def generate(self, draws: np.ndarray, shape, args, first: int, count: int) -> list[np.ndarray]:
         """The samples ``first .. first + count`` of the chunk from their ``draws`` (a column each)."""
         raise NotImplementedError
@@ -94,7 +101,7 @@ class _Distribution(Operator):
 class Uniform(_Distribution):
     """Uniform values in ``range`` [lo, hi), or picks from ``values`` when given (float32, or ``dtype``)."""
 
-    schema = Schema("random.uniform", devices=("cpu",), min_inputs=0, max_inputs=1)
+    schema = Schema("random.uniform", devices=("cpu", "gpu"), min_inputs=0, max_inputs=1)
 
     def configure(
         self, range: Sequence[float] = (-1.0, 1.0), values: Sequence[float] | None = None, shape=None, dtype=None
@@ -120,7 +127,7 @@ class Uniform(_Distribution):
 class Normal(_Distribution):
     """Normal values of ``mean`` and ``stddev`` (per sample), float32 or ``dtype``."""
 
-    schema = Schema("random.normal", devices=("cpu",), min_inputs=0, max_inputs=1, arg_inputs=("mean", "stddev"))
+    schema = Schema("random.normal", devices=("cpu", "gpu"), min_inputs=0, max_inputs=1, arg_inputs=("mean", "stddev"))
     per_value = 2  # Box-Muller: two uniform draws per value
 
     def configure(self, mean: float = 0.0, stddev: float = 1.0, shape=None, dtype=None) -> None:
@@ -149,6 +156,11 @@ class Normal(_Distribution):
         if name == "stddev" and (values < 0).any():
             raise ValueError(f"random.normal: stddev must be non-negative, got {values.min()}")
         return values.reshape(1, count)
+
+
+def _to_host(value):
+    """A per-sample argument value as a host array (device arrays are copied back)."""
+    return value.get() if hasattr(value, "get") and not isinstance(value, np.ndarray) else np.asarray(value)
 
 
 def _per_sample(values: np.ndarray, shape: tuple[int, ...]) -> list[np.ndarray]:

@@ -110,16 +110,21 @@ def test_a_region_read_reads_only_its_rows(tmp_path):
     big = np.arange(64 * 64 * 64, dtype=np.float32).reshape(64, 64, 64)
     path = tmp_path / "big.npy"
     np.save(path, big)
-    reader = rp.operator.registry()["readers.numpy"](
-        device="cpu", op_id=0, files=[str(path)], roi_start=[10, 20, 30], roi_shape=[8, 8, 8]
-    )
-    reader.prepare()
-    (region,) = reader.read(0)
-    np.testing.assert_array_equal(region, big[10:18, 20:28, 30:38])
-    stats = reader.io_stats()
-    assert stats["bytes_in_files"] == big.nbytes
-    assert stats["bytes_read"] <= 8 * 64 * 64 * 4, "at most the region's depth, whole below it"
-    assert stats["bytes_read"] < os.path.getsize(path) / 7
+    np.save(tmp_path / "fortran.npy", np.asfortranarray(big))
+
+    @rp.pipeline_def(batch_size=2, num_threads=1, seed=0)
+    def pipe():
+        files = [str(path), str(tmp_path / "fortran.npy")]
+        return fn.readers.numpy(files=files, roi_start=[10, 20, 30], roi_shape=[8, 8, 8], name="R")
+
+    with pipe() as p:
+        (out,) = p.run()
+        stats = p.read_stats("R")
+    for i in range(2):
+        np.testing.assert_array_equal(np.asarray(out.at(i)), big[10:18, 20:28, 30:38])
+    assert stats["files_read"] == 2 and stats["bytes_in_files"] == 2 * big.nbytes
+    assert stats["bytes_read"] <= 2 * 8 * 64 * 64 * 4, "at most the region's outer extent, whole below it"
+    assert stats["bytes_read"] < 2 * os.path.getsize(path) / 7
 
 
 def test_file_root_lists_its_files_then_each_sub_folders_and_file_list_is_relative(tmp_path):

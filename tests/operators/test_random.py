@@ -4,6 +4,8 @@ distributions' moments (DALI's generator differs, so values are not compared), d
 
 from __future__ import annotations
 
+import warnings
+
 import numpy as np
 import pytest
 
@@ -118,3 +120,29 @@ def test_normal_argument_errors_before_anything_runs(kwargs, match):
 
     with pytest.raises(rp.ArgumentError, match=f"random.normal: .*{match}"):
         pipe().build()
+
+
+def test_normal_and_uniform_on_the_gpu_draw_what_the_cpu_draws():
+    """``device="gpu"`` (on the GPU stage; the host path where there is no GPU) keys each sample's
+    values as the CPU operator does: the same values, the input's shapes."""
+    volumes = [np.zeros((1, 3, 4, 5), np.float32), np.zeros((1, 2, 2, 6), np.float32)]
+
+    def build(gpu: bool):
+        @rp.pipeline_def(batch_size=2, num_threads=1, seed=6)
+        def pipe():
+            x = fn.external_source(source=lambda: volumes, batch=True)
+            x = x.gpu() if gpu else x
+            spread = fn.random.uniform(range=(0.5, 1.0), seed=13)  # own seeds: graphs of other places
+            return fn.random.normal(x, stddev=spread, seed=11), fn.random.uniform(x, range=(2.0, 3.0), seed=12)
+
+        return pipe()
+
+    results = []
+    for gpu in (False, True):
+        with warnings.catch_warnings(), build(gpu) as p:
+            warnings.simplefilter("ignore")  # no GPU here: the GPU stage runs on the host
+            results.append([[np.asarray(out.as_cpu().at(i)) for i in range(2)] for out in p.run()])
+    for cpu_out, gpu_out in zip(*results, strict=True):
+        for a, b in zip(cpu_out, gpu_out, strict=True):
+            assert a.shape == b.shape and a.dtype == b.dtype == np.float32
+            np.testing.assert_array_equal(a, b)
