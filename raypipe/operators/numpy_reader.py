@@ -216,8 +216,11 @@ class NumpyReader(ShardedReader):
             window = roi_window(header.shape, self.roi_axes, self.roi if roi is None else roi)
             start, stop = window if window is not None else ([0] * len(header.shape), list(header.shape))
             out, count = self._read_window(fd, header, start, stop, path)
-        except (OSError, ValueError) as exc:
-            raise ReaderError(f"readers.numpy: {path!r}: {exc}") from None
+        except OSError as exc:
+            raise ReaderError(f"readers.numpy: cannot read {path!r}: {exc.strerror or exc}") from None
+        except ValueError as exc:
+            message = str(exc)
+            raise ReaderError(f"readers.numpy: {message if path in message else f'{path!r}: {message}'}") from None
         finally:
             os.close(fd)
         with self._stats_lock:

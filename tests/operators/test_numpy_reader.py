@@ -122,9 +122,10 @@ def test_a_region_read_reads_only_its_rows(tmp_path):
         stats = p.read_stats("R")
     for i in range(2):
         np.testing.assert_array_equal(np.asarray(out.at(i)), big[10:18, 20:28, 30:38])
-    assert stats["files_read"] == 2 and stats["bytes_in_files"] == 2 * big.nbytes
-    assert stats["bytes_read"] <= 2 * 8 * 64 * 64 * 4, "at most the region's outer extent, whole below it"
-    assert stats["bytes_read"] < 2 * os.path.getsize(path) / 7
+    files = stats["files_read"]  # two, or more where the pipeline read ahead into the next batch
+    assert files >= 2 and stats["bytes_in_files"] == files * big.nbytes
+    assert stats["bytes_read"] <= files * 8 * 64 * 64 * 4, "at most the region's outer extent, whole below it"
+    assert stats["bytes_read"] < files * os.path.getsize(path) / 7
 
 
 def test_file_root_lists_its_files_then_each_sub_folders_and_file_list_is_relative(tmp_path):
@@ -171,3 +172,29 @@ def test_old_ops_name_reads_the_same(volumes):
     with pipe() as p:
         (out,) = p.run()
     np.testing.assert_array_equal(np.asarray(out.at(1)), np.load(volumes["int16"][1]))
+
+
+def test_digest_ignores_where_the_data_lives_and_bad_files_are_skipped_on_request(tmp_path):
+    for name in ("a", "b"):
+        folder = tmp_path / name
+        folder.mkdir()
+        for i in range(3):
+            np.save(folder / f"{i}.npy", np.full(4, i, np.int32))
+    make = rp.operator.registry()["readers.numpy"]
+    first, second = (make(device="cpu", op_id=0, file_root=str(tmp_path / n)) for n in ("a", "b"))
+    assert first.digest() == second.digest()
+    (tmp_path / "b" / "1.npy").write_bytes(b"broken")
+
+    @rp.pipeline_def(batch_size=2, num_threads=1, seed=0)
+    def pipe():
+        return fn.readers.numpy(file_root=str(tmp_path / "b"), on_error="skip")
+
+    with pipe() as p:
+        (out,) = p.run()
+        assert [np.asarray(out.at(i))[0] for i in range(len(out))] == [0], "the broken file's sample is dropped"
+        assert [s.sample_index for s in p.skipped_samples] == [1]
+    with pytest.raises(Exception, match="1.npy"):
+        with rp.pipeline_def(batch_size=2, num_threads=1)(
+            lambda: fn.readers.numpy(file_root=str(tmp_path / "b"))
+        )() as p:
+            p.run()
