@@ -253,8 +253,8 @@ class Resize(Operator):
             wanted = tuple(float(v) if v > 0 else None for v in per_sample(args["size"]))
         if wanted is None or len(wanted) != 3:
             raise ValueError(f"resize: a volume of shape {tuple(image.shape)} needs size=[d, h, w] or resize_z")
-        out_size = volume_size([image.shape[a] for a in axes], wanted, self.mode)
-        out = resize_volume(xp, image, axes, out_size, self.filters, self.antialias, self.dtype)
+        out_size, windows = volume_size([image.shape[a] for a in axes], wanted, self.mode)
+        out = resize_volume(xp, image, axes, out_size, self.filters, self.antialias, self.dtype, windows)
         if not self.save_attrs:
             return out
         return out, xp.asarray(np.array([image.shape[a] for a in axes], np.int32))

@@ -3,20 +3,21 @@ resized along depth, height and width with the 2-D resize's filters (:mod:`.resa
 antialiased linear, cubic), one separable float32 pass per axis.
 
 Sizes are ``size`` = ``[d, h, w]`` (static or per sample) or ``resize_x``/``resize_y``/``resize_z``.
-As in DALI: in ``"default"`` mode a missing extent is scaled by the mean of the given extents'
-scales, ``"stretch"`` keeps it, ``"not_larger"``/``"not_smaller"`` scale every extent by the
+As in DALI: in ``"default"`` mode a missing extent is scaled by the geometric mean of the given
+extents' scales, ``"stretch"`` keeps it, ``"not_larger"``/``"not_smaller"`` scale every extent by the
 smallest/largest given scale; sizes round half up and are at least 1.
 """
 
 from __future__ import annotations
 
+import math
 from collections.abc import Sequence
 from types import ModuleType
 from typing import Any
 
 import numpy as np
 
-from ..kernels.filters import axis_kind
+from ..kernels.filters import NEAREST, axis_kind
 from .resample import cast_to, resample_weights
 
 
@@ -30,19 +31,53 @@ def volume_axes(layout: str, ndim: int) -> tuple[int, int, int] | None:
     return (0, 1, 2) if not layout and ndim == 4 else None
 
 
-def volume_size(in_size: Sequence[int], wanted: Sequence[float | None], mode: str = "default") -> tuple[int, int, int]:
-    """The output ``(d, h, w)`` of a volume of ``in_size`` for the ``wanted`` extents (None: unset)."""
-    scales = [w / n for w, n in zip(wanted, in_size) if w is not None]
-    if not scales:
-        return tuple(int(n) for n in in_size)
-    if mode == "not_larger" or mode == "not_smaller":
-        scale = min(scales) if mode == "not_larger" else max(scales)
-        sizes = [n * scale for n in in_size]
-    else:
-        mean = sum(scales) / len(scales)
+def volume_size(
+    in_size: Sequence[int], wanted: Sequence[float | None], mode: str = "default"
+) -> tuple[tuple[int, ...], tuple[tuple[float, float], ...]]:
+    """The output ``(d, h, w)`` of a volume of ``in_size`` for the ``wanted`` extents (None: unset),
+    and the source window ``(start, stop)`` of each axis.
+
+    As DALI computes them: the scales are float32 quotients, an extent computed from a scale is held
+    as float32, and where rounding changes it the window is the span the rounded size covers at that
+    scale, centred on the axis (an extent given exactly maps the whole axis)."""
+    f32 = np.float32
+    sizes_in = [f32(n) for n in in_size]
+    scales = {k: f32(w) / sizes_in[k] for k, w in enumerate(wanted) if w is not None}
+    exact = list(sizes_in)
+    if scales and mode in ("not_larger", "not_smaller"):
+        final = min(scales.values()) if mode == "not_larger" else max(scales.values())
+        exact = [
+            f32(wanted[k]) if scales.get(k) == final else f32(float(n) * float(final)) for k, n in enumerate(sizes_in)
+        ]
+    elif scales:
+        mean = math.prod(float(v) for v in scales.values()) ** (1.0 / len(scales))
         keep = mode == "stretch"
-        sizes = [w if w is not None else (n if keep else n * mean) for w, n in zip(wanted, in_size)]
-    return tuple(max(1, int(np.floor(s + 0.5))) for s in sizes)
+        exact = [f32(w) if w is not None else (n if keep else f32(float(n) * mean)) for w, n in zip(wanted, sizes_in)]
+    sizes = tuple(max(1, int(np.floor(e + f32(0.5)))) for e in exact)
+    windows = []
+    for n, e, size in zip(sizes_in, exact, sizes):
+        if e == size:
+            windows.append((0.0, float(n)))
+            continue
+        span = f32(f32(size) / (e / n))
+        start = f32(n / f32(2) - span / f32(2))
+        windows.append((float(start), float(start + span)))
+    return sizes, tuple(windows)
+
+
+def nearest_positions(size: int, start: float, stop: float, extent: int, walk: bool) -> np.ndarray:
+    """The source index of each of ``size`` outputs over ``[start, stop)`` of an axis of ``extent``,
+    floored and clamped, with sample centres computed in float32 as DALI's volume resampling does:
+    one step added at a time along the depth and height axes (``walk``), ``start + (i + 0.5) * step``
+    along the width."""
+    step = np.float32((stop - start) / size)
+    if walk:
+        increments = np.full(size, step, np.float32)
+        increments[0] = np.float32(start) + np.float32(0.5) * step
+        centres = np.add.accumulate(increments, dtype=np.float32)
+    else:
+        centres = np.float32(start) + (np.arange(size, dtype=np.float32) + np.float32(0.5)) * step
+    return np.clip(np.floor(centres), 0, extent - 1).astype(np.int64)
 
 
 def resize_volume(
@@ -53,16 +88,25 @@ def resize_volume(
     filters: tuple[int, int],
     antialias: bool,
     dtype: np.dtype | None,
+    windows: Sequence[tuple[float, float]] | None = None,
 ) -> Any:
-    """``volume`` resized to ``out_size`` along its ``axes`` (D, H, W), as ``dtype`` (the input's
-    type by default; integers rounded half up and saturated)."""
-    out = volume.astype(xp.float32)
-    for axis, size in zip(axes, out_size):
+    """``volume`` resized to ``out_size`` along its ``axes`` (D, H, W) from the source ``windows``
+    (the whole axes by default), as ``dtype`` (the input's type by default; integers rounded half up
+    and saturated). Nearest-neighbour axes gather elements of the input's type; other axes filter
+    in float32."""
+    out = volume
+    for k, (axis, size) in enumerate(zip(axes, out_size)):
         extent = volume.shape[axis]
-        if size == extent:  # every filter maps an axis onto itself unchanged
+        start, stop = windows[k] if windows is not None else (0.0, float(extent))
+        if size == extent and (start, stop) == (0.0, float(extent)):  # every filter keeps such an axis
             continue
-        first, weights = resample_weights(extent, size, 0.0, None, antialias, axis_kind(filters, extent, size))
-        taken = xp.take(out, xp.arange(first, first + weights.shape[1]), axis=axis)
+        kind = axis_kind(filters, stop - start, size)
+        if kind == NEAREST:
+            positions = nearest_positions(size, start, stop, extent, walk=k < 2)
+            out = xp.take(out, xp.asarray(positions), axis=axis)
+            continue
+        first, weights = resample_weights(extent, size, start, stop, antialias, kind)
+        taken = xp.take(out.astype(xp.float32, copy=False), xp.arange(first, first + weights.shape[1]), axis=axis)
         moved = xp.moveaxis(taken, axis, 0)
         flat = xp.matmul(xp.asarray(weights), moved.reshape(moved.shape[0], -1))
         out = xp.moveaxis(flat.reshape(size, *moved.shape[1:]), 0, axis)

@@ -63,6 +63,36 @@ def test_volume_operators_match_dali(ours, dali, name, layout):
     _assert_equal(mine, theirs, atol=1e-3 if name.startswith("blur") and layout == "CDHW" else 0)
 
 
+SIZINGS = [
+    {"resize_z": 5},
+    {"resize_z": 5, "resize_x": 20},
+    {"size": [5, 0, 20]},
+    {"size": [5, 30, 20], "mode": "not_larger"},
+    {"size": [5, 30, 20], "mode": "not_smaller"},
+    {"size": [5, 0, 20], "mode": "stretch"},
+]
+
+
+@pytest.mark.parametrize("sizing", SIZINGS, ids=range(len(SIZINGS)))
+def test_volume_sizes_from_scales_match_dali(ours, dali, sizing):
+    """Sizes computed from scales are DALI's; so is the window a rounded size samples (centred,
+    at the scale): each axis's nearest source indices (read off volumes holding their coordinate)
+    equal DALI's but where a sample centre falls on a boundary within float32 rounding, one index
+    apart."""
+    shape = (1, 8, 9, 11)
+    coordinates = []
+    for axis in (1, 2, 3):
+        along = np.arange(shape[axis], dtype=np.uint8).reshape([-1 if i == axis else 1 for i in range(4)])
+        coordinates.append(np.ascontiguousarray(np.broadcast_to(along, shape)))
+    mine, theirs = _both(
+        ours, dali, coordinates, lambda f, t, x: f.resize(x, interp_type=t.INTERP_NN, **sizing), "CDHW"
+    )
+    for a, b in zip(mine[0][0], theirs[0][0], strict=True):
+        assert a.shape == b.shape and a.dtype == b.dtype
+        diff = np.abs(a.astype(int) - b.astype(int))
+        assert diff.max() <= 1 and (diff == 0).mean() >= 0.9
+
+
 def test_per_sample_resize_of_volumes_matches_dali(ours, dali):
     sizes = [np.array([12.0, 5.0, 20.0], np.float32), np.array([3.0, 18.0, 11.0], np.float32)]
     mine, theirs = _both(
