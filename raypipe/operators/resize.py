@@ -248,6 +248,8 @@ class Resize(Operator):
             if "size" in args:
                 raise ValueError("resize: a per-sample size is supported for volumes only")
             return None
+        if self.max_size != (None, None) or self.resize_shorter is not None or self.resize_longer is not None:
+            raise ValueError("resize: max_size, resize_shorter and resize_longer are not supported for volumes")
         wanted = self.volume_wanted
         if "size" in args:
             wanted = tuple(float(v) if v > 0 else None for v in per_sample(args["size"]))
