@@ -120,8 +120,16 @@ class Uniform(_Distribution):
 class Normal(_Distribution):
     """Normal values of ``mean`` and ``stddev`` (per sample), float32 or ``dtype``."""
 
-    schema = Schema("random.normal", devices=("cpu",), min_inputs=0, max_inputs=1, arg_inputs=("mean", "stddev"))
+    schema = Schema("random.normal", devices=("cpu", "gpu"), min_inputs=0, max_inputs=1, arg_inputs=("mean", "stddev"))
     per_value = 2  # Box-Muller: two uniform draws per value
+
+    def run_batch(self, xp, inputs, args, ctxs):
+        """On ``device="gpu"`` (DALI infers it from a GPU input, as in ASR scripts' dither
+        ``fn.random.normal(audio)``): the values the CPU gives, drawn on the host from the input's
+        shapes alone and keyed alike, then moved to the device."""
+        shapes = [[np.broadcast_to(np.zeros((), np.uint8), tuple(x.shape)) for x in inputs[0]]] if inputs else []
+        host_args = {k: [np.asarray(v.get() if hasattr(v, "get") else v) for v in values] for k, values in args.items()}
+        return [xp.asarray(v) for v in self.run_chunk(shapes, host_args, ctxs)]
 
     def configure(self, mean: float = 0.0, stddev: float = 1.0, shape=None, dtype=None) -> None:
         self.mean = check_number("random.normal", "mean", mean)
