@@ -5,15 +5,16 @@ The bands' edges are ``nfilter + 2`` points evenly spaced in mel between ``freq_
 logarithmic above; librosa's default) or HTK's (``2595 log10(1 + f / 700)``). FFT bin ``k`` lies at
 ``k * sample_rate / nfft`` Hz, with ``nfft = 2 * (bins - 1)``. With ``normalize`` (the default)
 each triangle has unit area (weights times ``2 / (f_right - f_left)``), else unit peak. The weights
-are one ``(nfilter, bins)`` float32 matrix, built as DALI builds them and applied to the
-frequency axis (``f`` of the layout; without a layout the first of 1-D and 2-D samples, the
-second-last of others) as one matrix product.
+are DALI's, applied to the frequency axis (``f`` of the layout; without a layout the first of 1-D
+and 2-D samples, the second-last of others): on the host as two weighted passes over the bins and
+a sum per band (:class:`MelBank`), on a GPU as one matrix product.
 """
 
 from __future__ import annotations
 
 import math
 from collections.abc import Sequence
+from dataclasses import dataclass
 from functools import lru_cache
 from types import ModuleType
 from typing import Any
@@ -41,38 +42,71 @@ def mel_to_hz(mel: float, formula: str) -> float:
     return mel * (200.0 / 3.0) if mel < 15.0 else 1000.0 * math.exp(0.068751777 * (mel - 15.0))
 
 
+@dataclass(frozen=True)
+class MelBank:
+    """DALI's filters over ``bins`` FFT bins: bins ``first .. first + len(band) - 1`` each lie in one
+    band between two adjacent filter centres (``band``: 0 below the first centre, ``nfilter`` above
+    the last); a bin feeds the filter whose centre ends its band with weight ``rising`` and the one
+    whose centre starts it with ``falling`` (normalized where asked)."""
+
+    nfilter: int
+    bins: int
+    first: int
+    band: np.ndarray
+    rising: np.ndarray
+    falling: np.ndarray
+
+    @property
+    def matrix(self) -> np.ndarray:
+        """The ``(nfilter, bins)`` float32 weights as one matrix."""
+        out = np.zeros((self.nfilter + 2, self.bins), np.float32)
+        columns = np.arange(self.first, self.first + self.band.size)
+        out[self.band + 1, columns] = self.rising
+        out[self.band, columns] = self.falling
+        return out[1 : self.nfilter + 1]
+
+    def apply(self, x: np.ndarray) -> np.ndarray:
+        """The filters over axis 0 of host array ``x``: two weighted passes over its bins and a sum
+        per band (no matrix product: the bank is sparse, and BLAS threads would contend with the
+        CPU stage's)."""
+        rows = x[self.first : self.first + self.band.size]
+        shape = (-1,) + (1,) * (x.ndim - 1)
+        starts = np.flatnonzero(np.diff(self.band, prepend=-1))
+        bands = self.band[starts]
+        out = np.zeros((self.nfilter + 2,) + x.shape[1:], np.float32)
+        out[bands + 1] += np.add.reduceat(rows * self.rising.reshape(shape), starts, axis=0)
+        out[bands] += np.add.reduceat(rows * self.falling.reshape(shape), starts, axis=0)
+        return out[1 : self.nfilter + 1]
+
+
 @lru_cache(maxsize=32)
-def mel_weights(
+def mel_bank(
     nfilter: int, bins: int, sample_rate: float, freq_low: float, freq_high: float, formula: str, normalize: bool
-) -> np.ndarray:
-    """DALI's ``(nfilter, bins)`` filter weights (each bin feeds the filter whose rising edge it is on
-    and the one whose falling edge it is on)."""
+) -> MelBank:
+    """DALI's filter bank: each bin between ``freq_low`` and ``freq_high`` weighs into the filters
+    whose triangle it is on (its band's two ends)."""
     nfft = 2 * (bins - 1)
     hz_step = sample_rate / nfft
     mel_low, mel_high = hz_to_mel(freq_low, formula), hz_to_mel(freq_high, formula)
     delta = (mel_high - mel_low) / (nfilter + 1)
     first = max(int(math.ceil(freq_low / hz_step)), 0)
     last = min(int(math.floor(freq_high / hz_step)), bins - 1)
-    weights = np.zeros((nfilter, bins), np.float64)
-    norms = np.ones(nfilter)
+    band, falling_edge, norms = [], [], np.ones(nfilter + 2)
     fftbin, mel0 = first, mel_low
     for interval in range(nfilter + 1):
         mel1 = mel_high if interval == nfilter else mel_low + (interval + 1) * delta
         f0, f1 = mel_to_hz(mel0, formula), mel_to_hz(mel1, formula)
         if normalize and interval < nfilter:
-            norms[interval] = 2.0 / (mel_to_hz(mel1 + delta, formula) - f0)
-        slope = 1.0 / (f1 - f0)
+            norms[interval + 1] = 2.0 / (mel_to_hz(mel1 + delta, formula) - f0)
         while fftbin <= last and fftbin * hz_step < f1:
-            down = (f1 - fftbin * hz_step) * slope
-            if interval > 0:
-                weights[interval - 1, fftbin] = down
-            if interval < nfilter:
-                weights[interval, fftbin] = 1.0 - down
+            band.append(interval)
+            falling_edge.append((f1 - fftbin * hz_step) / (f1 - f0))
             fftbin += 1
         mel0 = mel1
-    if normalize:
-        weights *= norms[:, None]
-    return weights.astype(np.float32)
+    bands, down = np.asarray(band, np.int64), np.asarray(falling_edge)
+    rising = np.where(bands < nfilter, (1.0 - down) * norms[bands + 1], 0.0)
+    falling = np.where(bands > 0, down * norms[bands], 0.0)
+    return MelBank(nfilter, bins, first, bands, rising.astype(np.float32), falling.astype(np.float32))
 
 
 def frequency_axis(layout: str, ndim: int) -> int:
@@ -118,16 +152,12 @@ class MelFilterBank(Operator):
         return self.layout
 
     def compute(self, xp: ModuleType, inputs: Sequence[Any], args: dict[str, Any], ctx) -> Any:
-        x = inputs[0].astype(np.float32)
+        x = inputs[0].astype(np.float32, copy=False)
         axis = frequency_axis(self.layout, x.ndim)
-        weights = mel_weights(
-            self.nfilter,
-            int(x.shape[axis]),
-            self.sample_rate,
-            self.freq_low,
-            self.freq_high,
-            self.formula,
-            self.normalize,
-        )
-        out = xp.tensordot(xp.asarray(weights), x, axes=([1], [axis]))
+        bands = (self.nfilter, int(x.shape[axis]), self.sample_rate, self.freq_low, self.freq_high)
+        bank = mel_bank(*bands, self.formula, self.normalize)
+        if xp is np:
+            out = bank.apply(np.moveaxis(x, axis, 0))
+        else:
+            out = xp.tensordot(xp.asarray(bank.matrix), x, axes=([1], [axis]))
         return xp.ascontiguousarray(xp.moveaxis(out, 0, axis))

@@ -4,7 +4,7 @@ The DCT (``dct_type`` 1 to 4, Wikipedia's definitions as DALI's; ``normalize``: 
 basis, not with type 1) runs along ``axis`` (0 by default: the mel bands of an "ft" spectrogram)
 and keeps ``n_mfcc`` coefficients (at most as many as there are values along ``axis``, as DALI);
 ``lifter > 0`` scales coefficient ``i`` by ``1 + lifter / 2 * sin(pi * (i + 1) / lifter)``. One
-float32 ``(n_mfcc, bands)`` matrix product.
+float32 ``(n_mfcc, bands)`` matrix product (numpy's einsum on the host, without BLAS threads).
 """
 
 from __future__ import annotations
@@ -79,5 +79,8 @@ class MFCC(Operator):
         if self.dct_type == 1 and length < 2:
             raise ValueError(f"{_OP}: dct_type=1 needs at least 2 values along axis {self.axis}")
         table = dct_matrix(self.dct_type, length, min(self.n_mfcc, length), self.normalize, self.lifter)
-        out = xp.tensordot(xp.asarray(table), x, axes=([1], [self.axis]))
+        if xp is np:  # numpy's own loops: BLAS threads would contend with the CPU stage's
+            out = np.einsum("kn,n...->k...", table, np.moveaxis(x, self.axis, 0))
+        else:
+            out = xp.tensordot(xp.asarray(table), x, axes=([1], [self.axis]))
         return xp.ascontiguousarray(xp.moveaxis(out, 0, self.axis))

@@ -7,7 +7,7 @@ whole windows inside the signal are taken. Each is multiplied by ``window_fn`` (
 ``0.5 * (1 - cos(2 pi (t + 0.5) / window_length))``, by default), zero-padded to ``nfft``
 (``window_length`` by default) and transformed; the result is ``|X| ** power`` for the
 ``nfft // 2 + 1`` non-negative frequencies, float32, laid out "ft" (default) or "tf". All windows of
-a sample are one gather and one batched FFT.
+a sample are one strided view of the (padded) signal and one batched FFT.
 """
 
 from __future__ import annotations
@@ -100,17 +100,31 @@ class Spectrogram(Operator):
         x = inputs[0]
         if x.ndim > 2 or (x.ndim == 2 and 1 not in x.shape):
             raise ValueError(f"{_OP}: expects one channel, (n,), (n, 1) or (1, n), got shape {tuple(x.shape)}")
-        signal = x.reshape(-1).astype(np.float32)
-        length = int(signal.shape[0])
-        starts = window_starts(length, self.window_length, self.window_step, self.center)
-        indices = starts[:, None] + np.arange(self.window_length)[None, :]
-        inside = (indices >= 0) & (indices < length)
-        if self.center and self.reflect:
-            indices, inside = reflected(indices, length), np.ones_like(inside)
-        padded = xp.concatenate([signal, xp.zeros(1, np.float32)])
-        frames = padded[xp.asarray(np.where(inside, indices, length))] * xp.asarray(self.window)
-        spectrum = xp.fft.rfft(frames, n=self.nfft, axis=1)
-        out = (spectrum.real**2 + spectrum.imag**2).astype(np.float32)
+        signal = x.reshape(-1).astype(np.float32, copy=False)
+        length, size, step = int(signal.shape[0]), self.window_length, self.window_step
+        starts = window_starts(length, size, step, self.center)
+        if starts.size == 0:  # as DALI
+            raise ValueError(f"{_OP}: a signal of {length} samples is shorter than a window ({size})")
+        left = max(0, -int(starts[0]))
+        right = max(0, int(starts[-1]) + size - length)
+        padded = self._padded(xp, signal, left, right)
+        frames = xp.lib.stride_tricks.sliding_window_view(padded, size)[int(starts[0]) + left :: step]
+        spectrum = xp.fft.rfft(frames * xp.asarray(self.window), n=self.nfft, axis=1)
+        out = spectrum.real**2
+        out += spectrum.imag**2
+        out = out.astype(np.float32, copy=False)
         if self.power == 1:
-            out = xp.sqrt(out)
+            out = xp.sqrt(out, out=out)
         return xp.ascontiguousarray(out.T if self.layout == "ft" else out)
+
+    def _padded(self, xp: ModuleType, signal: Any, left: int, right: int) -> Any:
+        """``signal`` with ``left`` and ``right`` samples beyond its ends: mirrored (DALI's repeated
+        reflection about the first and last samples) or zeros."""
+        if not left and not right:
+            return signal
+        if not self.reflect:
+            return xp.concatenate([xp.zeros(left, np.float32), signal, xp.zeros(right, np.float32)])
+        length = int(signal.shape[0])
+        before = xp.asarray(reflected(np.arange(-left, 0), length))
+        after = xp.asarray(reflected(np.arange(length, length + right), length))
+        return xp.concatenate([signal[before], signal, signal[after]])
