@@ -66,6 +66,8 @@ OLD_NAMES: dict[str, tuple[str, str]] = {
     "random.coin_flip": ("CoinFlip", "coin_flip"),
     "random.uniform": ("Uniform", "uniform"),
     "random.normal": ("NormalDistribution", "normal_distribution"),
+    "decoders.audio": ("AudioDecoder", "audio_decoder"),
+    "readers.nemo_asr": ("NemoAsrReader", "nemo_asr_reader"),
 }
 
 

@@ -34,8 +34,15 @@ class OperatorFactory:
 
 
 # DALI's class names where they are not the capitalised operator name
-_CLASS_NAMES = {"readers.tfrecord": "TFRecord", "readers.mxnet": "MXNet", "readers.coco": "COCO"}
-_CLASS_NAMES |= {"roi_random_crop": "ROIRandomCrop", "segmentation.random_object_bbox": "RandomObjectBBox"}
+_CLASS_NAMES = {
+    "readers.tfrecord": "TFRecord",
+    "readers.mxnet": "MXNet",
+    "readers.coco": "COCO",
+    "readers.nemo_asr": "NemoAsr",
+    "mfcc": "MFCC",
+    "roi_random_crop": "ROIRandomCrop",
+    "segmentation.random_object_bbox": "RandomObjectBBox",
+}
 #: the deprecated top-level class names -> the operator each places
 ALIASES = {alias: op_name for op_name, (alias, _) in OLD_NAMES.items()}
 _CLASSES: dict[str, type[OperatorFactory]] = {}  # by operator name

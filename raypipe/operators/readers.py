@@ -105,14 +105,15 @@ def _as_patterns(name: str, value: str | Sequence[str] | None) -> tuple[str, ...
     return patterns
 
 
-def parse_file_list(file_list: str) -> tuple[list[str], list[int]]:
-    """Lines of ``path label``; relative paths are relative to the list file's folder."""
+def parse_file_list(file_list: str, root: str | None = None) -> tuple[list[str], list[int]]:
+    """Lines of ``path label``; relative paths are relative to ``root`` where given (DALI's
+    ``file_root`` beside a ``file_list``), else to the list file's folder."""
     try:
         with open(file_list, encoding="utf-8") as f:
             lines = f.read().splitlines()
     except OSError as exc:
         raise ReaderError(f"readers.file: cannot open file_list {file_list!r}: {exc.strerror}") from None
-    base = os.path.dirname(os.path.abspath(file_list))
+    base = root if root is not None else os.path.dirname(os.path.abspath(file_list))
     paths, labels = [], []
     for lineno, line in enumerate(lines, 1):
         if not line.strip():
@@ -152,6 +153,8 @@ class FileReader(ShardedReader):
         **reader_args: Any,
     ) -> None:
         given = [n for n, v in (("file_root", file_root), ("file_list", file_list), ("files", files)) if v is not None]
+        if given == ["file_root", "file_list"]:  # as DALI: the list's paths are relative to file_root
+            given = ["file_list"]
         if len(given) != 1:
             raise ArgumentError(
                 f"readers.file: give exactly one of file_root, file_list, files (got {given or 'none'})"
@@ -176,12 +179,13 @@ class FileReader(ShardedReader):
         """List the data; raises ReaderError naming the folder, list file or line at fault."""
         if self.paths is not None:
             return
-        if self.file_root is not None:
+        if self.file_list is not None:
+            root = None if self.file_root is None else os.fspath(self.file_root)
+            paths, labels = parse_file_list(os.fspath(self.file_list), root)
+        elif self.file_root is not None:
             paths, labels = list_file_root(
                 os.fspath(self.file_root), self.file_filters, self.dir_filters, self.case_sensitive_filter
             )
-        elif self.file_list is not None:
-            paths, labels = parse_file_list(os.fspath(self.file_list))
         else:
             paths = self._files
             labels = list(self._labels) if self._labels is not None else list(range(len(paths)))

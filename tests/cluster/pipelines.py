@@ -152,3 +152,20 @@ def counting_batches():
 @rp.pipeline_def(batch_size=4, num_threads=1)
 def from_generator():
     return fn.external_source(counting_batches)
+
+
+@rp.pipeline_def(batch_size=3, num_threads=1)
+def speech_features(manifest):
+    """Speech from a NeMo manifest: each file's audio at 16 kHz (its length differs by file), its
+    log mel spectrogram (64 bands, time ragged) and its index in the manifest."""
+    audio, idx = fn.readers.nemo_asr(
+        manifest_filepaths=manifest,
+        sample_rate=16000,
+        read_sample_rate=False,
+        read_text=False,
+        read_idxs=True,
+        name="Reader",
+    )
+    spec = fn.spectrogram(fn.preemphasis_filter(audio), nfft=512, window_length=320, window_step=160)
+    mel = fn.mel_filter_bank(spec, sample_rate=16000, nfilter=64)
+    return audio, fn.to_decibels(mel, multiplier=10.0, reference=1.0, cutoff_db=-100), idx

@@ -47,6 +47,15 @@ def test_file_list_paths_are_relative_to_the_list(jpeg_root, jpeg_files, tmp_pat
     assert data == [open(p, "rb").read() for p in jpeg_files[:5]]
 
 
+def test_file_list_paths_are_relative_to_file_root_beside_it(jpeg_root, jpeg_files, tmp_path):
+    listing = tmp_path / "elsewhere.txt"
+    listing.write_text("".join(f"{os.path.relpath(p, jpeg_root)} {i}\n" for i, p in enumerate(jpeg_files[3:6])))
+    with read(file_root=jpeg_root, file_list=str(listing)) as pipe:
+        data, labels = _epoch(pipe)
+    assert labels == [0, 1, 2]
+    assert data == [open(p, "rb").read() for p in jpeg_files[3:6]]
+
+
 def test_files_with_and_without_labels(jpeg_files):
     with read(files=jpeg_files[:3], labels=[7, 8, 9]) as pipe:
         assert _epoch(pipe)[1] == [7, 8, 9]
