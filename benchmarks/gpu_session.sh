@@ -13,7 +13,8 @@
 # pytest_kernels (the kernel and actor tests, compiled on the GPU instead of the simulator),
 # service (benchmarks/gpu_service_check.py: a Ray service to a torch rank through CUDA IPC against
 # the host path, memory over 3 epochs), bench (examples/bench_gpu.py, the GPU stage in the rank's
-# process and in a pipeline actor), cpu_costs (the CPU stage per sample, benchmarks/cpu_helpers.py).
+# process and in a pipeline actor), cpu_costs (the CPU stage per sample, benchmarks/cpu_helpers.py),
+# ops_gpu (the speech, volume and random operators' device variants against their host results).
 # Each step's whole output goes to <step>.log in a folder of logs (LOGS, default a new folder under
 # /tmp), its last lines show here, and summary.tsv (step, status, exit code, seconds) ends the run.
 # After every step the logs are packed into $OUT/logs.tgz and the summary copied to $OUT (two
@@ -107,7 +108,21 @@ pytest_kernels() {
 
 service() { "$PY" benchmarks/gpu_service_check.py --json "$LOGS/service_check.json"; }
 
-bench() { "$PY" examples/bench_gpu.py --images 2560 --epochs 2 --batch-size 256 --threads 4 --where both --hw-load 0.65 1; }
+# GPU_SESSION_WHERE=process skips the pipeline-actor rows; GPU_SESSION_HW_LOADS the hardware decoder's shares.
+bench() {
+    local loads
+    read -ra loads <<<"${GPU_SESSION_HW_LOADS:-0.65 1}"
+    "$PY" examples/bench_gpu.py --images 2560 --epochs 2 --batch-size 256 --threads 4 \
+        --where "${GPU_SESSION_WHERE:-both}" --hw-load "${loads[@]}"
+}
+
+# The device variants of the speech, volume and random operators on the GPU against their host results.
+ops_gpu() {
+    local args
+    mapfile -t args < <(pytest_args)
+    "$PY" -m pytest "${args[@]}" tests/operators/test_audio_features.py tests/operators/test_random.py \
+        tests/operators/test_volume_ops.py tests/operators/test_reductions.py
+}
 
 cpu_costs() { "$PY" benchmarks/cpu_helpers.py --part costs; }
 
@@ -164,11 +179,11 @@ printf 'step\tstatus\texit\tseconds\n' >"$SUMMARY"
 echo "raypipe GPU session: logs in $LOGS${OUT:+ (packed into $OUT/logs.tgz)}, budget ${BUDGET_S} s"
 
 declare -A LIMIT_S=([setup]=120 [machine]=60 [pytest_gpu]=150 [pytest_kernels]=100 [service]=120 [bench]=150
-    [cpu_costs]=60)
-read -ra STEPS <<<"${GPU_SESSION_STEPS:-setup machine pytest_gpu pytest_kernels service bench cpu_costs}"
+    [cpu_costs]=60 [ops_gpu]=90)
+read -ra STEPS <<<"${GPU_SESSION_STEPS:-setup machine pytest_gpu ops_gpu pytest_kernels service bench cpu_costs}"
 for name in "${STEPS[@]}"; do
     if [[ -z ${LIMIT_S[$name]:-} ]]; then
-        echo "unknown step $name (steps: setup machine pytest_gpu pytest_kernels service bench cpu_costs)" >&2
+        echo "unknown step $name (steps: ${!LIMIT_S[*]})" >&2
         exit 2
     fi
 done
