@@ -116,7 +116,7 @@ class GpuImageDecoder:
                 "the device failed the batch (out of memory or a CUDA error; see RAYPIPE_GPU_MEMORY_MB)"
             )
         for i, image in zip(valid, images):
-            out[i] = self._to_cupy(image)
+            out[i] = self._to_cupy(image, stream)
         return out
 
     def _decode_one(self, code_stream: Any, params: Any, stream: Any) -> Any:
@@ -145,16 +145,18 @@ class GpuImageDecoder:
         except RuntimeError:  # nvImageCodec reports an unparsable stream this way
             return None
 
-    def _to_cupy(self, image: Any) -> Any:
-        """A decoded image as an HWC cupy array viewing nvImageCodec's buffer (kept alive by the
-        array) through its ``__cuda_array_interface__``: no DLPack exchange and no synchronisation
-        (the decode was queued on the stream the Mixed stage goes on with); None for a failed decode."""
+    def _to_cupy(self, image: Any, stream: Any) -> Any:
+        """A decoded image as an HWC cupy array viewing nvImageCodec's buffer through its
+        ``__cuda_array_interface__``: no DLPack exchange and no synchronisation (the decode was
+        queued on the stream the Mixed stage goes on with); None for a failed decode. The array keeps
+        the image and the decode's ``stream`` alive: nvImageCodec frees the buffer on that stream
+        when the image goes, and a buffer outliving its stream crashed the process on an H200."""
         if image is None:
             return None
         if image.buffer_kind == self._nv.ImageBufferKind.STRIDED_HOST:
             array = self._cp.asarray(np.asarray(image))
         else:
-            array = device_view(self._cp, image.__cuda_array_interface__, image)
+            array = device_view(self._cp, image.__cuda_array_interface__, (image, stream))
         return array[:, :, None] if array.ndim == 2 else array
 
     def close(self) -> None:
