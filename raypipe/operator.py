@@ -58,6 +58,7 @@ OLD_NAMES: dict[str, tuple[str, str]] = {
     "readers.caffe2": ("Caffe2Reader", "caffe2_reader"),
     "readers.tfrecord": ("TFRecordReader", "tfrecord_reader"),
     "readers.mxnet": ("MXNetReader", "mxnet_reader"),
+    "readers.coco": ("COCOReader", "coco_reader"),
     "decoders.image": ("ImageDecoder", "image_decoder"),
     "decoders.image_random_crop": ("ImageDecoderRandomCrop", "image_decoder_random_crop"),
     "decoders.image_crop": ("ImageDecoderCrop", "image_decoder_crop"),
@@ -121,6 +122,10 @@ class Operator:
     def num_outputs(self) -> int:
         """Outputs of this instance (the schema's, unless they depend on the arguments)."""
         return len(self.output_names) if self.output_names is not None else self.schema.num_outputs
+
+    def bind_inputs(self, count: int) -> None:
+        """Told, when placed in a graph, how many regular inputs this instance has (before its outputs
+        are made): operators whose outputs depend on it, as ``random_bbox_crop``'s labels, keep it."""
 
     #: Arguments that a call may also pass positionally, in order (``fn.external_source(source)``).
     positional_args: ClassVar[tuple[str, ...]] = ()

@@ -36,6 +36,7 @@ class OperatorFactory:
 
 # DALI's class names where they are not the capitalised operator name
 _CLASS_NAMES = {"readers.tfrecord": "TFRecord", "readers.mxnet": "MXNet", "readers.coco": "COCO"}
+_CLASS_NAMES |= {"random_bbox_crop": "RandomBBoxCrop", "bbox_paste": "BBoxPaste", "ssd_random_crop": "SSDRandomCrop"}
 #: the deprecated top-level class names -> the operator each places
 ALIASES = {alias: op_name for op_name, (alias, _) in OLD_NAMES.items()}
 _CLASSES: dict[str, type[OperatorFactory]] = {}  # by operator name
