@@ -65,11 +65,14 @@ def volumes(lo: np.ndarray, hi: np.ndarray) -> np.ndarray:
 
 def intersections(lo: np.ndarray, hi: np.ndarray, other_lo: np.ndarray, other_hi: np.ndarray) -> np.ndarray:
     """The float32 volume each box of ``(lo, hi)`` shares with each of ``(other_lo, other_hi)``:
-    ``(boxes, others)``, 0 where they do not overlap."""
-    low = np.maximum(lo[:, None, :], other_lo[None, :, :])
-    high = np.minimum(hi[:, None, :], other_hi[None, :, :])
-    overlap = (low < high).all(axis=-1)
-    return np.where(overlap, volumes(low, high), np.float32(0))
+    ``(boxes, others)``, 0 where they do not overlap (computed one axis at a time on 2-D arrays:
+    SSD's 8732 anchors make these the pipeline's largest arrays)."""
+    out = None
+    for d in range(lo.shape[1]):
+        extent = np.minimum(hi[:, d, None], other_hi[None, :, d]) - np.maximum(lo[:, d, None], other_lo[None, :, d])
+        np.maximum(extent, np.float32(0), out=extent)  # no overlap along this axis: 0
+        out = extent if out is None else np.multiply(out, extent, out=out)
+    return out
 
 
 def ious(lo: np.ndarray, hi: np.ndarray, other_lo: np.ndarray, other_hi: np.ndarray) -> np.ndarray:
