@@ -14,7 +14,8 @@ SCALE = 5.0  # the mask API's upsampling of polygon vertices
 
 def polygon_mask(xy: Sequence[float], height: int, width: int) -> np.ndarray:
     """The ``height`` x ``width`` bool mask of the polygon ``[x0, y0, x1, y1, ...]``, pixel for
-    pixel the COCO mask API's (``rleFrPoly`` then decode)."""
+    pixel the COCO mask API's (``rleFrPoly`` then decode) on the vertices as float32 (DALI keeps
+    them so: from doubles, a few boundary pixels differ)."""
     points = np.asarray(xy, dtype=np.float32).astype(np.float64).reshape(-1, 2)
     k = len(points)
     x = [int(SCALE * px + 0.5) for px in points[:, 0]] + [0]
