@@ -260,3 +260,38 @@ def test_ssd_random_crop_cuts_the_image_and_keeps_boxes_whose_centre_is_inside(o
         cut += 1
         assert crop.shape[0] >= 0.3 * image.shape[0] - 1 and crop.shape[1] >= 0.3 * image.shape[1] - 1
     assert cut
+
+
+@pytest.mark.parametrize("device", ["cpu", "gpu"])
+def test_deterministic_operators_follow_their_formulas(ours, device):
+    """What each deterministic operator computes, by its formula (the DALI comparison above needs DALI);
+    on ``device="gpu"`` too (the host stands in without a GPU)."""
+    outs = ours(
+        BOXES,
+        lambda b, p, img: (
+            fn.bb_flip(b, device=device, horizontal=0, vertical=1),
+            fn.bbox_paste(b, device=device, ratio=2.0, paste_x=0.25, paste_y=1.0),
+            fn.coord_transform(p, device=device, M=[1.0, 2.0, 0.0, 0.0, 0.0, -1.0], T=[0.5, 0.25]),
+            fn.coord_flip(p, device=device, flip_x=0, flip_z=1, center_z=2.0),
+            fn.paste(img, device=device, ratio=1.5, paste_x=1.0, paste_y=0.0, fill_value=(9, 8, 7)),
+        ),
+        per_sample=[POINTS, IMAGES],
+    )
+    flipped, pasted, transformed, mirrored, canvases = (o[0] for o in outs)
+    for k, boxes in enumerate(BOXES):
+        x, y, w, h = boxes.T
+        np.testing.assert_allclose(flipped[k], np.stack([x, 1 - (y + h), w, h], axis=1).reshape(-1, 4), atol=1e-6)
+        shifted = np.stack([x / 2 + 0.125, y / 2 + 0.5, w / 2, h / 2], axis=1).reshape(-1, 4)
+        np.testing.assert_allclose(pasted[k], shifted, atol=1e-6)
+        p = POINTS[k]
+        np.testing.assert_allclose(
+            transformed[k], np.stack([p[:, 0] + 2 * p[:, 1] + 0.5, 0.25 - p[:, 2]], 1), atol=1e-5
+        )
+        np.testing.assert_allclose(mirrored[k], np.stack([p[:, 0], p[:, 1], 4.0 - p[:, 2]], 1), atol=1e-5)
+        image, canvas = IMAGES[k], canvases[k]
+        height, width = image.shape[:2]
+        assert canvas.shape == (int(height * 1.5), int(width * 1.5), 3)
+        left = canvas.shape[1] - width
+        np.testing.assert_array_equal(canvas[:height, left:], image)
+        canvas[:height, left:] = (9, 8, 7)
+        assert (canvas == np.array([9, 8, 7], np.uint8)).all()
