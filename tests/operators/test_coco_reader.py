@@ -55,6 +55,7 @@ OPTIONS = [
     {"ratio": True, "size_threshold": 2.5, "include_iscrowd": False, "avoid_class_remapping": True},
     {"polygon_masks": True, "image_ids": True},
     {"polygon_masks": True, "ratio": True, "ltrb": True},
+    {"polygon_masks": True, "size_threshold": 2.5, "include_iscrowd": False},
     {"pixelwise_masks": True, "image_ids": True},
 ]
 
