@@ -8,7 +8,7 @@ Each domain registers itself below (:func:`domain`) with its data, its pipeline 
 both libraries (``fn`` and ``types`` of either), the GPU-stage device and its rate's unit. The rate
 is samples (or the domain's unit) per second on the CPU only, everything on ``device="cpu"``, after
 a warm-up batch, best of ``--rounds`` rounds of ``--seconds``: both libraries run with ``--threads``
-threads on the same data, one after the other. The CPU-stage cost is one thread's CPU time per sample
+threads on the same data, taking turns within each round. The CPU-stage cost is one thread's CPU time per sample
 for the stage a GPU node runs on the host (the operators before ``.gpu()``), best of the rounds.
 """
 
@@ -132,16 +132,24 @@ def _dali_pipe(entry: Domain, kwargs: dict, batch: int, threads: int):
     return pipe
 
 
-def rate(pipe, entry: Domain, seconds: float, rounds: int) -> float:
-    """Best units per second of ``pipe.run()`` over ``rounds`` rounds of about ``seconds`` each."""
-    pipe.run()  # warm-up
-    best = 0.0
+def one_round(pipe, entry: Domain, seconds: float) -> float:
+    """Units per second of ``pipe.run()`` over about ``seconds``."""
+    units, began = 0.0, time.perf_counter()
+    while time.perf_counter() - began < seconds:
+        outputs = pipe.run()
+        units += entry.units(outputs) if entry.units else len(outputs[0])
+    return units / (time.perf_counter() - began)
+
+
+def rates(pipes: list, entry: Domain, seconds: float, rounds: int) -> list[float]:
+    """Each pipeline's best rate over ``rounds`` rounds, the pipelines taking turns within each round
+    (the machine is shared: load that comes and goes falls on both alike); a warm-up batch first."""
+    for pipe in pipes:
+        pipe.run()
+    best = [0.0] * len(pipes)
     for _ in range(rounds):
-        units, began = 0.0, time.perf_counter()
-        while time.perf_counter() - began < seconds:
-            outputs = pipe.run()
-            units += entry.units(outputs) if entry.units else len(outputs[0])
-        best = max(best, units / (time.perf_counter() - began))
+        for k, pipe in enumerate(pipes):
+            best[k] = max(best[k], one_round(pipe, entry, seconds))
     return best
 
 
@@ -175,11 +183,11 @@ def main(argv: list[str] | None = None) -> int:
         entry = DOMAINS[name]
         kwargs = entry.prepare(args.samples)
         with _raypipe_pipe(entry, kwargs, args.batch, args.threads, "cpu") as pipe:
-            ours = rate(pipe, entry, args.seconds, args.rounds)
-        try:
-            theirs = rate(_dali_pipe(entry, kwargs, args.batch, args.threads), entry, args.seconds, args.rounds)
-        except ImportError:
-            theirs = float("nan")
+            try:
+                ours, theirs = rates([pipe, _dali_pipe(entry, kwargs, args.batch, args.threads)], entry,
+                                     args.seconds, args.rounds)  # fmt: skip
+            except ImportError:
+                (ours,), theirs = rates([pipe], entry, args.seconds, args.rounds), float("nan")
         cost = cpu_stage_ms(entry, kwargs, args.batch, args.rounds)
         print(f"| {name} | {ours:.1f} {entry.unit} | {theirs:.1f} {entry.unit} | {ours / theirs:.2f}x | {cost:.2f} |")
     return 0
