@@ -59,6 +59,7 @@ OLD_NAMES: dict[str, tuple[str, str]] = {
     "readers.tfrecord": ("TFRecordReader", "tfrecord_reader"),
     "readers.mxnet": ("MXNetReader", "mxnet_reader"),
     "readers.numpy": ("NumpyReader", "numpy_reader"),
+    "readers.coco": ("COCOReader", "coco_reader"),
     "decoders.image": ("ImageDecoder", "image_decoder"),
     "decoders.image_random_crop": ("ImageDecoderRandomCrop", "image_decoder_random_crop"),
     "decoders.image_crop": ("ImageDecoderCrop", "image_decoder_crop"),
@@ -125,6 +126,12 @@ class Operator:
         """Outputs of this instance (the schema's, unless they depend on the arguments)."""
         return len(self.output_names) if self.output_names is not None else self.schema.num_outputs
 
+    def bind_inputs(self, count: int, arg_inputs: Collection[str]) -> None:
+        """Told, when placed in a graph (before its outputs are made), how many regular inputs this
+        instance has and which arguments come per sample: operators whose outputs depend on the count
+        keep it (``random_bbox_crop``'s labels), and operators whose required arguments may come per
+        sample check them here (``crop``, ``resize``)."""
+
     #: Arguments that a call may also pass positionally, in order (``fn.external_source(source)``).
     positional_args: ClassVar[tuple[str, ...]] = ()
 
@@ -134,10 +141,6 @@ class Operator:
     def output_layout(self, input_layouts: Sequence[str]) -> str:
         """Layout of the first output given the inputs' layouts."""
         return input_layouts[0] if input_layouts else ""
-
-    def check_arg_inputs(self, arg_inputs: Collection[str]) -> None:
-        """Validate the static arguments given the names of the per-sample argument inputs (an
-        argument required unless it comes per sample); called once the operator is placed."""
 
     def host_batch_step(self, arg_inputs: Collection[str]) -> bool:
         """Whether this operator on ``device="cpu"`` needs the whole batch (given the names of its

@@ -42,6 +42,9 @@ _CLASS_NAMES = {
     "mfcc": "MFCC",
     "roi_random_crop": "ROIRandomCrop",
     "segmentation.random_object_bbox": "RandomObjectBBox",
+    "random_bbox_crop": "RandomBBoxCrop",
+    "bbox_paste": "BBoxPaste",
+    "ssd_random_crop": "SSDRandomCrop",
 }
 #: the deprecated top-level class names -> the operator each places
 ALIASES = {alias: op_name for op_name, (alias, _) in OLD_NAMES.items()}

@@ -100,6 +100,12 @@ def to_numpy_dtype(dtype: DALIDataType | np.dtype | type | str) -> np.dtype:
         raise ValueError(f"unknown dtype {dtype!r}") from exc
 
 
+def to_numpy_type(dali_type: DALIDataType) -> type:
+    """DALI's ``types.to_numpy_type``: the numpy scalar type of a ``types`` member (``FLOAT`` ->
+    ``np.float32``), as scripts key their tables of framework types by it."""
+    return to_numpy_dtype(dali_type).type
+
+
 def to_dali_type(dtype: np.dtype | type | str) -> DALIDataType:
     """The ``types`` member of a numpy dtype; ValueError for one DALI has no member for."""
     name = np.dtype(dtype).name

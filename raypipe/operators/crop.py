@@ -149,7 +149,7 @@ class Crop(Operator):
         self.layout = input_layouts[0] if input_layouts else ""
         return self.layout
 
-    def check_arg_inputs(self, arg_inputs) -> None:
+    def bind_inputs(self, count, arg_inputs) -> None:
         """The window's size, static or per sample (``crop``, or ``crop_h`` and ``crop_w``)."""
         given = {k for k, v in self.static_size.items() if v is not None} | set(arg_inputs)
         if "crop" not in given and not {"crop_h", "crop_w"} <= given:

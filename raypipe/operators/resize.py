@@ -261,7 +261,7 @@ class Resize(Operator):
             return out
         return out, xp.asarray(np.array([image.shape[a] for a in axes], np.int32))
 
-    def check_arg_inputs(self, arg_inputs) -> None:
+    def bind_inputs(self, count, arg_inputs) -> None:
         """A size is required: a static one, or ``size`` per sample."""
         if not self._sized and "size" not in arg_inputs:
             raise ArgumentError("resize: give resize_x and/or resize_y, or size, or resize_shorter, or resize_longer")
