@@ -32,6 +32,7 @@ DISTRIBUTION = {
     "cupy": "cupy-cuda13x",
     "numba": "numba",
     "nvidia": "nvidia-nvimgcodec-cu13",
+    "obstore": "obstore",
 }
 # found with importlib.util.find_spec and loaded with ctypes (raypipe/jpeg_turbo.py)
 LOADED_BY_PATH = {"turbojpeg"}
