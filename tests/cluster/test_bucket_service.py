@@ -1,0 +1,80 @@
+"""Readers on an S3 bucket (a real moto server on 127.0.0.1) under ``rp.serve`` with 2 ranks:
+every sample exactly once per epoch with ``shuffle="global"`` and ``"buffer"``, the same batches
+as the local files, and a bucket folder listed once by the service, not by its actors."""
+
+from __future__ import annotations
+
+import os
+
+import numpy as np
+import pytest
+
+import raypipe as rp
+from tests.cluster.bucket_pipelines import folder
+from tests.cluster.pipelines import resized
+
+WORLD = 2
+
+
+@pytest.fixture(scope="module")
+def jpeg_bucket(s3_server, jpeg_root):
+    return s3_server.upload(jpeg_root, "service-test", "jpegs")
+
+
+def _epochs(svc, epochs: int = 2) -> tuple[list[list[tuple[np.ndarray, ...]]], list[dict]]:
+    """Per epoch, every rank's batches (images, labels, padding) in order; the actors' read counts."""
+    loaders = [rp.loader(svc.name, rank=r, world_size=WORLD, output="numpy") for r in range(WORLD)]
+    out = []
+    for epoch in range(epochs):
+        batches = []
+        for ld in loaders:
+            ld.set_epoch(epoch)
+            batches += [(images.copy(), labels.copy(), ld.last_is_pad.copy()) for images, labels in ld]
+        out.append(batches)
+    return out, [a.get("reads") for a in svc.stats()["actors"]]
+
+
+def _serve(pipeline, name: str, shuffle: str, **kwargs):
+    return rp.serve(
+        pipeline, name=name, world_size=WORLD, seed=5, shuffle=shuffle, block_size=4, initial_fill=8,
+        num_cpus_per_actor=0.25, replace=True, **kwargs,
+    )  # fmt: skip
+
+
+@pytest.mark.parametrize("shuffle", ["global", "buffer"])
+def test_bucket_files_serve_every_sample_once_as_the_local_files(cluster, jpeg_root, jpeg_bucket, jpeg_files, shuffle):
+    urls = [f"{jpeg_bucket}/{p[len(jpeg_root) + 1 :]}" for p in jpeg_files]
+    got = {}
+    for where, files in (("local", jpeg_files), ("bucket", urls)):
+        svc = _serve(resized, f"bucket-files-{where}-{shuffle}", shuffle, files=files, normalize=False)
+        try:
+            got[where], reads = _epochs(svc)
+            if where == "bucket":
+                assert all(r["prefetch_hits"] > 0 and r["in_flight_peak"] >= 1 for r in reads), reads
+        finally:
+            svc.shutdown()
+    for epoch in got["bucket"]:
+        seen = [int(s) for _, labels, pad in epoch for s, p in zip(labels.ravel(), pad) if not p]
+        assert sorted(seen) == list(range(len(jpeg_files))), "exactly once per epoch"
+    for mine, theirs in zip(got["bucket"], got["local"]):
+        assert all(np.array_equal(a[0], b[0]) and np.array_equal(a[1], b[1]) for a, b in zip(mine, theirs))
+
+
+def test_a_bucket_folder_is_listed_once_by_the_service(cluster, s3_server, jpeg_root, jpeg_bucket):
+    """An object added after ``serve`` listed the folder is not seen by the actors: they use the
+    service's listing (listing again would change the dataset, and its digest would stop them)."""
+    svc = _serve(folder, "bucket-root", "global", file_root=jpeg_bucket)
+    try:
+        first = sorted(os.listdir(jpeg_root))[0]
+        s3_server.client().put_object(Bucket="service-test", Key=f"jpegs/{first}/zz-late.jpg", Body=b"late")
+        bucket_batches = _epochs(svc, epochs=1)[0][0]
+    finally:
+        svc.shutdown()
+        s3_server.client().delete_object(Bucket="service-test", Key=f"jpegs/{first}/zz-late.jpg")
+    svc = _serve(folder, "local-root", "global", file_root=jpeg_root)
+    try:
+        local_batches = _epochs(svc, epochs=1)[0][0]
+    finally:
+        svc.shutdown()
+    assert len(bucket_batches) == len(local_batches)
+    assert all(np.array_equal(a[0], b[0]) and np.array_equal(a[1], b[1]) for a, b in zip(bucket_batches, local_batches))
