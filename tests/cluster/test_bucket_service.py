@@ -1,6 +1,7 @@
 """Readers on an S3 bucket (a real moto server on 127.0.0.1) under ``rp.serve`` with 2 ranks:
 every sample exactly once per epoch with ``shuffle="global"`` and ``"buffer"``, the same batches
-as the local files, and a bucket folder listed once by the service, not by its actors."""
+as the local files (files, and ``raypipe convert`` outputs uploaded to the bucket), and a bucket
+folder listed once by the service, not by its actors."""
 
 from __future__ import annotations
 
@@ -10,8 +11,11 @@ import numpy as np
 import pytest
 
 import raypipe as rp
+from raypipe.convert.plan import list_source
+from raypipe.convert.run import convert
+from raypipe.formats.registry import get
 from tests.cluster.bucket_pipelines import folder
-from tests.cluster.pipelines import resized
+from tests.cluster.pipelines import converted, resized
 
 WORLD = 2
 
@@ -78,3 +82,45 @@ def test_a_bucket_folder_is_listed_once_by_the_service(cluster, s3_server, jpeg_
         svc.shutdown()
     assert len(bucket_batches) == len(local_batches)
     assert all(np.array_equal(a[0], b[0]) and np.array_equal(a[1], b[1]) for a, b in zip(bucket_batches, local_batches))
+
+
+@pytest.fixture(scope="module")
+def bucket_containers(tmp_path_factory, jpeg_files, s3_server):
+    """Per sharded format: (local folder, its URL) of the 24 JPEGs that ``raypipe convert`` wrote."""
+    root = tmp_path_factory.mktemp("served-containers")
+    listing = root / "list.txt"
+    listing.write_text("".join(f"{p} {i}\n" for i, p in enumerate(jpeg_files)))
+    out = {}
+    for fmt in ("tfrecord", "webdataset", "recordio"):
+        dst = str(root / fmt)
+        convert(list_source(str(listing)), dst, get(fmt), part_size=7, workers=1)
+        out[fmt] = (dst, s3_server.upload(dst, "served-containers", fmt))
+    return out
+
+
+@pytest.mark.parametrize("shuffle", ["global", "buffer"])
+@pytest.mark.parametrize("fmt", ["tfrecord", "webdataset", "recordio"])
+def test_bucket_containers_serve_every_sample_once_as_the_local_files(
+    cluster, bucket_containers, jpeg_files, fmt, shuffle
+):
+    """Against the local files' batches under a global shuffle (one service each way); the buffer
+    shuffle's sequential extents are checked for exactly-once only (the batches are compared in one
+    process by tests/storage/test_container_readers.py)."""
+    got = {}
+    places = ("local", "bucket") if shuffle == "global" else ("bucket",)
+    for where in places:
+        dst = bucket_containers[fmt][0 if where == "local" else 1]
+        svc = _serve(converted, f"bucket-{fmt}-{where}-{shuffle}", shuffle, dst=dst)
+        try:
+            got[where], reads = _epochs(svc, epochs=1)
+        finally:
+            svc.shutdown()
+    seen = [int(s) for _, labels, pad in got["bucket"][0] for s, p in zip(labels.ravel(), pad) if not p]
+    assert sorted(seen) == list(range(len(jpeg_files))), "exactly once per epoch"
+    if "local" in got:
+        pairs = zip(got["bucket"][0], got["local"][0])
+        assert all(np.array_equal(a[0], b[0]) and np.array_equal(a[1], b[1]) for a, b in pairs)
+    if shuffle == "buffer":
+        assert all(r["extent_reads"] > 0 and r["direct_reads"] == 0 for r in reads), reads
+    else:
+        assert all(r["direct_reads"] > 0 and r["extent_reads"] == 0 and r["in_flight_peak"] >= 1 for r in reads), reads
