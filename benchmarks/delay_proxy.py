@@ -1,6 +1,8 @@
 """A TCP forwarding proxy that adds a fixed delay to every HTTP request, to give a local S3 server
 the latency of a real object store (10-100 ms per request). It forwards bytes unchanged, so
-signed requests stay valid; a request starts when the client sends after the server answered."""
+signed requests stay valid; a request starts when the client sends after the server answered.
+Given several servers holding the same data, it spreads the connections over them in turn (one
+Python S3 server answers a few hundred requests per second)."""
 
 from __future__ import annotations
 
@@ -9,10 +11,12 @@ import threading
 
 
 class DelayProxy:
-    """Listens on 127.0.0.1 (``url``) and forwards to ``host:port``, ``delay_s`` late per request."""
+    """Listens on 127.0.0.1 (``url``) and forwards to ``host:port`` (or to each of ``more_ports`` on
+    ``host`` in turn, connection by connection), ``delay_s`` late per request."""
 
-    def __init__(self, host: str, port: int, delay_s: float):
-        self.upstream = (host, port)
+    def __init__(self, host: str, port: int, delay_s: float, more_ports: tuple[int, ...] = ()):
+        self.upstreams = [(host, p) for p in (port, *more_ports)]
+        self._turn = 0
         self.delay_s = delay_s
         self.url = ""
         self._loop = asyncio.new_event_loop()
@@ -37,7 +41,8 @@ class DelayProxy:
 
     async def _handle(self, client_r: asyncio.StreamReader, client_w: asyncio.StreamWriter) -> None:
         try:
-            server_r, server_w = await asyncio.open_connection(*self.upstream)
+            self._turn += 1
+            server_r, server_w = await asyncio.open_connection(*self.upstreams[self._turn % len(self.upstreams)])
         except OSError:
             client_w.close()
             return
@@ -64,3 +69,20 @@ class DelayProxy:
         except (ConnectionError, OSError):
             client_w.close()
             server_w.close()
+
+
+def main() -> None:
+    """``python benchmarks/delay_proxy.py DELAY_MS PORT [PORT...]``: serve until killed; prints the proxy's URL."""
+    import sys
+    import time
+
+    ports = [int(p) for p in sys.argv[2:]]
+    proxy = DelayProxy("127.0.0.1", ports[0], float(sys.argv[1]) / 1e3, tuple(ports[1:]))
+    proxy.start()
+    print(proxy.url, flush=True)
+    while True:
+        time.sleep(3600)
+
+
+if __name__ == "__main__":
+    main()

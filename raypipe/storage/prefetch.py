@@ -6,7 +6,8 @@ JPEG; a reader that fetched on demand would wait that long per sample. A :class:
 starts up to ``max_in_flight`` fetches of announced keys at once, keeps what they return until it
 is taken, and starts no more while what it holds and fetches would pass ``max_bytes``. A key
 announced more than ``stale_after`` keys before the newest announcement ends was not read where it was
-expected (the executor re-seeked): it is dropped."""
+expected (the executor re-seeked): it is dropped. A key announced again before it is read (a
+dataset smaller than the look-ahead, read epoch after epoch) is fetched again once it is read."""
 
 from __future__ import annotations
 
@@ -39,6 +40,7 @@ class Prefetcher:
         self._lock = threading.Lock()
         self._queued: deque[tuple[int, Hashable, int]] = deque()  # (announced as, key, expected bytes)
         self._queued_keys: set[Hashable] = set()
+        self._again: dict[Hashable, int] = {}  # announcements of a key beyond the one queued or held
         self._entries: OrderedDict[Hashable, tuple[int, int, Future]] = OrderedDict()  # key: (announced, bytes, fetch)
         self._announced = 0
         self._in_flight = 0
@@ -57,6 +59,7 @@ class Prefetcher:
                 expected = int(next(sizes)) if sizes is not None else 0
                 self._announced += 1
                 if key in self._entries or key in self._queued_keys:
+                    self._again[key] = self._again.get(key, 0) + 1
                     continue
                 self._queued.append((self._announced, key, expected))
                 self._queued_keys.add(key)
@@ -68,6 +71,12 @@ class Prefetcher:
             entry = self._entries.pop(key, None)
             if entry is not None:
                 self.stats["prefetch_hits"] += 1
+                again = self._again.pop(key, 0)
+                if again:
+                    if again > 1:
+                        self._again[key] = again - 1
+                    self._queued.append((self._announced, key, entry[1]))
+                    self._queued_keys.add(key)
         if entry is None:
             with self._lock:
                 self.stats["direct_fetches"] += 1
@@ -90,6 +99,7 @@ class Prefetcher:
             pool, self._pool = self._pool, None
             self._queued.clear()
             self._queued_keys.clear()
+            self._again.clear()
             self._entries.clear()
             self._bytes = 0
         if pool is not None:
@@ -100,7 +110,9 @@ class Prefetcher:
     def _drop_stale(self, oldest: int) -> None:
         """Drop the keys announced before position ``oldest`` (those in flight finish first)."""
         while self._queued and self._queued[0][0] < oldest:
-            self._queued_keys.discard(self._queued.popleft()[1])
+            key = self._queued.popleft()[1]
+            self._queued_keys.discard(key)
+            self._again.pop(key, None)
             self.stats["prefetch_dropped"] += 1
         for key in [k for k, (announced, _, f) in self._entries.items() if announced < oldest and f.done()]:
             self._bytes -= self._entries.pop(key)[1]

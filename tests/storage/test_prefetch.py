@@ -77,3 +77,15 @@ def test_a_failed_fetch_raises_where_it_is_read():
         fetcher.take(-1)
     assert int(fetcher.take(2)[0]) == 2
     fetcher.close()
+
+
+def test_a_key_announced_again_before_it_is_read_is_fetched_again():
+    """A dataset smaller than the look-ahead: epoch 2's announcement comes before epoch 1's read."""
+    source = SlowSource(delay_s=0.001)
+    fetcher = Prefetcher(source, max_in_flight=4)
+    fetcher.want(range(8))
+    fetcher.want(range(8))
+    for _ in range(2):
+        assert [int(fetcher.take(k)[0]) for k in range(8)] == list(range(8))
+    assert fetcher.stats["direct_fetches"] == 0 and fetcher.stats["prefetch_hits"] == 16 and source.calls == 16
+    fetcher.close()
