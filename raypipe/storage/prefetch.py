@@ -19,23 +19,28 @@ from concurrent.futures import Future, ThreadPoolExecutor
 
 import numpy as np
 
-IN_FLIGHT = int(os.environ.get("RAYPIPE_STORAGE_IN_FLIGHT", "64"))
-KEPT_BYTES = int(float(os.environ.get("RAYPIPE_STORAGE_PREFETCH_MB", "256")) * (1 << 20))
+IN_FLIGHT = 64
+KEPT_MB = 256.0
 STALE_AFTER = 8192  # keys: four times the executor's read-ahead
 
 
 class Prefetcher:
-    """Fetches announced keys ahead with ``fetch(key) -> array``; thread-safe."""
+    """Fetches announced keys ahead with ``fetch(key) -> array``; thread-safe. The bounds default to
+    ``RAYPIPE_STORAGE_IN_FLIGHT`` (64 requests) and ``RAYPIPE_STORAGE_PREFETCH_MB`` (256 MiB)."""
 
     def __init__(
         self,
         fetch: Callable[[Hashable], np.ndarray],
         *,
-        max_in_flight: int = IN_FLIGHT,
-        max_bytes: int = KEPT_BYTES,
+        max_in_flight: int | None = None,
+        max_bytes: int | None = None,
         stale_after: int = STALE_AFTER,
     ):
         self._fetch = fetch
+        if max_in_flight is None:
+            max_in_flight = int(os.environ.get("RAYPIPE_STORAGE_IN_FLIGHT", IN_FLIGHT))
+        if max_bytes is None:
+            max_bytes = int(float(os.environ.get("RAYPIPE_STORAGE_PREFETCH_MB", KEPT_MB)) * (1 << 20))
         self.max_in_flight, self.max_bytes, self.stale_after = max(1, max_in_flight), max_bytes, stale_after
         self._lock = threading.Lock()
         self._queued: deque[tuple[int, Hashable, int]] = deque()  # (announced as, key, expected bytes)
