@@ -94,8 +94,10 @@ def _rate(file_root: str, args: argparse.Namespace, images: int) -> tuple[float,
 def _list_time(s3, endpoint: str, count: int) -> float:
     """Seconds to list a file_root of ``count`` (empty) objects in 100 class folders."""
     keys = [f"many/c{i % 100:03d}/{i:07d}.jpg" for i in range(count)]
+    began = time.perf_counter()
     with ThreadPoolExecutor(32) as pool:
         list(pool.map(lambda k: s3.put_object(Bucket=BUCKET, Key=k, Body=b""), keys))
+    print(f"({count:,} empty objects uploaded in {time.perf_counter() - began:.0f} s)")
     _use_endpoint(endpoint)
     from raypipe.operators.readers import list_bucket_root
 
@@ -150,7 +152,7 @@ def main() -> None:
             held = f"{stats['bytes_held_peak'] / 2**20:.1f}" if stats else "-"
             print(f"{label:22} {rate:8.1f} {rate / local:8.2f} {flight!s:>17} {held:>15}")
         if args.list_objects:
-            took = _list_time(s3, endpoint, args.list_objects)
+            took = _list_time(boto3.client("s3", endpoint_url=endpoint), endpoint, args.list_objects)
             print(f"listing a file_root of {args.list_objects:,} objects (moto, no delay): {took:.1f} s")
     finally:
         for proc in procs:

@@ -8,10 +8,12 @@ server that stopped answering ends quickly."""
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import os
 import socket
 import time
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -86,6 +88,30 @@ class S3Server:
             if path.is_file():
                 s3.upload_file(str(path), bucket, f"{prefix}/{path.relative_to(root).as_posix()}")
         return f"s3://{bucket}/{prefix}"
+
+
+@contextlib.contextmanager
+def checking_server() -> Iterator[str]:
+    """Another moto server, in its own process, that checks every request's credentials (moto's
+    ``INITIAL_NO_AUTH_ACTION_COUNT=0``: only keys made through its IAM are accepted); its endpoint."""
+    import subprocess
+    import sys
+
+    port = _free_port()
+    env = {**os.environ, "INITIAL_NO_AUTH_ACTION_COUNT": "0"}
+    cmd = [sys.executable, "-m", "moto.server", "-H", "127.0.0.1", "-p", str(port)]
+    proc = subprocess.Popen(cmd, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    try:
+        for _ in range(300):
+            try:
+                socket.create_connection(("127.0.0.1", port), timeout=1).close()
+                break
+            except OSError:
+                time.sleep(0.1)
+        yield f"http://127.0.0.1:{port}"
+    finally:
+        proc.terminate()
+        proc.wait(10)
 
 
 @pytest.fixture(scope="session")

@@ -123,11 +123,15 @@ class RecordFiles:
         return self._records is not None
 
     def will_read_records(self, indices: Sequence[int]) -> None:
-        """Fetch the object-store records ``indices`` ahead, one ranged read each (random access)."""
+        """Fetch the object-store records ``indices`` ahead, one ranged read each (random access);
+        records whose extent is read ahead or kept are not fetched again."""
         if self._records is None or len(indices) == 0:
             return
         idx = np.asarray(indices, dtype=np.int64)
         idx = idx[self._remote[self.table.file_index[idx]]]
+        with self._lock:
+            if self._cache:
+                idx = idx[~np.isin(self._extent_of[idx], np.fromiter(self._cache, np.int64, len(self._cache)))]
         self._records.want(idx.tolist(), self.table.sizes[idx].tolist())
 
     def in_flight(self) -> dict[str, int]:

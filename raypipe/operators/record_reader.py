@@ -76,6 +76,13 @@ class RecordReader(ShardedReader):
         elif self._files.remote:
             self._files.will_read_records(indices)
 
+    def run_chunk(self, inputs, args, ctxs):
+        """On an object store, the chunk's records fetched together (a CPU helper reads chunks it
+        was not told of ahead)."""
+        if self._files is not None and self._files.remote:
+            self._files.will_read_records([ctx.sample_index for ctx in ctxs])
+        return super().run_chunk(inputs, args, ctxs)
+
     def close(self) -> None:
         if self._files is not None:
             self._files.close()

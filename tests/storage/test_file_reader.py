@@ -13,7 +13,7 @@ from raypipe import fn
 from raypipe.errors import ReaderError, SampleError
 from raypipe.operators.readers import FileReader, list_file_root
 from raypipe.storage import store
-from raypipe.storage.failures import describe
+from tests.s3_server import checking_server
 
 
 @pytest.fixture(scope="module")
@@ -70,12 +70,15 @@ def test_missing_buckets_roots_and_lists_are_named_before_any_batch(jpeg_bucket)
         _reader(files=["s3://no-bucket-here/a.jpg"])
 
 
-def test_wrong_credentials_are_named_without_the_secret(jpeg_bucket, monkeypatch):
-    """moto accepts any key unless told to check: it checks where a bucket policy denies."""
-    monkeypatch.setenv("AWS_SECRET_ACCESS_KEY", "a-wrong-secret")
-    monkeypatch.setattr(store, "_STORES", {})
-    failed = describe("s3://reader-test/k", PermissionError("403 Forbidden: AccessDenied a-wrong-secret"))
-    assert "access denied: check the credentials" in str(failed) and "a-wrong-secret" not in str(failed)
+def test_wrong_credentials_are_named_without_the_secret_before_any_batch(monkeypatch):
+    with checking_server() as endpoint:
+        monkeypatch.setenv("AWS_ENDPOINT_URL", endpoint)
+        monkeypatch.setenv("AWS_SECRET_ACCESS_KEY", "a-wrong-secret")
+        monkeypatch.setattr(store, "_STORES", {})
+        for kwargs in ({"file_root": "s3://private/jpegs"}, {"files": ["s3://private/a.jpg"]}):
+            with pytest.raises(ReaderError, match=r"s3://private/.*: access denied: check the credentials") as info:
+                _reader(**kwargs)
+            assert "a-wrong-secret" not in str(info.value) and "testing" not in str(info.value)
 
 
 @rp.pipeline_def(batch_size=4, num_threads=2)
