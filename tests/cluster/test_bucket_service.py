@@ -9,11 +9,15 @@ import os
 
 import numpy as np
 import pytest
+import ray
 
 import raypipe as rp
+from actors import shared_listings
 from raypipe.convert.plan import list_source
 from raypipe.convert.run import convert
 from raypipe.formats.registry import get
+from raypipe.service_config import ServiceConfig
+from raypipe.storage import listings
 from tests.cluster.bucket_pipelines import folder
 from tests.cluster.pipelines import converted, resized
 
@@ -25,8 +29,9 @@ def jpeg_bucket(s3_server, jpeg_root):
     return s3_server.upload(jpeg_root, "service-test", "jpegs")
 
 
-def _epochs(svc, epochs: int = 2) -> tuple[list[list[tuple[np.ndarray, ...]]], list[dict]]:
-    """Per epoch, every rank's batches (images, labels, padding) in order; the actors' read counts."""
+def _epochs(svc, epochs: int = 2) -> tuple[list[list[tuple[np.ndarray, ...]]], list[dict], dict]:
+    """Per epoch, every rank's batches (images, labels, padding) in order; the actors' read counts;
+    the service's stats."""
     loaders = [rp.loader(svc.name, rank=r, world_size=WORLD, output="numpy") for r in range(WORLD)]
     out = []
     for epoch in range(epochs):
@@ -35,7 +40,8 @@ def _epochs(svc, epochs: int = 2) -> tuple[list[list[tuple[np.ndarray, ...]]], l
             ld.set_epoch(epoch)
             batches += [(images.copy(), labels.copy(), ld.last_is_pad.copy()) for images, labels in ld]
         out.append(batches)
-    return out, [a.get("reads") for a in svc.stats()["actors"]]
+    stats = svc.stats()
+    return out, [a.get("reads") for a in stats["actors"]], stats
 
 
 def _serve(pipeline, name: str, shuffle: str, **kwargs):
@@ -52,7 +58,7 @@ def test_bucket_files_serve_every_sample_once_as_the_local_files(cluster, jpeg_r
     for where, files in (("local", jpeg_files), ("bucket", urls)):
         svc = _serve(resized, f"bucket-files-{where}-{shuffle}", shuffle, files=files, normalize=False)
         try:
-            got[where], reads = _epochs(svc)
+            got[where], reads, _ = _epochs(svc)
             if where == "bucket":
                 assert all(r["prefetch_hits"] > 0 and r["in_flight_peak"] >= 1 for r in reads), reads
         finally:
@@ -112,7 +118,7 @@ def test_bucket_containers_serve_every_sample_once_as_the_local_files(
         dst = bucket_containers[fmt][0 if where == "local" else 1]
         svc = _serve(converted, f"bucket-{fmt}-{where}-{shuffle}", shuffle, dst=dst)
         try:
-            got[where], reads = _epochs(svc, epochs=1)
+            got[where], reads, _ = _epochs(svc, epochs=1)
         finally:
             svc.shutdown()
     seen = [int(s) for _, labels, pad in got["bucket"][0] for s, p in zip(labels.ravel(), pad) if not p]
@@ -124,3 +130,31 @@ def test_bucket_containers_serve_every_sample_once_as_the_local_files(
         assert all(r["extent_reads"] > 0 and r["direct_reads"] == 0 for r in reads), reads
     else:
         assert all(r["direct_reads"] > 0 and r["extent_reads"] == 0 and r["in_flight_peak"] >= 1 for r in reads), reads
+
+
+def test_a_cpu_helper_builds_its_pipeline_from_the_service_listing(cluster, s3_server, jpeg_bucket, jpeg_files):
+    """A CPU helper (or pipeline actor) process builds the service's pipeline from the listing the
+    service published, even after the bucket changed; without it, it lists and sees the change."""
+    config = ServiceConfig("helper-listing", 1, 4, len(jpeg_files), "unused")
+    probe = folder(file_root=jpeg_bucket)
+    probe.build()
+    shared_listings.publish(config.name, listings.of_pipeline(probe))
+    probe.close()
+    late = f"jpegs/{sorted(os.listdir(os.path.dirname(os.path.dirname(jpeg_files[0]))))[0]}/zz-late.jpg"
+    s3_server.client().put_object(Bucket="service-test", Key=late, Body=b"late")
+
+    @ray.remote(num_cpus=0, max_calls=1)  # each call in a new process, as each helper is
+    def sizes(service: str) -> int:
+        from actors import shared_listings as shared
+
+        shared.install(service)
+        pipe = folder(file_root=jpeg_bucket)
+        pipe.build()
+        return pipe.reader_meta()["epoch_size"]
+
+    try:
+        assert ray.get(sizes.remote(config.name)) == len(jpeg_files), "the service's listing"
+        shared_listings.clear(config.name)
+        assert ray.get(sizes.remote(config.name)) == len(jpeg_files) + 1, "listed again without it"
+    finally:
+        s3_server.client().delete_object(Bucket="service-test", Key=late)
