@@ -160,6 +160,24 @@ def list_objects(prefix: str) -> Iterator[tuple[str, int]]:
         raise describe(prefix, exc) from None
 
 
+def list_folder(folder: str) -> tuple[list[str], list[tuple[str, int]]]:
+    """The names of the sub-folders directly under the folder URL ``folder``, and ``(url, size)``
+    of the objects directly inside it (every page of the listing)."""
+    import obstore
+
+    u = parse(folder)
+    store, _ = client(u)
+    prefix = u.key.rstrip("/")
+    base = f"{u.scheme}://{u.bucket}/"
+    try:
+        found = obstore.list_with_delimiter(store, prefix or None)
+    except Exception as exc:
+        raise describe(folder, exc) from None
+    skip = len(prefix) + 1 if prefix else 0
+    folders = [p.rstrip("/")[skip:] for p in found["common_prefixes"]]
+    return folders, [(base + m["path"], int(m["size"])) for m in found["objects"]]
+
+
 def check(url: str) -> None:
     """Raise StorageError when the bucket of ``url`` is missing or the credentials cannot read it
     (one listing request of the object's folder; a missing object itself is not an error)."""
