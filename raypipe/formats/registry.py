@@ -105,8 +105,7 @@ def _names(folder: str) -> list[str]:
 
     if not urls.is_url(folder):
         return os.listdir(folder)
-    prefix = folder.rstrip("/") + "/"
-    return [u[len(prefix) :] for u, _ in store.list_objects(folder) if "/" not in u[len(prefix) :]]
+    return [url.rsplit("/", 1)[1] for url, _ in store.list_folder(folder)[1]]
 
 
 def _int32() -> Any:

@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import os
 import threading
-from collections.abc import Iterator
 from datetime import timedelta
 from typing import Any
 
@@ -132,32 +131,6 @@ def size(url: str) -> int:
         return int(obstore.head(store, key)["size"])
     except Exception as exc:
         raise describe(url, exc) from None
-
-
-def exists(url: str) -> bool:
-    """Whether the object at ``url`` exists (False when it or its bucket does not)."""
-    try:
-        size(url)
-    except FileNotFoundError:
-        return False
-    return True
-
-
-def list_objects(prefix: str) -> Iterator[tuple[str, int]]:
-    """``(url, size)`` of every object under the folder URL ``prefix``, any depth, as the store
-    streams them (in key order on S3 and GCS)."""
-    import obstore
-
-    u = parse(prefix)
-    store, _ = client(u)
-    folder = u.key.rstrip("/")
-    base = f"{u.scheme}://{u.bucket}/"
-    try:
-        for chunk in obstore.list(store, folder or None, chunk_size=1000):
-            for meta in chunk:
-                yield base + meta["path"], int(meta["size"])
-    except Exception as exc:
-        raise describe(prefix, exc) from None
 
 
 def list_folder(folder: str) -> tuple[list[str], list[tuple[str, int]]]:

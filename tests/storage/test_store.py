@@ -29,13 +29,12 @@ def test_whole_objects_and_ranges_read_back_exactly(bucket):
     assert data.dtype == np.uint8 and data.tobytes() == bytes(range(3, 203)) and data.flags.writeable
     assert store.read_range(f"{bucket}/data/c1/3.bin", 10, 20).tobytes() == bytes(range(13, 23))
     assert store.size(f"{bucket}/data/c0/0.bin") == 200
-    assert store.exists(f"{bucket}/data/c0/0.bin") and not store.exists(f"{bucket}/data/none")
 
 
-def test_a_listing_streams_every_object_under_the_folder_only(bucket):
-    listed = list(store.list_objects(f"{bucket}/data"))
-    assert [u for u, _ in listed] == sorted(f"{bucket}/data/c{i % 2}/{i}.bin" for i in range(5))
-    assert {s for _, s in listed} == {200}
+def test_a_folder_lists_its_sub_folders_and_the_objects_directly_inside(bucket):
+    assert store.list_folder(f"{bucket}/data") == (["c0", "c1"], [])
+    assert store.list_folder(f"{bucket}/data/c1/") == ([], [(f"{bucket}/data/c1/{i}.bin", 200) for i in (1, 3)])
+    assert store.list_folder(f"{bucket}/data-beside") == ([], [(f"{bucket}/data-beside/x.bin", 1)])
 
 
 def test_a_missing_object_or_bucket_is_named(bucket):
