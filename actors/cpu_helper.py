@@ -25,7 +25,7 @@ from raypipe.offload import RemoteWorker, WorkerLost
 from raypipe.service_config import ServiceConfig
 from raypipe.source_dataset import served_dataset
 
-from . import niceness
+from . import niceness, shared_listings
 
 # Failures of the helper itself, not of the data: the unit goes to another worker.
 _LOST = (
@@ -94,7 +94,8 @@ def build_service_pipeline(
 ) -> Any:
     """The service's pipeline as an actor of it builds it (the service's batch size and seed), after
     checking that its reader (or per-sample external source) sees the service's dataset: every node
-    must see the same data."""
+    must see the same data. Object-store folders the service listed are not listed again."""
+    shared_listings.install(config.name)
     pipe = pipeline_fn(
         **{**pipeline_kwargs, "batch_size": config.batch_size, "seed": config.seed, "device_id": device_id}
     )

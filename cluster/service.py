@@ -15,10 +15,12 @@ from typing import Any
 
 import ray
 
+from actors import shared_listings
 from raypipe import log
 from raypipe.errors import ArgumentError, RaypipeError
 from raypipe.service_config import ServiceConfig
 from raypipe.source_dataset import served_dataset
+from raypipe.storage import listings
 
 from . import coordinator_record, object_store, service_record
 from .actor_launch import ActorLaunch
@@ -171,6 +173,7 @@ def _release(name: str, actors: list) -> None:
             ray.kill(actor, no_restart=True)
     service_record.clear(name)
     coordinator_record.clear(name)
+    shared_listings.clear(name)
 
 
 def serve(
@@ -249,6 +252,7 @@ def serve(
             raise ArgumentError(f"serve: {key} is set by the service, not the pipeline")
     probe = pipeline(**pipeline_kwargs)
     dataset_len, dataset_digest = served_dataset(probe)
+    listed = listings.of_pipeline(probe)  # object-store folders, listed once for every actor
     config = ServiceConfig(
         name=name,
         world_size=world_size,
@@ -277,6 +281,7 @@ def serve(
         niceness=niceness,
     )
     service_record.save(name, config, launch)
+    shared_listings.publish(name, listed)
     coordinator = None
     try:
         coordinator = (

@@ -15,6 +15,7 @@ import pytest
 
 from raypipe.backend import gpu_available
 from raypipe.datasets import make_jpeg_folder
+from tests.s3_server import s3_server, set_env  # noqa: F401 (a fixture)
 
 # Enabled before pytest's own faulthandler plugin starts, so that pytest enables it again once the
 # session is over: a crash while the interpreter exits (after the summary) then prints every
@@ -23,6 +24,8 @@ faulthandler.enable()
 
 if not gpu_available():
     os.environ.setdefault("NUMBA_ENABLE_CUDASIM", "1")
+
+set_env()  # before any Ray cluster starts: its workers read the test S3 server too
 
 _SESSION = pytest.StashKey["pytest.Session"]()
 

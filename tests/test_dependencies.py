@@ -33,6 +33,7 @@ DISTRIBUTION = {
     "numba": "numba",
     "nvidia": "nvidia-nvimgcodec-cu13",
     "soundfile": "soundfile",
+    "obstore": "obstore",
 }
 # found with importlib.util.find_spec and loaded with ctypes (raypipe/jpeg_turbo.py)
 LOADED_BY_PATH = {"turbojpeg"}

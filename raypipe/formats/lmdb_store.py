@@ -18,6 +18,7 @@ from typing import TypeVar
 import lmdb
 
 from ..errors import ReaderError
+from ..storage.urls import is_url
 
 T = TypeVar("T")
 
@@ -49,6 +50,12 @@ def _release(key: tuple[int, str]) -> None:
 
 
 def _open(path: str, readahead: bool, max_readers: int) -> lmdb.Environment:
+    if is_url(path):
+        raise ReaderError(
+            f"LMDB {path!r} is on an object store: LMDB is memory-mapped and needs a local copy. Copy the folder "
+            "to each node (e.g. `aws s3 cp --recursive`) and read it there, or convert it to a sharded format that "
+            "reads from buckets (`raypipe convert --format webdataset|tfrecord|recordio`)"
+        )
     if not os.path.isfile(os.path.join(path, "data.mdb")):
         what = "is not an LMDB folder (no data.mdb)" if os.path.isdir(path) else "does not exist"
         raise ReaderError(f"LMDB {path!r} {what}")

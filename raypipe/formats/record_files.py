@@ -8,6 +8,10 @@ reads it: one ``pread`` per record, or, for batches announced with :meth:`Record
 shuffle, or DALI's ``read_ahead=True``), whole *extents* (runs of consecutive records of about
 ``extent_bytes``) read in file order on one read-ahead thread, the samples sliced out of them.
 Extents are kept up to ``cache_bytes``, least recently used first out.
+
+Files may be object-store URLs (:mod:`raypipe.storage`): an extent is then one byte-range request,
+``EXTENTS_IN_FLIGHT`` of them at once, and under a global shuffle each announced record is one
+ranged request fetched ahead (:class:`~raypipe.storage.prefetch.Prefetcher`).
 """
 
 from __future__ import annotations
@@ -24,9 +28,13 @@ from dataclasses import dataclass
 import numpy as np
 
 from ..errors import ReaderError
+from ..storage import store
+from ..storage.prefetch import Prefetcher
+from ..storage.urls import is_url
 
 EXTENT_BYTES = 4 << 20
 CACHE_BYTES = 256 << 20
+EXTENTS_IN_FLIGHT = 8  # extents requested at once from an object store (one thread reads local files)
 
 
 @dataclass(frozen=True)
@@ -81,6 +89,8 @@ class RecordFiles:
         self._cached_bytes = 0
         self._io: ThreadPoolExecutor | None = None
         self.stats = {"direct_reads": 0, "extent_reads": 0, "extent_bytes": 0, "extent_hits": 0}
+        self._remote = np.fromiter((is_url(p) for p in table.paths), bool, len(table.paths))
+        self._records = Prefetcher(self._fetch_record) if self._remote.any() else None
         weakref.finalize(self, _release, self._fds, self._cache)
 
     @property
@@ -103,7 +113,34 @@ class RecordFiles:
             return data[start : start + size]
         with self._lock:
             self.stats["direct_reads"] += 1
+        if self._records is not None and self._remote[int(self.table.file_index[index])]:
+            return self._records.take(index)
         return self._pread(int(self.table.file_index[index]), offset, size, index)
+
+    @property
+    def remote(self) -> bool:
+        """Whether some of the files are object-store URLs."""
+        return self._records is not None
+
+    def will_read_records(self, indices: Sequence[int]) -> None:
+        """Fetch the object-store records ``indices`` ahead, one ranged read each (random access);
+        records whose extent is read ahead or kept are not fetched again."""
+        if self._records is None or len(indices) == 0:
+            return
+        idx = np.asarray(indices, dtype=np.int64)
+        idx = idx[self._remote[self.table.file_index[idx]]]
+        with self._lock:
+            if self._cache:
+                idx = idx[~np.isin(self._extent_of[idx], np.fromiter(self._cache, np.int64, len(self._cache)))]
+        self._records.want(idx.tolist(), self.table.sizes[idx].tolist())
+
+    def in_flight(self) -> dict[str, int]:
+        """Object-store records: requests in flight and bytes held now, and their peaks."""
+        return self._records.in_flight() if self._records is not None else {}
+
+    def _fetch_record(self, index: int) -> np.ndarray:
+        t = self.table
+        return self._pread(int(t.file_index[index]), int(t.offsets[index]), int(t.sizes[index]), index)
 
     def will_read(self, indices: Sequence[int]) -> None:
         """Read the extents holding ``indices`` ahead, in file order, and keep them."""
@@ -113,7 +150,8 @@ class RecordFiles:
         with self._lock:
             missing = [int(e) for e in extents if int(e) not in self._cache]
             if self._io is None:
-                self._io = ThreadPoolExecutor(1, thread_name_prefix="raypipe-read-ahead")
+                workers = EXTENTS_IN_FLIGHT if self._records is not None else 1
+                self._io = ThreadPoolExecutor(workers, thread_name_prefix="raypipe-read-ahead")
                 weakref.finalize(self, self._io.shutdown, wait=False, cancel_futures=True)
             for e in missing:
                 size = int(self._extent_end[e] - self._extent_start[e])
@@ -129,6 +167,8 @@ class RecordFiles:
             self._cached_bytes = 0
         if io is not None:
             io.shutdown(wait=True, cancel_futures=True)
+        if self._records is not None:
+            self._records.close()
         _release(self._fds, self._cache)
 
     def _evict(self, incoming: int) -> None:
@@ -160,6 +200,8 @@ class RecordFiles:
         return fd
 
     def _pread(self, f: int, offset: int, size: int, index: int) -> np.ndarray:
+        if self._remote[f]:
+            return store.read_range(self.table.paths[f], offset, offset + size)
         data = np.empty(size, np.uint8)
         fd = self._fd(f)
         got = 0

@@ -19,6 +19,7 @@ from collections.abc import Callable, Sequence
 import numpy as np
 
 from ..errors import ReaderError
+from ..storage import files
 
 MAGIC = 0xCED7230A
 MAGIC_BYTES = struct.pack("<I", MAGIC)
@@ -229,7 +230,7 @@ def read_shared_index(index_path: str, data_paths: Sequence[str]) -> list[tuple[
     end of the file). ReaderError names the index, its line and the data file."""
     hint = f"`raypipe index mxnet {data_paths[0]}`" if len(data_paths) == 1 else "`raypipe index mxnet FILE.rec`"
     try:
-        with open(index_path, "rb") as f:
+        with files.open_binary(index_path) as f:
             text = f.read()
     except FileNotFoundError:
         raise ReaderError(f"index file {index_path!r} does not exist: create it with {hint}") from None
@@ -241,7 +242,7 @@ def read_shared_index(index_path: str, data_paths: Sequence[str]) -> list[tuple[
     file_sizes = []
     for path in data_paths:
         try:
-            file_sizes.append(os.stat(path).st_size)
+            file_sizes.append(files.size(path))
         except OSError as exc:
             raise ReaderError(f"cannot open {path!r}: {exc.strerror or exc}") from None
     starts = np.concatenate(([0], np.cumsum(file_sizes, dtype=np.int64)))
@@ -278,13 +279,13 @@ def _check_records(path: str, offsets: np.ndarray, sizes: np.ndarray, fail: Call
     """Read the first and last record of ``path`` whole and check that each fills its index
     entry exactly."""
     try:
-        f = open(path, "rb")
+        f = files.open_binary(path)
     except OSError as exc:
         raise ReaderError(f"cannot open {path!r}: {exc.strerror or exc}") from None
     with f:
         for i in sorted({0, len(offsets) - 1}):
             offset, size = int(offsets[i]), int(sizes[i])
-            raw = np.frombuffer(os.pread(f.fileno(), size, offset), np.uint8)
+            raw = np.frombuffer(files.read_at(f, size, offset), np.uint8)
             try:
                 record_payload(raw, base=offset)
             except ReaderError as exc:

@@ -70,17 +70,18 @@ def read_converted(dst: str, **reader_args: Any) -> tuple[Any, Any]:
     import json
 
     from .. import fn
+    from ..storage import files, urls
 
-    manifest = os.path.join(dst, ".raypipe-convert", "manifest.json")
+    manifest = urls.join(dst, ".raypipe-convert/manifest.json")
     try:
-        with open(manifest, encoding="utf-8") as f:
-            fmt = get(json.load(f)["format"])
+        with files.open_binary(manifest) as f:
+            fmt = get(json.loads(f.read())["format"])
     except OSError:
         raise UsageError(f"{dst!r} holds no conversion by raypipe convert (no {manifest})") from None
     if not fmt.sharded:
         return getattr(fn.readers, fmt.reader)(path=dst, **reader_args)
     suffix = fmt.writer_class().suffix
-    data = sorted(os.path.join(dst, f) for f in os.listdir(dst) if f.startswith("shard-") and f.endswith(suffix))
+    data = sorted(urls.join(dst, f) for f in _names(dst) if f.startswith("shard-") and f.endswith(suffix))
     indexes = [fmt.index_path(p) for p in data]
     if fmt.name == "tfrecord":
         from .. import tfrecord
@@ -96,6 +97,15 @@ def read_converted(dst: str, **reader_args: Any) -> tuple[Any, Any]:
         return images, fn.python_function(labels, function=_ascii_label)
     images, labels = fn.readers.mxnet(path=data, index_path=indexes, **reader_args)
     return images, fn.cast(labels, dtype=_int32())
+
+
+def _names(folder: str) -> list[str]:
+    """The names in a local folder, or of the objects directly under a URL."""
+    from ..storage import store, urls
+
+    if not urls.is_url(folder):
+        return os.listdir(folder)
+    return [url.rsplit("/", 1)[1] for url, _ in store.list_folder(folder)[1]]
 
 
 def _int32() -> Any:

@@ -10,11 +10,13 @@ from __future__ import annotations
 import os
 import struct
 from collections.abc import Sequence
+from typing import BinaryIO
 
 import crc32c
 import numpy as np
 
 from ..errors import ReaderError
+from ..storage import files
 from . import protowire as pw
 
 HEADER = 12  # uint64 length + uint32 length CRC
@@ -54,9 +56,9 @@ def unframe(raw: bytes | memoryview | np.ndarray, check_crc: bool = True) -> mem
     return payload
 
 
-def _header(fd: int, path: str, offset: int, record: int, file_size: int) -> int:
+def _header(fd: int | BinaryIO, path: str, offset: int, record: int, file_size: int) -> int:
     """The data length of the record at ``offset``, its header checked."""
-    head = os.pread(fd, HEADER, offset)
+    head = files.read_at(fd, HEADER, offset)
     where = f"{path} record {record} (offset {offset})"
     if len(head) < HEADER:
         raise ReaderError(f"{where}: truncated file: {len(head)} of the {HEADER} header bytes left")
@@ -150,7 +152,7 @@ def read_index(index_path: str, data_path: str) -> tuple[np.ndarray, np.ndarray]
     file: increasing, non-overlapping records within the file, the last ending at its end, and
     the first and last record headers valid. ReaderError names the index file and line."""
     try:
-        with open(index_path, "rb") as f:
+        with files.open_binary(index_path) as f:
             text = f.read()
     except FileNotFoundError:
         raise ReaderError(
@@ -161,7 +163,7 @@ def read_index(index_path: str, data_path: str) -> tuple[np.ndarray, np.ndarray]
         raise ReaderError(f"cannot read index file {index_path!r}: {exc.strerror or exc}") from None
     offsets, sizes, lines = _parse_index(index_path, text)
     try:
-        file_size = os.stat(data_path).st_size
+        file_size = files.size(data_path)
     except OSError as exc:
         raise ReaderError(f"cannot open {data_path!r}: {exc.strerror or exc}") from None
 
@@ -190,17 +192,14 @@ def read_index(index_path: str, data_path: str) -> tuple[np.ndarray, np.ndarray]
         raise fail(
             len(ends) - 1, f"the last record ends at byte {int(ends[-1])} but the data file has {file_size} bytes"
         )
-    fd = os.open(data_path, os.O_RDONLY)
-    try:
+    with files.open_binary(data_path) as f:
         for i in sorted({0, len(offsets) - 1}):
             try:
-                length = _header(fd, data_path, int(offsets[i]), i, file_size)
+                length = _header(f, data_path, int(offsets[i]), i, file_size)
             except ReaderError as exc:
                 raise fail(i, str(exc)) from None
             if length + OVERHEAD != int(sizes[i]):
                 raise fail(i, f"size {int(sizes[i])} but the record header says {length + OVERHEAD}")
-    finally:
-        os.close(fd)
     return offsets, sizes
 
 

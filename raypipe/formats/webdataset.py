@@ -22,6 +22,7 @@ from typing import NamedTuple
 import numpy as np
 
 from ..errors import ArgumentError, ReaderError
+from ..storage import files
 
 BLOCK = tarfile.BLOCKSIZE
 INDEX_VERSION = "v1.2"
@@ -169,8 +170,8 @@ def read_index(index_path: str, data_path: str) -> TarIndex:
     offsets on 512-byte blocks, every member inside the file, the first and last member's tar
     header); ReaderError naming the index file and line otherwise."""
     try:
-        with open(index_path, encoding="utf-8") as f:
-            lines = f.read().split("\n")
+        with files.open_binary(index_path) as f:
+            lines = f.read().decode("utf-8").split("\n")
     except (OSError, UnicodeDecodeError) as exc:
         raise ReaderError(f"cannot read WebDataset index {index_path!r}: {exc}") from None
     while lines and not lines[-1].strip():
@@ -228,7 +229,7 @@ def _numbers(index_path: str, tokens: list[str], starts: np.ndarray, what: str) 
 
 def _check_index(index_path: str, data_path: str, index: TarIndex) -> None:
     try:
-        file_size = os.path.getsize(data_path)
+        file_size = files.size(data_path)
     except OSError as exc:
         raise ReaderError(f"cannot open WebDataset tar {data_path!r}: {exc.strerror or exc}") from None
 
@@ -247,7 +248,7 @@ def _check_index(index_path: str, data_path: str, index: TarIndex) -> None:
                 f"{index_path} line {line_of(m)}: member at offset {int(index.offsets[m])} "
                 f"({int(index.sizes[m])} bytes) {problem}: the index does not match {data_path}"
             )
-    with open(data_path, "rb") as f:
+    with files.open_binary(data_path) as f:
         for m in sorted({0, len(index.offsets) - 1}):
             offset, size = int(index.offsets[m]), int(index.sizes[m])
             f.seek(offset - BLOCK)

@@ -1,6 +1,10 @@
 """``readers.file``: encoded files and integer labels from a folder tree, a list file,
 or explicit lists, with DALI's sharding and shuffling arguments and random access
-by sample index (the distributed service drives it with explicit indices)."""
+by sample index (the distributed service drives it with explicit indices).
+
+Every path may be an object-store URL (:mod:`raypipe.storage`): a URL ``file_root`` is listed
+once (a service hands its listing to its actors), URL files are fetched ahead of the reads the
+executor announces, many in flight; local files keep their one ``preadv`` each."""
 
 from __future__ import annotations
 
@@ -15,6 +19,10 @@ import numpy as np
 
 from ..errors import ArgumentError, ReaderError
 from ..operator import Schema, register
+from ..storage import listings, store, urls
+from ..storage.failures import StorageError
+from ..storage.folders import list_url_root
+from ..storage.prefetch import Prefetcher
 from .reader_base import ShardedReader
 
 #: DALI's default ``file_filters``: the files ``file_root`` lists in each class folder.
@@ -72,7 +80,9 @@ def list_file_root(
     ``file_filters``; labels are the indices of the class folders (those matching
     ``dir_filters``, all when None) in sorted order. As DALI: sub-folders of a class folder and
     files beside the class folders are not read, and matching ignores case unless
-    ``case_sensitive_filter``."""
+    ``case_sensitive_filter``. A URL ``file_root`` is listed in the object store (the same rules)."""
+    if urls.is_url(file_root):
+        return list_bucket_root(file_root, file_filters, dir_filters, case_sensitive_filter)[:2]
     if not os.path.isdir(file_root):
         raise ReaderError(f"readers.file: file_root {file_root!r} does not exist or is not a folder")
     wanted_dir = _matcher(dir_filters, case_sensitive_filter) if dir_filters is not None else None
@@ -84,9 +94,34 @@ def list_file_root(
         found = sorted(e.path for e in os.scandir(folder) if not e.is_dir() and wanted_file(e.name))
         paths.extend(found)
         labels.extend([label] * len(found))
+    return _checked_listing(file_root, paths, labels, file_filters, dir_filters, len(classes))
+
+
+def list_bucket_root(
+    file_root: str,
+    file_filters: Sequence[str] = DEFAULT_FILE_FILTERS,
+    dir_filters: Sequence[str] | None = None,
+    case_sensitive_filter: bool = False,
+) -> tuple[list[str], list[int], list[int]]:
+    """:func:`list_file_root` of a URL, with the size of every object: ``(urls, labels, sizes)``."""
+    wanted_dir = _matcher(dir_filters, case_sensitive_filter) if dir_filters is not None else None
+    paths, labels, sizes, classes = list_url_root(file_root, wanted_dir, _matcher(file_filters, case_sensitive_filter))
+    _checked_listing(file_root, paths, labels, file_filters, dir_filters, classes)
+    return paths, labels, sizes
+
+
+def _checked_listing(
+    file_root: str,
+    paths: list[str],
+    labels: list[int],
+    file_filters: Sequence[str],
+    dir_filters: Sequence[str] | None,
+    classes: int,
+) -> tuple[list[str], list[int]]:
+    """``(paths, labels)``, or ReaderError when no file matched."""
     if not paths:
         filters = ", ".join(list(file_filters)[:4]) + (", ..." if len(file_filters) > 4 else "")
-        where = f"{len(classes)} class folder(s)"
+        where = f"{classes} class folder(s)"
         if dir_filters:
             where += f" matching dir_filters {', '.join(dir_filters)}"
         raise ReaderError(
@@ -107,13 +142,19 @@ def _as_patterns(name: str, value: str | Sequence[str] | None) -> tuple[str, ...
 
 def parse_file_list(file_list: str, root: str | None = None) -> tuple[list[str], list[int]]:
     """Lines of ``path label``; relative paths are relative to ``root`` where given (DALI's
-    ``file_root`` beside a ``file_list``), else to the list file's folder."""
+    ``file_root`` beside a ``file_list``), else to the list file's folder (a URL list's paths to its
+    URL folder); the list, the root and a path may be URLs."""
     try:
-        with open(file_list, encoding="utf-8") as f:
-            lines = f.read().splitlines()
+        if urls.is_url(file_list):
+            lines = store.read(file_list).tobytes().decode("utf-8").splitlines()
+        else:
+            with open(file_list, encoding="utf-8") as f:
+                lines = f.read().splitlines()
+    except StorageError as exc:
+        raise type(exc)(f"readers.file: cannot open file_list {exc}") from None
     except OSError as exc:
         raise ReaderError(f"readers.file: cannot open file_list {file_list!r}: {exc.strerror}") from None
-    base = root if root is not None else os.path.dirname(os.path.abspath(file_list))
+    base = root if root is not None else urls.parent(file_list)
     paths, labels = [], []
     for lineno, line in enumerate(lines, 1):
         if not line.strip():
@@ -128,7 +169,7 @@ def parse_file_list(file_list: str, root: str | None = None) -> tuple[list[str],
             raise ReaderError(
                 f"readers.file: {file_list}:{lineno}: label {label!r} is not an integer in {line!r}"
             ) from None
-        paths.append(path if os.path.isabs(path) else os.path.join(base, path))
+        paths.append(urls.join(base, path))
         labels.append(value)
     if not paths:
         raise ReaderError(f"readers.file: file_list {file_list!r} lists no files")
@@ -174,12 +215,21 @@ class FileReader(ShardedReader):
         self.file_root, self.file_list = file_root, file_list
         self._files, self._labels = files, labels
         self.paths: list[str] | None = None
+        self._prefetch: Prefetcher | None = None  # object-store files only
+        self._remote: np.ndarray | None = None  # which paths are URLs, when not all of them are
+        self._sizes: list[int] | None = None
+        self._listing: tuple | None = None
 
     def prepare(self) -> None:
-        """List the data; raises ReaderError naming the folder, list file or line at fault."""
+        """List the data; raises ReaderError naming the folder, list file or line at fault. A URL
+        ``file_root`` or ``file_list`` is listed once per service (:mod:`raypipe.storage.listings`);
+        the buckets of URL files are checked (missing, or credentials refused) before any batch."""
         if self.paths is not None:
             return
-        if self.file_list is not None:
+        key, sizes = self._listing_key(), None
+        if key is not None:
+            paths, labels, sizes = listings.listed(key, self._list)
+        elif self.file_list is not None:
             root = None if self.file_root is None else os.fspath(self.file_root)
             paths, labels = parse_file_list(os.fspath(self.file_list), root)
         elif self.file_root is not None:
@@ -191,8 +241,38 @@ class FileReader(ShardedReader):
             labels = list(self._labels) if self._labels is not None else list(range(len(paths)))
         if len(paths) < self.num_shards:
             raise ReaderError(f"readers.file: {len(paths)} files cannot fill {self.num_shards} shards")
+        remote = np.fromiter((urls.is_url(p) for p in paths), bool, len(paths))
+        if remote.any():
+            for first in {urls.parse(p).bucket: p for p in reversed(paths) if urls.is_url(p)}.values():
+                try:
+                    store.check(first)
+                except StorageError as exc:
+                    raise type(exc)(f"readers.file: {exc}") from None
+            self._remote = None if remote.all() else remote
+            self._sizes = sizes
+            self._prefetch = Prefetcher(self._fetch)
+        self._listing = (key, (paths, labels, sizes)) if key is not None else None
         self.paths = paths
         self.labels = np.asarray(labels, dtype=np.int32)
+
+    def _listing_key(self) -> tuple | None:
+        """What a URL ``file_root`` or ``file_list`` listing is kept under; None for other sources."""
+        if self.file_list is not None:
+            return ("readers.file", self.file_list, self.file_root) if urls.is_url(self.file_list) else None
+        if self.file_root is not None and urls.is_url(self.file_root):
+            return ("readers.file", self.file_root, self.file_filters, self.dir_filters, self.case_sensitive_filter)
+        return None
+
+    def _list(self) -> tuple[list[str], list[int], list[int] | None]:
+        if self.file_list is not None:
+            return (*parse_file_list(self.file_list, self.file_root), None)
+        return list_bucket_root(self.file_root, self.file_filters, self.dir_filters, self.case_sensitive_filter)
+
+    def shared_listing(self) -> tuple[tuple, tuple] | None:
+        """``(key, listing)`` when this reader listed an object-store folder or list: a service
+        hands it to its actors instead of having each list again."""
+        self.prepare()
+        return self._listing
 
     def __len__(self) -> int:
         self.prepare()
@@ -206,12 +286,11 @@ class FileReader(ShardedReader):
         """A hash of the sample list (paths relative to their common folder, and labels): it
         identifies the dataset in position states and survives moving the dataset elsewhere."""
         self.prepare()
-        common = os.path.commonpath([os.path.abspath(p) for p in self.paths]) if len(self.paths) > 1 else ""
+        where = [urls.as_posix(p) for p in self.paths]
+        common = os.path.commonpath(where) if len(where) > 1 else ""
         h = hashlib.sha256()
-        for path in self.paths:
-            h.update(
-                os.path.relpath(os.path.abspath(path), common).encode() if common else os.path.basename(path).encode()
-            )
+        for path, at in zip(self.paths, where):
+            h.update(os.path.relpath(at, common).encode() if common else os.path.basename(path).encode())
             h.update(b"\0")
         h.update(self.labels.tobytes())
         return h.hexdigest()[:16]
@@ -221,8 +300,44 @@ class FileReader(ShardedReader):
         if not 0 <= index < len(self.paths):
             raise IndexError(f"readers.file: sample index {index} outside [0, {len(self.paths)})")
         path = self.paths[index]
+        if self._prefetch is not None and (self._remote is None or self._remote[index]):
+            try:
+                data = self._prefetch.take(index)
+            except StorageError as exc:
+                raise type(exc)(f"readers.file: {exc}") from None
+            return data, self.labels[index : index + 1].copy()
         try:
             data = read_file(path)
         except OSError as exc:
             raise ReaderError(f"readers.file: cannot read {path!r}: {exc.strerror or exc}") from None
         return data, self.labels[index : index + 1].copy()
+
+    def _fetch(self, index: int) -> np.ndarray:
+        return store.read(self.paths[index])
+
+    def will_read(self, indices: Sequence[int], sequential: bool = False) -> None:
+        """Fetch the object-store files of ``indices`` ahead (local files need no fetching)."""
+        if self._prefetch is None:
+            return
+        if self._remote is not None:
+            indices = [i for i in indices if self._remote[i]]
+        sizes = self._sizes
+        self._prefetch.want(indices, None if sizes is None else [sizes[i] for i in indices])
+
+    def run_chunk(self, inputs, args, ctxs):
+        """Object-store files of the chunk fetched together (those announced ahead are not fetched again)."""
+        if self._prefetch is not None:
+            self.will_read([ctx.sample_index for ctx in ctxs])
+        return super().run_chunk(inputs, args, ctxs)
+
+    def close(self) -> None:
+        """Stop fetching ahead and drop what was fetched."""
+        if self._prefetch is not None:
+            self._prefetch.close()
+
+    def io_stats(self) -> dict[str, int]:
+        """Object-store files: fetched ahead, found fetched, fetched on demand, dropped unread;
+        requests in flight and bytes held now, and their peaks. Empty for local files."""
+        if self._prefetch is None:
+            return {}
+        return {**self._prefetch.stats, **self._prefetch.in_flight()}

@@ -68,13 +68,27 @@ class RecordReader(ShardedReader):
             raise ReaderError(f"{self.schema.name}: {self.table.where(index)}: {exc}") from None
 
     def will_read(self, indices: Any, sequential: bool = False) -> None:
-        if self._files is not None and (sequential or self.read_ahead):
+        """Whole extents ahead when reading in order; on an object store, each record ahead otherwise."""
+        if self._files is None:
+            return
+        if sequential or self.read_ahead:
             self._files.will_read(indices)
+        elif self._files.remote:
+            self._files.will_read_records(indices)
+
+    def run_chunk(self, inputs, args, ctxs):
+        """On an object store, the chunk's records fetched together (a CPU helper reads chunks it
+        was not told of ahead)."""
+        if self._files is not None and self._files.remote:
+            self._files.will_read_records([ctx.sample_index for ctx in ctxs])
+        return super().run_chunk(inputs, args, ctxs)
 
     def close(self) -> None:
         if self._files is not None:
             self._files.close()
 
     def io_stats(self) -> dict[str, int]:
-        """Reads so far: direct ``pread`` calls, extents read ahead, their bytes, and hits."""
-        return dict(self._files.stats) if self._files is not None else {}
+        """Reads so far: direct ``pread`` calls (ranged requests on an object store), extents read
+        ahead, their bytes, and hits; on an object store also the records' requests in flight and
+        bytes held now, and their peaks."""
+        return {**self._files.stats, **self._files.in_flight()} if self._files is not None else {}
