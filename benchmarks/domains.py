@@ -2,10 +2,12 @@
 build in the same run, and the CPU time per sample of raypipe's CPU stage on a GPU node (what CPU
 helpers would take on).
 
-    python benchmarks/domains.py --domain detection [--samples 256] [--batch 32] [--threads 2] [--seconds 20]
+    python benchmarks/domains.py [--domain detection|speech|volumes] [--samples 256] [--batch 32] [--threads 2]
 
 Each domain registers itself below (:func:`domain`) with its data, its pipeline written once for
-both libraries (``fn`` and ``types`` of either), the GPU-stage device and its rate's unit. The rate
+both libraries (``fn`` and ``types`` of either), the GPU-stage device and its rate's unit: detection
+(NVIDIA's SSD pipeline, img/s), speech (Jasper's feature pipeline, seconds of audio per second) and
+volumes (nnU-Net's biased crop, Mvoxel/s of image volumes read). The rate
 is samples (or the domain's unit) per second on the CPU only, everything on ``device="cpu"``, after
 a warm-up batch, best of ``--rounds`` rounds of ``--seconds``: both libraries run with ``--threads``
 threads on the same data, taking turns within each round. The CPU-stage cost is one thread's CPU time per sample
@@ -16,6 +18,7 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
+import math
 import os
 import sys
 import time
@@ -31,14 +34,16 @@ from raypipe.keyed_random import SampleContext
 class Domain:
     """A domain's benchmark: ``prepare(samples)`` makes (or finds) its data and returns the pipeline's
     keyword arguments; ``graph(fn, types, gpu, **kwargs)`` defines the pipeline with either library's
-    ``fn`` and ``types``, its GPU stage on device ``gpu``; ``units(outputs)`` counts what one batch
-    carries in the rate's ``unit`` (its samples by default)."""
+    ``fn`` and ``types``, its GPU stage on device ``gpu``; ``units(outputs, kwargs)`` counts what one
+    batch carries in the rate's ``unit`` (its samples by default); ``reader`` names the reader whose
+    epoch the CPU-stage cost walks."""
 
     name: str
     unit: str
     prepare: Callable[[int], dict]
     graph: Callable[..., tuple]
-    units: Callable[[tuple], float] | None = None
+    units: Callable[[tuple, dict], float] | None = None
+    reader: str = "Reader"
 
 
 DOMAINS: dict[str, Domain] = {}
@@ -111,6 +116,95 @@ def _ssd(fn, types, gpu: str, file_root: str, annotations_file: str, anchors: li
 domain(Domain("detection", "img/s", _coco, _ssd))
 
 
+# --- speech: Jasper's feature pipeline (DeepLearningExamples, PyTorch/SpeechRecognition/Jasper) ---
+
+
+def _speech_clips(samples: int) -> dict:
+    """``samples`` speech-like clips of 2-6 s (a third 22.05 kHz FLAC, the rest 16 kHz WAV) and a
+    ``path label`` list of them; their mean length in seconds."""
+    import soundfile
+
+    root = os.path.join(cache_dir(), f"speech-{samples}")
+    listing = os.path.join(root, "files.txt")
+    rng = np.random.default_rng(0)
+    durations, lines = [], []
+    os.makedirs(root, exist_ok=True)
+    for i in range(samples):
+        rate, ext = (22050, "flac") if i % 3 == 0 else (16000, "wav")
+        duration = 2.0 + 4.0 * rng.random()
+        name = f"utt{i}.{ext}"
+        durations.append(duration)
+        lines.append(f"{name} {i}\n")
+        if os.path.exists(listing):
+            continue
+        t = np.arange(int(rate * duration)) / rate
+        voiced = sum(np.sin(2 * np.pi * 150 * h * t) / h for h in range(1, 10))
+        envelope = ((t > 0.3) & (t < duration - 0.3)) * 0.5 * (1 - np.cos(2 * np.pi * 4 * t))
+        soundfile.write(os.path.join(root, name), 0.2 * voiced * envelope + 1e-3 * rng.standard_normal(t.size), rate)
+    if not os.path.exists(listing):
+        with open(listing, "w") as f:
+            f.writelines(lines)
+    return {"listing": listing, "mean_seconds": float(np.mean(durations))}
+
+
+def _jasper(fn, types, gpu: str, listing: str, mean_seconds: float) -> tuple:
+    """Jasper's validation features (``common/dali/pipeline.py``): 16 kHz mono audio, silence trimmed,
+    pre-emphasis, 20 ms windows every 10 ms, 64 mel bands in decibels, normalised over time, padded to
+    a multiple of 16 frames (every operator on the CPU: Jasper's GPU part starts after the reader)."""
+    encoded, label = fn.readers.file(file_list=listing, name="Reader")
+    audio, _ = fn.decoders.audio(encoded, sample_rate=16000, downmix=True)
+    begin, length = fn.nonsilent_region(audio, cutoff_db=-60)
+    audio = fn.preemphasis_filter(fn.slice(audio, begin, length, axes=[0]), preemph_coeff=0.97)
+    spec = fn.spectrogram(audio, nfft=512, window_length=320, window_step=160)
+    mel = fn.mel_filter_bank(spec, sample_rate=16000, nfilter=64, normalize=True)
+    logs = fn.to_decibels(mel, multiplier=math.log(10), reference=1.0, cutoff_db=math.log(1e-20))
+    return fn.pad(fn.normalize(logs, axes=[1]), axes=[1], fill_value=0, align=16), label
+
+
+domain(Domain("speech", "audio s/s", _speech_clips, _jasper, lambda out, kw: len(out[0]) * kw["mean_seconds"]))
+
+
+# --- volumes: nnU-Net's biased crop (DeepLearningExamples, PyTorch/Segmentation/nnUNet) ---
+
+VOLUME, PATCH = (1, 64, 96, 96), [48, 64, 64]
+
+
+def _volumes(samples: int) -> dict:
+    """``samples`` float32 image and uint8 label volumes (two classes, one object each)."""
+    root = os.path.join(cache_dir(), f"volumes-{samples}")
+    os.makedirs(root, exist_ok=True)
+    rng = np.random.default_rng(0)
+    imgs, lbls = [], []
+    for case in range(samples):
+        image = rng.normal(size=VOLUME).astype(np.float32)
+        label = np.zeros(VOLUME, np.uint8)
+        for cls in (1, 2):
+            d, h, w = (int(rng.integers(0, s - 12)) for s in VOLUME[1:])
+            label[0, d : d + 12, h : h + 16, w : w + 16] = cls
+        for kind, array, paths in (("x", image, imgs), ("y", label, lbls)):
+            path = os.path.join(root, f"case{case}_{kind}.npy")
+            if not os.path.exists(path):
+                np.save(path, array)
+            paths.append(path)
+    return {"imgs": imgs, "lbls": lbls}
+
+
+def _biased_crop(fn, types, gpu: str, imgs: list[str], lbls: list[str]) -> tuple:
+    """nnU-Net's ``load_data`` and ``biased_crop_fn`` (its CPU part: the rest runs on the GPU)."""
+    img = fn.reshape(fn.readers.numpy(files=imgs, seed=1, name="Reader"), layout="CDHW")
+    lbl = fn.reshape(fn.readers.numpy(files=lbls, seed=1, name="ReaderY"), layout="CDHW")
+    start, end = fn.segmentation.random_object_bbox(lbl, background=0, format="start_end", foreground_prob=0.4)
+    anchor = fn.roi_random_crop(lbl, roi_start=start, roi_end=end, crop_shape=[1, *PATCH])
+    anchor = fn.slice(anchor, 1, 3, axes=[0])
+    shape = types.Constant(np.array(PATCH), dtype=types.INT64)
+    img = fn.slice(img, anchor, shape, axis_names="DHW", out_of_bounds_policy="pad")
+    lbl = fn.slice(lbl, anchor, shape, axis_names="DHW", out_of_bounds_policy="pad")
+    return img, lbl
+
+
+domain(Domain("volumes", "Mvoxel/s", _volumes, _biased_crop, lambda out, kw: len(out[0]) * math.prod(VOLUME) / 1e6))
+
+
 # --- measuring ---
 
 
@@ -132,16 +226,16 @@ def _dali_pipe(entry: Domain, kwargs: dict, batch: int, threads: int):
     return pipe
 
 
-def one_round(pipe, entry: Domain, seconds: float) -> float:
+def one_round(pipe, entry: Domain, kwargs: dict, seconds: float) -> float:
     """Units per second of ``pipe.run()`` over about ``seconds``."""
     units, began = 0.0, time.perf_counter()
     while time.perf_counter() - began < seconds:
         outputs = pipe.run()
-        units += entry.units(outputs) if entry.units else len(outputs[0])
+        units += entry.units(outputs, kwargs) if entry.units else len(outputs[0])
     return units / (time.perf_counter() - began)
 
 
-def rates(pipes: list, entry: Domain, seconds: float, rounds: int) -> list[float]:
+def rates(pipes: list, entry: Domain, kwargs: dict, seconds: float, rounds: int) -> list[float]:
     """Each pipeline's best rate over ``rounds`` rounds, the pipelines taking turns within each round
     (the machine is shared: load that comes and goes falls on both alike); a warm-up batch first."""
     for pipe in pipes:
@@ -149,7 +243,7 @@ def rates(pipes: list, entry: Domain, seconds: float, rounds: int) -> list[float
     best = [0.0] * len(pipes)
     for _ in range(rounds):
         for k, pipe in enumerate(pipes):
-            best[k] = max(best[k], one_round(pipe, entry, seconds))
+            best[k] = max(best[k], one_round(pipe, entry, kwargs, seconds))
     return best
 
 
@@ -157,7 +251,7 @@ def cpu_stage_ms(entry: Domain, kwargs: dict, batch: int, rounds: int, samples: 
     """One thread's CPU milliseconds per sample of the CPU stage of a GPU node (best of ``rounds``)."""
     pipe = _raypipe_pipe(entry, kwargs, batch, 1, "gpu")
     stage = pipe.engine.cpu_stage({"on_gpu": True, "decode_on_gpu": False})
-    size = pipe.epoch_size("Reader")
+    size = pipe.epoch_size(entry.reader)
     ctxs = [SampleContext(0, 0, i % size) for i in range(samples)]
     stage.run_chunk(ctxs[:8], 0, None)
     best = float("inf")
@@ -184,10 +278,10 @@ def main(argv: list[str] | None = None) -> int:
         kwargs = entry.prepare(args.samples)
         with _raypipe_pipe(entry, kwargs, args.batch, args.threads, "cpu") as pipe:
             try:
-                ours, theirs = rates([pipe, _dali_pipe(entry, kwargs, args.batch, args.threads)], entry,
+                ours, theirs = rates([pipe, _dali_pipe(entry, kwargs, args.batch, args.threads)], entry, kwargs,
                                      args.seconds, args.rounds)  # fmt: skip
             except ImportError:
-                (ours,), theirs = rates([pipe], entry, args.seconds, args.rounds), float("nan")
+                (ours,), theirs = rates([pipe], entry, kwargs, args.seconds, args.rounds), float("nan")
         cost = cpu_stage_ms(entry, kwargs, args.batch, args.rounds)
         print(f"| {name} | {ours:.1f} {entry.unit} | {theirs:.1f} {entry.unit} | {ours / theirs:.2f}x | {cost:.2f} |")
     return 0

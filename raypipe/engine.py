@@ -19,6 +19,7 @@ from .aligned_readers import check_aligned
 from .backend import DeviceContext
 from .batch_buffers import Allocator
 from .batch_spec import BatchSpec
+from .blas_threads import limit_host_blas
 from .cpu_stage import CpuStage
 from .errors import ArgumentError, PipelineDefinitionError
 from .executor import BatchResult, Executor
@@ -104,6 +105,7 @@ class Engine:
     def cpu_stage(self, split: dict[str, bool]) -> CpuStage:
         """The CPU stage of this engine's graph as an engine with ``split`` (:meth:`cpu_split`) has
         it: what a CPU helper runs for that engine's samples. Needs no device and makes no executor."""
+        limit_host_blas()
         staged = staged_graph(self._define, **split, batch_size=self._batch_size)
         reader = staged.reader.op if staged.reader is not None else None
         return CpuStage(staged, self.seed, reader.source_of if reader is not None else None)

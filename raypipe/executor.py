@@ -46,6 +46,7 @@ import numpy as np
 from .backend import DeviceContext
 from .batch_buffers import Allocator, BatchOutputs, BufferPool
 from .batch_spec import BatchSpec
+from .blas_threads import limit_host_blas
 from .cpu_stage import CpuStage, SkippedSample
 from .errors import DecodeError, DeviceError, SampleError
 from .gpu_decode import GpuImageDecoder
@@ -240,6 +241,7 @@ class Executor:
         self._pending: queue.Queue = queue.Queue()
         self._device_q: queue.Queue = queue.Queue(self._gpu_size)
         self._out_q: queue.Queue = queue.Queue(1)
+        limit_host_blas()
         self._pool = ThreadPoolExecutor(
             self._num_threads, thread_name_prefix="raypipe-cpu", initializer=_mark_stage_thread
         )
