@@ -34,6 +34,7 @@ DISTRIBUTION = {
     "nvidia": "nvidia-nvimgcodec-cu13",
     "soundfile": "soundfile",
     "obstore": "obstore",
+    "threadpoolctl": "threadpoolctl",
 }
 # found with importlib.util.find_spec and loaded with ctypes (raypipe/jpeg_turbo.py)
 LOADED_BY_PATH = {"turbojpeg"}
