@@ -14,6 +14,9 @@ from __future__ import annotations
 import os
 import threading
 
+import numpy  # noqa: F401  (loads its BLAS, which threadpoolctl then finds)
+from threadpoolctl import ThreadpoolController
+
 BLAS_THREADS_ENV = "RAYPIPE_BLAS_THREADS"
 
 _lock = threading.Lock()
@@ -22,9 +25,6 @@ _done = False
 
 def host_blas_libraries() -> list:
     """threadpoolctl's controllers of the BLAS libraries loaded here, torch's left out."""
-    import numpy  # noqa: F401  (its BLAS is loaded with it)
-    from threadpoolctl import ThreadpoolController
-
     return [
         lib
         for lib in ThreadpoolController().lib_controllers
