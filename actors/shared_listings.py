@@ -31,7 +31,10 @@ def publish(service: str, found: dict[Hashable, Any]) -> None:
 
 
 def install(service: str) -> None:
-    """Use the listings ``service`` recorded, if any, in this process."""
+    """Use the listings ``service`` recorded, if any, in this process (none outside a Ray cluster:
+    a helper built in a plain process lists for itself)."""
+    if not internal_kv._internal_kv_initialized():
+        return
     blob = internal_kv._internal_kv_get(_key(service), namespace=NAMESPACE)
     if blob is not None:
         listings.install(pickle.loads(zlib.decompress(blob)))

@@ -36,7 +36,7 @@ from raypipe.presets import resnet50_train
 
 
 def run(
-    root: str, decoder_device: str, batch_size: int, threads: int, batches: int, epochs: int, hw_load: float = 0.65
+    root: str, decoder_device: str, batch_size: int, threads: int, batches: int, epochs: int, hw_load: float = 1.0
 ) -> dict:
     """Time ``batches`` batches per epoch after one warm-up batch; returns rates and memory."""
     device_id = 0 if decoder_device == "mixed" and gpu_available() else None
@@ -142,7 +142,7 @@ def main() -> None:
         help="the GPU stage in this (the rank's) process, in a pipeline actor serving it, or both",
     )  # fmt: skip
     parser.add_argument(
-        "--hw-load", type=float, nargs="+", default=[0.65], metavar="SHARE",
+        "--hw-load", type=float, nargs="+", default=[1.0], metavar="SHARE",
         help="hw_decoder_load: the share of each batch the hardware JPEG decoder takes; several values "
         "give one in-process row each (nvJPEG's CUDA decoder takes the rest, its Huffman stage on the threads)",
     )  # fmt: skip
