@@ -339,7 +339,8 @@ class Resize(Operator):
         accumulation differs).
         """
         batch = inputs[0]
-        if args or any(volume_axes(self.layout, sample.ndim) is not None for sample in batch):
+        # a batch holds samples of one dimensionality (as in DALI): its first says whether they are volumes
+        if args or (len(batch) and volume_axes(self.layout, batch[0].ndim) is not None):
             return super().run_batch(xp, inputs, args, ctxs)
         shapes = hwc_shapes("resize", batch)
         sizes = self.target_sizes(shapes[:, 1], shapes[:, 0])
