@@ -25,3 +25,14 @@ def cluster():
     yield c
     ray.shutdown()
     c.shutdown()
+
+
+@pytest.fixture(scope="module")
+def cpu_node(cluster):
+    """A CPU-only node with 2 CPUs: where helpers go first."""
+    before = {n["NodeID"] for n in ray.nodes() if n["Alive"]}
+    node = cluster.add_node(num_cpus=2)
+    cluster.wait_for_nodes()
+    (node_id,) = {n["NodeID"] for n in ray.nodes() if n["Alive"]} - before
+    yield node_id
+    cluster.remove_node(node)

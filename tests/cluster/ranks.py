@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 
+import numpy as np
 import ray
 
 import raypipe as rp
@@ -46,4 +47,15 @@ class RankProcess:
         return [
             (labels.ravel().tolist(), hashlib.sha1(images.tobytes()).hexdigest())
             for images, labels in self.digest_loader
+        ]
+
+    def epoch_outputs(self, service: str, rank: int, world_size: int, epoch: int) -> list[tuple]:
+        """Every batch of ``epoch`` for this rank: each output's samples (as arrays; ragged outputs
+        sample by sample) and which rows are padding."""
+        if getattr(self, "outputs_loader", None) is None or self.outputs_loader.name != service:
+            self.outputs_loader = rp.loader(service, rank=rank, world_size=world_size, output="numpy")
+        self.outputs_loader.set_epoch(epoch)
+        return [
+            (*([np.asarray(sample) for sample in output] for output in batch), self.outputs_loader.last_is_pad.tolist())
+            for batch in self.outputs_loader
         ]

@@ -6,6 +6,7 @@ folder listed once by the service, not by its actors."""
 from __future__ import annotations
 
 import os
+import time
 
 import numpy as np
 import pytest
@@ -17,7 +18,7 @@ from raypipe.convert.plan import list_source
 from raypipe.convert.run import convert
 from raypipe.formats.registry import get
 from raypipe.service_config import ServiceConfig
-from raypipe.storage import listings
+from raypipe.storage import listings, store
 from tests.cluster.bucket_pipelines import folder
 from tests.cluster.pipelines import converted, resized
 
@@ -158,3 +159,42 @@ def test_a_cpu_helper_builds_its_pipeline_from_the_service_listing(cluster, s3_s
         assert ray.get(sizes.remote(config.name)) == len(jpeg_files) + 1, "listed again without it"
     finally:
         s3_server.client().delete_object(Bucket="service-test", Key=late)
+
+
+def test_a_stopped_server_fails_the_rank_by_url_and_once_restarted_a_new_epoch_reads(
+    cluster, s3_server, jpeg_root, jpeg_files
+):
+    """The server stops while the service runs, between a rank's passes (the fetch-ahead of a live
+    pipeline actor already holds what this small dataset's next epochs read, so the stop is met by
+    the rank's next pipeline actor, which builds from the bucket): the rank fails with an error
+    naming the object and the reason within the retry budget, not a hang, and without the secret;
+    once the server answers again, the ranks read a new epoch, every sample once."""
+    url = s3_server.upload(jpeg_root, "stopping", "jpegs")
+    files = [f"{url}/{p[len(jpeg_root) + 1 :]}" for p in jpeg_files]
+    svc = _serve(resized, "bucket-stopped", "global", files=files, normalize=False)
+    try:
+        assert _labels_once(svc, epoch=0) == list(range(len(files)))
+        s3_server.stop()
+        try:
+            began = time.monotonic()
+            with pytest.raises(Exception, match=r"s3://stopping/jpegs/\S+: the server does not answer") as failed:
+                _labels_once(svc, epoch=1)
+            _, budget = store.retry_budget()
+            assert time.monotonic() - began < 3 * budget + 30, "within the retry budget, no hang"
+            assert "testing-secret" not in str(failed.value)
+        finally:
+            s3_server.start()
+        assert _labels_once(svc, epoch=2) == list(range(len(files)))
+    finally:
+        svc.shutdown()
+
+
+def _labels_once(svc, epoch: int) -> list[int]:
+    """The labels both ranks read in ``epoch`` (each through a loader of its own, dropped after),
+    sorted, padding left out."""
+    seen = []
+    for rank in range(WORLD):
+        loader = rp.loader(svc.name, rank=rank, world_size=WORLD, output="numpy")
+        loader.set_epoch(epoch)
+        seen += [int(s) for _, labels in loader for s, p in zip(labels.ravel(), loader.last_is_pad) if not p]
+    return sorted(seen)

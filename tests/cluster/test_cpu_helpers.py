@@ -17,17 +17,6 @@ from tests.cluster.pipelines import indexed, slowed
 from tests.cluster.ranks import RankProcess
 
 
-@pytest.fixture(scope="module")
-def cpu_node(cluster):
-    """A CPU-only node with 2 CPUs: where helpers go first."""
-    before = {n["NodeID"] for n in ray.nodes() if n["Alive"]}
-    node = cluster.add_node(num_cpus=2)
-    cluster.wait_for_nodes()
-    (node_id,) = {n["NodeID"] for n in ray.nodes() if n["Alive"]} - before
-    yield node_id
-    cluster.remove_node(node)
-
-
 def _digests(name, files, world, **serve_args):
     """Every rank's batches of epochs 0 and 1 (labels, image hash), ranks in GPU-holding actors."""
     svc = rp.serve(indexed, name=name, files=files, world_size=world, seed=5, replace=True, **serve_args)

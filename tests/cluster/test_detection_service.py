@@ -6,11 +6,13 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
+import ray
 
 import raypipe as rp
 from raypipe.coco_dataset import make_coco_dataset
 from raypipe.formats.coco import CocoOptions, load_annotations
 from tests.cluster.detection_pipelines import coco_boxes
+from tests.cluster.ranks import RankProcess
 
 WORLD = 2
 IMAGES = 14
@@ -70,3 +72,29 @@ def test_each_image_once_per_epoch_with_its_boxes_intact(service, coco):
         assert sorted(seen) == sorted(expected), f"epoch {epoch}: every image exactly once"
         assert len(set(steps)) == 1, f"epoch {epoch}: equal batch counts {steps}"
     assert any(len(b) == 0 for b, _ in expected.values()) and len({len(b) for b, _ in expected.values()}) > 2
+
+
+def test_a_cpu_helper_takes_detection_samples_and_changes_no_batch(cluster, cpu_node, coco):
+    """The same pipeline served with a CPU helper on a CPU-only node (ranks in GPU-holding actors,
+    so their pipeline actors stage for a GPU and ship CPU-stage samples): every batch, ragged boxes
+    and random crops included, equals the one served without it, and the helper ran samples."""
+    got, stats = {}, None
+    for helpers in (0, 1):
+        name = f"svc-coco-helpers-{helpers}"
+        svc = rp.serve(coco_boxes, name=name, file_root=coco[0], annotations_file=coco[1], world_size=WORLD, seed=3,
+                       num_cpus_per_actor=0.25, cpu_helpers=helpers, replace=True)  # fmt: skip
+        ranks = [ray.remote(num_gpus=1)(RankProcess).remote() for _ in range(WORLD)]
+        try:
+            got[helpers] = ray.get([r.epoch_outputs.remote(name, i, WORLD, 0) for i, r in enumerate(ranks)])
+            stats = svc.stats()
+        finally:
+            for r in ranks:
+                ray.kill(r)
+            svc.shutdown()
+    assert stats["helpers"]["details"][0]["samples"] > 0, "the helper ran samples"
+    for mine, theirs in zip(got[1], got[0]):
+        assert len(mine) == len(theirs)
+        for a, b in zip(mine, theirs):
+            assert a[-1] == b[-1]
+            for out_a, out_b in zip(a[:-1], b[:-1]):
+                assert all(np.array_equal(x, y) for x, y in zip(out_a, out_b))
