@@ -8,6 +8,8 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any, NoReturn
 
+import numpy as np
+
 from .decode_plan import DecodePlan, plan_decoders
 from .errors import ArgumentError, PipelineDefinitionError
 from .operator import DEVICES, STAGE_ORDER, Operator, registry
@@ -196,8 +198,6 @@ def _constant_input(op_name: str, value: Any) -> DataNode:
     """An operator's input: a node, or, as in DALI, a number, list or array made a ``constant``."""
     if isinstance(value, DataNode):
         return value
-    import numpy as np
-
     from .types import Constant, ScalarConstant
 
     if isinstance(value, ScalarConstant):

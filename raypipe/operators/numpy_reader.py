@@ -16,7 +16,6 @@ too) and no layout, as in DALI.
 from __future__ import annotations
 
 import fnmatch
-import hashlib
 import os
 import threading
 from collections.abc import Sequence
@@ -28,7 +27,7 @@ from ..errors import ArgumentError, ReaderError
 from ..formats.npy import read_header, read_region
 from ..operator import Schema, Skip, register
 from .axes import float_list, int_list, per_sample
-from .reader_base import ShardedReader, as_path_list
+from .reader_base import ShardedReader, as_path_list, paths_hash
 from .slice import round_half_away
 
 ROI_ARGS = ("roi_start", "rel_roi_start", "roi_end", "rel_roi_end", "roi_shape", "rel_roi_shape")
@@ -188,12 +187,7 @@ class NumpyReader(ShardedReader):
     def digest(self) -> str:
         """A hash of the file list relative to its common folder (survives moving the dataset)."""
         self.prepare()
-        common = os.path.commonpath([os.path.abspath(p) for p in self.paths]) if len(self.paths) > 1 else ""
-        h = hashlib.sha256()
-        for path in self.paths:
-            h.update((os.path.relpath(os.path.abspath(path), common) if common else os.path.basename(path)).encode())
-            h.update(b"\0")
-        return h.hexdigest()[:16]
+        return paths_hash(self.paths).hexdigest()[:16]
 
     def io_stats(self) -> dict[str, int]:
         """Files read, the bytes read from them, and the bytes their arrays hold (a region read

@@ -7,6 +7,8 @@ reader with explicit indices)."""
 
 from __future__ import annotations
 
+import hashlib
+import os
 from collections.abc import Sequence
 from typing import Any
 
@@ -16,6 +18,7 @@ from .. import reader_order
 from ..batch_spec import BatchSpec
 from ..errors import ArgumentError, ReaderError
 from ..operator import Operator, Skip
+from ..storage import urls
 
 # DALI reader arguments that change nothing here (buffering and memory hints): accepted with
 # DALI's meaning so that ported pipelines run unchanged.
@@ -210,8 +213,6 @@ class ShardedReader(Operator):
 
 def as_path_list(op: str, name: str, value: str | Sequence[str] | None, required: bool = True) -> list[str]:
     """A path or list of paths as a non-empty list of strings (DALI takes either)."""
-    import os
-
     if value is None:
         if required:
             raise ArgumentError(f"{op}: {name} is required")
@@ -223,3 +224,15 @@ def as_path_list(op: str, name: str, value: str | Sequence[str] | None, required
         if not isinstance(item, (str, os.PathLike)):
             raise ArgumentError(f"{op}: {name} must hold paths, got {item!r}")
     return [os.fspath(i) for i in items]
+
+
+def paths_hash(paths: Sequence[str]) -> Any:
+    """A sha256 over ``paths`` (local paths or URLs) relative to their common folder, each name
+    ended by a zero byte: a reader's dataset identity that survives moving the dataset elsewhere."""
+    where = [urls.as_posix(p) for p in paths]
+    common = os.path.commonpath(where) if len(where) > 1 else ""
+    h = hashlib.sha256()
+    for path, at in zip(paths, where):
+        h.update(os.path.relpath(at, common).encode() if common else os.path.basename(path).encode())
+        h.update(b"\0")
+    return h

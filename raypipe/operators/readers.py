@@ -9,7 +9,6 @@ executor announces, many in flight; local files keep their one ``preadv`` each."
 from __future__ import annotations
 
 import fnmatch
-import hashlib
 import os
 import re
 from collections.abc import Callable, Sequence
@@ -23,7 +22,7 @@ from ..storage import listings, store, urls
 from ..storage.failures import StorageError
 from ..storage.folders import list_url_root
 from ..storage.prefetch import Prefetcher
-from .reader_base import ShardedReader
+from .reader_base import ShardedReader, paths_hash
 
 #: DALI's default ``file_filters``: the files ``file_root`` lists in each class folder.
 DEFAULT_FILE_FILTERS = (
@@ -286,12 +285,7 @@ class FileReader(ShardedReader):
         """A hash of the sample list (paths relative to their common folder, and labels): it
         identifies the dataset in position states and survives moving the dataset elsewhere."""
         self.prepare()
-        where = [urls.as_posix(p) for p in self.paths]
-        common = os.path.commonpath(where) if len(where) > 1 else ""
-        h = hashlib.sha256()
-        for path, at in zip(self.paths, where):
-            h.update(os.path.relpath(at, common).encode() if common else os.path.basename(path).encode())
-            h.update(b"\0")
+        h = paths_hash(self.paths)
         h.update(self.labels.tobytes())
         return h.hexdigest()[:16]
 
