@@ -6,7 +6,8 @@ No GPU is needed: the stage is the one a GPU node runs (``decode_on_gpu``), buil
 
 As the executor runs it for ``--batch`` and ``--threads``: chunks of ``executor.chunk_size``
 samples, each run by one pool thread (one core is measured), a batch's results alive until the
-next batch is done, then dropped by another thread. Each part is timed alone the same way, on the
+next batch is done, then dropped by the pool thread within the timed work (freeing and unmapping
+count). Each part is timed alone the same way, on the
 same files; "the rest" is the whole stage less its parts. CPU time of the working thread,
 best of ``--rounds`` short rounds (other machines share this one's cores, so the slowest rounds
 measure them). The host-decode stage (the crop decoded on the CPU, ROI JPEG decode) is timed in the
@@ -56,20 +57,24 @@ class Part:
         self.alive: list = []
         self.best = float("inf")
 
-    def _one(self, first: int, count: int) -> tuple[object, float]:
+    def _one(self, first: int, count: int, stale: list) -> tuple[object, float]:
         began = time.thread_time()
         out = self.work(first, count)
+        stale.clear()  # dropping a batch's results is part of its cost (freeing, unmapping)
         return out, time.thread_time() - began
 
     def round(self, pool: ThreadPoolExecutor, samples: int) -> None:
         """Time ``samples`` samples; keep the best CPU microseconds per sample so far."""
         spent = 0.0
         for first in range(0, samples, self.chunk):
-            out, seconds = pool.submit(self._one, first, min(self.chunk, samples - first)).result()
+            stale: list = []
+            if len(self.alive) * self.chunk >= 2 * self.batch:
+                stale = self.alive[: max(1, self.batch // self.chunk)]
+                del self.alive[: len(stale)]
+            out, seconds = pool.submit(self._one, first, min(self.chunk, samples - first), stale).result()
+            del stale
             spent += seconds
             self.alive.append(out)
-            if len(self.alive) * self.chunk > 2 * self.batch:
-                del self.alive[: max(1, self.batch // self.chunk)]
         self.best = min(self.best, 1e6 * spent / samples)
 
 

@@ -1,0 +1,29 @@
+"""benchmarks/file_read_cost.py runs both ways of reading and reports each, on a few files."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def test_the_read_benchmark_reports_copies_and_maps(tmp_path):
+    done = subprocess.run(
+        [sys.executable, "benchmarks/file_read_cost.py", "--files", "64", "--seconds", "0.4", "--rounds", "1"],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert done.returncode == 0, done.stderr
+    rows = [
+        line.split("|")[1:-1]
+        for line in done.stdout.splitlines()
+        if line.startswith("| copy") or line.startswith("| memory")
+    ]
+    assert [row[0].strip() for row in rows] == ["copy (preadv)", "memory map"]
+    for row in rows:
+        alone, rate, cpu = (float(cell.replace(",", "")) for cell in row[1:])
+        assert alone > 0 and rate > 0 and cpu > 0
