@@ -1,0 +1,39 @@
+"""benchmarks/gpu_decode_rate.py without a GPU: its batches and windows, and that it says why it
+measures nothing here."""
+
+from __future__ import annotations
+
+import importlib.util
+from pathlib import Path
+
+import pytest
+
+from raypipe.backend import gpu_available
+from raypipe.jpeg_header import frame_size
+
+SCRIPT = Path(__file__).resolve().parents[2] / "benchmarks" / "gpu_decode_rate.py"
+
+
+@pytest.fixture(scope="module")
+def bench():
+    spec = importlib.util.spec_from_file_location("gpu_decode_rate", SCRIPT)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def test_batches_are_whole_with_a_crop_window_inside_each_image(bench, jpeg_root):
+    batches = bench.batches_of(jpeg_root, images=24, batch=8)
+    assert [len(data) for data, _ in batches] == [8, 8, 8]
+    for data, windows in batches:
+        for encoded, (x, y, w, h) in zip(data, windows):
+            width, height = frame_size(encoded)
+            assert 0 <= x and 0 <= y and 0 < w and 0 < h and x + w <= width and y + h <= height
+            assert w * h >= 0.08 * width * height * 0.99
+    assert bench.batches_of(jpeg_root, images=24, batch=8)[0][1] == batches[0][1]  # seeded
+
+
+@pytest.mark.skipif(gpu_available(), reason="checks the message without a GPU")
+def test_without_a_gpu_it_says_why_and_measures_nothing(bench, capsys):
+    assert bench.main(["--seconds", "0.1"]) == 0
+    assert "needs a CUDA GPU with nvImageCodec" in capsys.readouterr().out
