@@ -19,6 +19,7 @@ stage copies the images to the device instead.
 from __future__ import annotations
 
 import functools
+import warnings
 from collections.abc import Sequence
 from types import ModuleType
 from typing import Any
@@ -32,6 +33,9 @@ Window = tuple[int, int, int, int]  # x, y, width, height
 DECODE_ENV = device_check.DECODE_ENV
 #: The share of each batch for the hardware JPEG decoder where the GPU has one (DALI's default).
 DEFAULT_HW_LOAD = 0.65
+#: Where each decoded image starts in a batch's buffer: a multiple of this many bytes (cupy's and
+#: CUDA's allocation granularity, so every image is aligned as one allocated alone would be).
+IMAGE_ALIGNMENT = 256
 
 
 @functools.cache
@@ -82,18 +86,31 @@ class GpuImageDecoder:
             device_id=device_id, max_num_cpu_threads=num_threads, backends=backends, options=":fancy_upsampling=1"
         )
         color = nv.ColorSpec.SRGB if hasattr(nv.ColorSpec, "SRGB") else nv.ColorSpec.RGB  # RGB before 0.7
+        #: Whether batches decode into one buffer raypipe allocates (see :meth:`decode`).
+        self.into_given = hasattr(nv, "as_images")
         self._params = {
             False: nv.DecodeParams(apply_exif_orientation=False, color_spec=color, allow_any_depth=False),
             True: nv.DecodeParams(apply_exif_orientation=False, color_spec=nv.ColorSpec.GRAY, allow_any_depth=False),
         }
 
     def decode(
-        self, sources: Sequence[np.ndarray], windows: Sequence[Window | None], gray: bool, stream: Any
+        self,
+        sources: Sequence[np.ndarray],
+        windows: Sequence[Window | None],
+        gray: bool,
+        stream: Any,
+        sizes: Sequence[tuple[int, int]] | None = None,
     ) -> list[Any | None]:
         """Decode ``sources`` (encoded bytes as uint8 arrays), each cut to its ``window`` (None: the
         whole image), to HWC uint8 cupy arrays (3 channels RGB, or 1 when ``gray``), in one batched
         call queued on the cupy ``stream``. The arrays may be used on ``stream`` at once: no host
         synchronisation. A source that cannot be decoded gives None at its position.
+
+        With ``sizes``, each output's ``(width, height)`` (the window's, or the image's where the
+        window is None), the batch decodes into one buffer allocated for it from cupy's pool on
+        ``stream`` (:func:`packed_layout`): no allocation per image, and the memory counts in the
+        pipeline's pool. Should nvImageCodec refuse the given outputs, this decoder warns once and
+        lets nvImageCodec allocate each image from then on.
 
         nvImageCodec reports every failure as None, its own (out of memory, a sticky CUDA error, a
         lost plugin) as well as the sample's: when not one source of a batch decodes although
@@ -106,18 +123,69 @@ class GpuImageDecoder:
         if not valid:
             return out
         params = self._params[gray]
-        try:
-            images = self._decoder.decode([streams[i] for i in valid], params=params, cuda_stream=stream.ptr)
-        except RuntimeError:  # a stream that fails late fails the batch call: find it one by one
-            images = [self._decode_one(streams[i], params, stream) for i in valid]
+        given = [streams[i] for i in valid]
+        images = arrays = None
+        if sizes is not None and self.into_given:
+            arrays = self._outputs([sizes[i] for i in valid], 1 if gray else 3, stream)
+            images = self._decode_into(given, arrays, params, stream)
+        if images is None:
+            arrays = None
+            images = self._decode_batch(given, params, stream)
         if all(image is None for image in images):
             raise DeviceError(
                 f"the GPU decoder decoded none of the {len(valid)} images of this batch although it parsed them: "
                 "the device failed the batch (out of memory or a CUDA error; see RAYPIPE_GPU_MEMORY_MB)"
             )
-        for i, image in zip(valid, images):
-            out[i] = self._to_cupy(image, stream)
+        for k, (i, image) in enumerate(zip(valid, images)):
+            if image is not None:
+                out[i] = arrays[k] if arrays is not None else self._to_cupy(image, stream)
         return out
+
+    def _decode_batch(self, code_streams: list, params: Any, stream: Any) -> list:
+        """nvImageCodec's images for ``code_streams``, each allocated by nvImageCodec."""
+        try:
+            return self._decoder.decode(code_streams, params=params, cuda_stream=stream.ptr)
+        except RuntimeError:  # a stream that fails late fails the batch call: find it one by one
+            return [self._decode_one(code_stream, params, stream) for code_stream in code_streams]
+
+    def _outputs(self, sizes: list[tuple[int, int]], channels: int, stream: Any) -> list[Any]:
+        """HWC uint8 views, one per ``(width, height)``, into one buffer from cupy's pool on ``stream``."""
+        offsets, total = packed_layout(sizes, channels)
+        with stream:
+            buffer = self._cp.empty(total, self._cp.uint8)
+        return [
+            buffer[offset : offset + h * w * channels].reshape(h, w, channels)
+            for offset, (w, h) in zip(offsets.tolist(), sizes)
+        ]
+
+    def _decode_into(self, code_streams: list, arrays: list, params: Any, stream: Any) -> list | None:
+        """nvImageCodec's images for ``code_streams`` decoded into ``arrays``; None to decode the
+        batch the usual way instead. That is when a stream fails late (it fails the batch call),
+        and, from then on, when nvImageCodec refuses the given outputs: it raises, or decodes none
+        of a batch into them but some of it into its own. A refusal is warned of once."""
+        try:
+            targets = self._nv.as_images(arrays, cuda_stream=stream.ptr)
+            images = self._decoder.decode(code_streams, images=targets, params=params, cuda_stream=stream.ptr)
+        except RuntimeError:
+            return None
+        except (ValueError, TypeError) as exc:
+            self._stop_giving_outputs(f"{type(exc).__name__}: {exc}")
+            return None
+        if any(image is not None for image in images) or all(
+            image is None for image in self._decode_batch(code_streams, params, stream)
+        ):
+            return images
+        self._stop_giving_outputs("it decoded none of a batch into the given outputs and some of it into its own")
+        return None
+
+    def _stop_giving_outputs(self, reason: str) -> None:
+        self.into_given = False
+        warnings.warn(
+            f"raypipe: nvImageCodec does not decode into outputs raypipe allocates ({reason}); "
+            "it allocates each image from now on",
+            RuntimeWarning,
+            stacklevel=5,
+        )
 
     def _decode_one(self, code_stream: Any, params: Any, stream: Any) -> Any:
         try:
@@ -162,6 +230,16 @@ class GpuImageDecoder:
     def close(self) -> None:
         """Release the decoder's resources; idempotent."""
         self._decoder = None
+
+
+def packed_layout(sizes: Sequence[tuple[int, int]], channels: int) -> tuple[np.ndarray, int]:
+    """Where each of a batch's HWC uint8 images of ``sizes`` (``(width, height)``) starts in one
+    buffer, each at a multiple of :data:`IMAGE_ALIGNMENT` bytes, and the buffer's size."""
+    dims = np.asarray(sizes, dtype=np.int64).reshape(-1, 2)
+    nbytes = dims[:, 0] * dims[:, 1] * channels
+    spans = -(-nbytes // IMAGE_ALIGNMENT) * IMAGE_ALIGNMENT
+    ends = np.cumsum(spans)
+    return ends - spans, int(ends[-1]) if len(ends) else 0
 
 
 def device_view(cp: ModuleType, interface: dict[str, Any], owner: Any) -> Any:

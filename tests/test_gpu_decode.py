@@ -10,7 +10,7 @@ from raypipe import device_check
 from raypipe.backend import gpu_available
 from raypipe.device_check import DECODE_MEAN_TOLERANCE as MEAN_TOLERANCE
 from raypipe.device_check import DECODE_P99_TOLERANCE as P99_TOLERANCE
-from raypipe.gpu_decode import DECODE_ENV, GpuImageDecoder, nvimgcodec_available
+from raypipe.gpu_decode import DECODE_ENV, IMAGE_ALIGNMENT, GpuImageDecoder, nvimgcodec_available, packed_layout
 
 needs_nvimgcodec = pytest.mark.skipif(not nvimgcodec_available(), reason="needs a CUDA GPU and nvImageCodec")
 
@@ -36,14 +36,28 @@ def test_decoder_without_gpu_says_what_is_missing():
         GpuImageDecoder(0)
 
 
-def _decode(files, windows, gray=False):
+def test_a_batch_buffer_holds_each_image_aligned_and_apart():
+    sizes = [(5, 3), (224, 224), (1, 1), (17, 9)]
+    offsets, total = packed_layout(sizes, 3)
+    spans = [w * h * 3 for w, h in sizes]
+    assert offsets[0] == 0 and all(int(o) % IMAGE_ALIGNMENT == 0 for o in offsets)
+    assert all(offsets[k] + spans[k] <= offsets[k + 1] for k in range(len(sizes) - 1))
+    assert offsets[-1] + spans[-1] <= total < offsets[-1] + spans[-1] + IMAGE_ALIGNMENT
+    assert packed_layout([], 1)[1] == 0
+
+
+def _decode(files, windows, gray=False, into_given=False):
     import cupy
 
     decoder = GpuImageDecoder(0, num_threads=2)
     stream = cupy.cuda.Stream(non_blocking=True)
     try:
         data = [np.fromfile(f, np.uint8) for f in files]
-        images = decoder.decode(data, windows, gray, stream)
+        sizes = None
+        if into_given:
+            whole = [Image.open(f).size for f in files]
+            sizes = [size if window is None else window[2:] for size, window in zip(whole, windows)]
+        images = decoder.decode(data, windows, gray, stream, sizes)
         stream.synchronize()
         return [None if image is None else image.get() for image in images]
     finally:
@@ -85,3 +99,25 @@ def test_gray_and_undecodable_samples(jpeg_files, tmp_path):
     for path, image in zip([jpeg_files[0], jpeg_files[1]], [images[0], images[2]]):
         ref = np.asarray(Image.open(path).convert("L"))[:, :, None]
         _assert_close(image, ref)
+
+
+@pytest.mark.gpu
+@needs_nvimgcodec
+def test_decoding_into_one_batch_buffer_gives_the_same_pixels(jpeg_files, recwarn):
+    import cupy
+
+    files = jpeg_files[:8]
+    windows = [None, (10, 20, 100, 80), None, (0, 0, 224, 224), (33, 7, 64, 200), None, (5, 5, 31, 17), None]
+    own = _decode(files, windows)
+    given = _decode(files, windows, into_given=True)
+    for a, b in zip(own, given):
+        assert np.array_equal(a, b)
+    decoder = GpuImageDecoder(0, num_threads=2)
+    stream = cupy.cuda.Stream(non_blocking=True)
+    sizes = [Image.open(f).size if w is None else w[2:] for f, w in zip(files, windows)]
+    images = decoder.decode([np.fromfile(f, np.uint8) for f in files], windows, False, stream, sizes)
+    stream.synchronize()
+    assert decoder.into_given, [str(w.message) for w in recwarn]
+    bases = {image.data.mem.ptr for image in images}
+    assert len(bases) == 1  # views of one allocation
+    decoder.close()

@@ -192,10 +192,13 @@ class _Decoder(Operator):
 
     def decode_on_device(self, decoder: GpuImageDecoder, encoded: list[EncodedImage], stream: Any) -> list[Any]:
         """Decode a batch of :meth:`encoded` samples with ``decoder`` (a
-        :class:`~raypipe.gpu_decode.GpuImageDecoder`) on the cupy ``stream``: per sample an HWC
-        device array in ``output_type``, or a :class:`DecodeError` for the executor to raise or skip."""
+        :class:`~raypipe.gpu_decode.GpuImageDecoder`) on the cupy ``stream``, into one buffer for the
+        batch: per sample an HWC device array in ``output_type``, or a :class:`DecodeError` for the
+        executor to raise or skip."""
         gray = self.output_type is DALIImageType.GRAY
-        decoded = decoder.decode([e.data for e in encoded], [e.window for e in encoded], gray, stream)
+        decoded = decoder.decode(
+            [e.data for e in encoded], [e.window for e in encoded], gray, stream, [e.out_size for e in encoded]
+        )
         with stream:
             return [self._device_result(image, e) for image, e in zip(decoded, encoded)]
 
