@@ -9,10 +9,14 @@
 # include_dashboard=False never loads (Java, RLlib, Serve, Tune, Data, LLM, the dashboard's web
 # client) and packed as tar.xz, for gpu_session.sh to unpack into a folder on PYTHONPATH. The other
 # packages come as cp312 / pure-Python manylinux x86_64 wheels, installed there with
-# `pip install --no-index --no-deps` (only those missing there, or older there).
+# `pip install --no-index --no-deps` (only those missing there, or older there). The kit also holds
+# segv_trace.so, benchmarks/segv_trace.c compiled here ($CC, default gcc; built against this
+# machine's glibc 2.36, it runs on the GPU machine's newer one): gpu_session.sh preloads it into its
+# pytest runs so that a native crash shows its native frames (without a compiler the kit goes
+# without it, and the check says so).
 #
 #   bash benchmarks/gpu_kit.sh                # build or complete .gpu_kit/ (skips what is done)
-#   bash benchmarks/gpu_kit.sh --rebuild      # rebuild the Ray archive and download the wheels again
+#   bash benchmarks/gpu_kit.sh --rebuild      # rebuild the Ray archive and segv_trace.so, download the wheels again
 #   bash benchmarks/gpu_kit.sh --check DIR    # verify a built kit: its files, the archive, the size
 #
 # Downloads go through pip (PyPI); the full Ray wheel is kept in a cache outside the kit
@@ -85,6 +89,11 @@ check_kit() {
         fi
     done
     shopt -u nullglob
+    if [[ ! -f $dir/segv_trace.so ]]; then
+        problems+=("no native crash tracer $dir/segv_trace.so (a C compiler builds it from benchmarks/segv_trace.c)")
+    elif [[ $(od -An -tx1 -N4 "$dir/segv_trace.so" | tr -d ' ') != 7f454c46 ]]; then
+        problems+=("segv_trace.so is not an ELF shared library")
+    fi
     bytes=$(kit_bytes "$dir")
     say "kit $dir:"
     find "$dir" -type f -printf '%s %P\n' | sort -k2 | awk '{printf "  %8.2f MiB  %s\n", $1 / 1048576, $2}'
@@ -155,6 +164,27 @@ download_wheels() {
     done
 }
 
+# $2/segv_trace.so compiled from $1/benchmarks/segv_trace.c (kept when newer than its source, unless
+# rebuilding); without a compiler, or when it fails, the kit goes on without it.
+build_tracer() {
+    local source=$1/benchmarks/segv_trace.c library=$2/segv_trace.so
+    if [[ -f $library && $library -nt $source && $REBUILD == 0 ]]; then
+        say "native crash tracer present, kept: $library"
+        return
+    fi
+    rm -f "$library"
+    if ! command -v "$CC" >/dev/null; then
+        say "no C compiler ($CC): the kit goes without segv_trace.so, the native crash tracer"
+        return
+    fi
+    if ! "$CC" -shared -fPIC -O1 -g -Wall -o "$library" "$source"; then
+        say "$CC failed on $source: the kit goes without segv_trace.so"
+        rm -f "$library"
+        return
+    fi
+    say "native crash tracer: $library ($(stat -c %s "$library") bytes)"
+}
+
 main() {
     local root dir cache mode=build
     root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
@@ -162,6 +192,7 @@ main() {
     cache=${RAYPIPE_KIT_CACHE:-$HOME/.cache/raypipe/gpu_kit}
     REBUILD=0
     PYTHON=${PYTHON:-python3}
+    CC=${CC:-gcc}
     while (($#)); do
         case $1 in
             --check)
@@ -193,6 +224,7 @@ main() {
     fi
     build_ray_archive "$cache" "$dir"
     download_wheels "$dir"
+    build_tracer "$root" "$dir"
     check_kit "$dir"
     say "carry it with: run(command=\"bash benchmarks/gpu_session.sh\", carry=[\"$(basename "$dir")\"])"
 }

@@ -15,6 +15,16 @@
 # the host path, memory over 3 epochs), bench (examples/bench_gpu.py, the GPU stage in the rank's
 # process and in a pipeline actor), cpu_costs (the CPU stage per sample, benchmarks/cpu_helpers.py),
 # ops_gpu (the speech, volume and random operators' device variants against their host results).
+# The pytest steps preload the kit's native crash tracer (segv_trace.so, from benchmarks/segv_trace.c)
+# when the kit has it: a process that dies of SIGSEGV, SIGBUS, SIGILL, SIGFPE or SIGABRT writes its
+# native frames (library+offset, symbols where exported) after Python's faulthandler traceback, to
+# stderr and to native/segv-<pid>.txt in the logs (Ray workers' stderr goes to Ray's logs).
+# One step runs only when named, crash_trace: the tests that crashed natively
+# (tests/operators/test_decoders.py -m gpu, tests/test_gpu_decode.py; GPU_SESSION_CRASH_TESTS, runs
+# separated by ';', names others), each 3 times under the tracer with `python -X faulthandler`,
+# then the first once under gdb (`thread apply all bt`) when the machine has gdb, each run within
+# GPU_SESSION_CRASH_RUN_S (45) or GPU_SESSION_CRASH_GDB_S (90) and what is left of the step's 120 s;
+# it passes when no run died of a signal: GPU_SESSION_STEPS="setup crash_trace".
 # Each step's whole output goes to <step>.log in a folder of logs (LOGS, default a new folder under
 # /tmp), its last lines show here, and summary.tsv (step, status, exit code, seconds) ends the run.
 # After every step the logs are packed into $OUT/logs.tgz and the summary copied to $OUT (two
@@ -92,17 +102,27 @@ pytest_args() {
     printf '%s\n' "${args[@]}"
 }
 
+# The environment that preloads the kit's native crash tracer, when the kit has it (one VAR=value a line).
+tracer_env() {
+    [[ -f $KIT/segv_trace.so ]] || return 0
+    mkdir -p "$LOGS/native"
+    printf '%s\n' "LD_PRELOAD=$(realpath "$KIT/segv_trace.so")${LD_PRELOAD:+:$LD_PRELOAD}" \
+        "SEGV_TRACE_DIR=$(realpath "$LOGS/native")"
+}
+
 pytest_gpu() {
-    local args files
+    local args files traced
     mapfile -t args < <(pytest_args)
     mapfile -t files < <(gpu_test_files)
-    "$PY" -m pytest "${args[@]}" -m gpu --junitxml="$LOGS/pytest_gpu.xml" "${files[@]}"
+    mapfile -t traced < <(tracer_env)
+    env "${traced[@]}" "$PY" -m pytest "${args[@]}" -m gpu --junitxml="$LOGS/pytest_gpu.xml" "${files[@]}"
 }
 
 pytest_kernels() {
-    local args
+    local args traced
     mapfile -t args < <(pytest_args)
-    "$PY" -m pytest "${args[@]}" -m "not gpu" --junitxml="$LOGS/pytest_kernels.xml" \
+    mapfile -t traced < <(tracer_env)
+    env "${traced[@]}" "$PY" -m pytest "${args[@]}" -m "not gpu" --junitxml="$LOGS/pytest_kernels.xml" \
         tests/kernels tests/actors tests/test_backend.py tests/test_gpu_decode.py
 }
 
@@ -118,10 +138,73 @@ bench() {
 
 # The device variants of the speech, volume and random operators on the GPU against their host results.
 ops_gpu() {
-    local args
+    local args traced
     mapfile -t args < <(pytest_args)
-    "$PY" -m pytest "${args[@]}" tests/operators/test_audio_features.py tests/operators/test_random.py \
+    mapfile -t traced < <(tracer_env)
+    env "${traced[@]}" "$PY" -m pytest "${args[@]}" tests/operators/test_audio_features.py tests/operators/test_random.py \
         tests/operators/test_volume_ops.py tests/operators/test_reductions.py
+}
+
+# Run "$@" within $1 seconds and what is left of the step's time, its command line first; print how
+# it ended; status 1 when it died of a signal.
+crash_run() {
+    local limit=$1 left rc
+    shift
+    left=$((STEP_DEADLINE - SECONDS))
+    ((limit > left)) && limit=$left
+    if ((limit < 5)); then
+        printf '\n== skipped, no time left in the step:'
+        printf ' %q' "$@"
+        printf '\n'
+        return 0
+    fi
+    printf '\n== run:'
+    printf ' %q' "$@"
+    printf '\n'
+    timeout -k 5 "$limit" "$@"
+    rc=$?
+    if ((rc == 124)); then
+        echo "== timed out after $limit s"
+    elif ((rc > 128)); then
+        echo "== died of signal $((rc - 128)) ($(kill -l $((rc - 128)) 2>/dev/null))"
+        return 1
+    else
+        echo "== exit $rc"
+    fi
+}
+
+# The tests that crashed natively, 3 times each under the tracer, then the first once under gdb.
+crash_trace() {
+    local args traced targets target words run crashed=0 gdb gdb_log
+    mapfile -t args < <(pytest_args)
+    mapfile -t traced < <(tracer_env)
+    IFS=';' read -ra targets <<<"${GPU_SESSION_CRASH_TESTS:-tests/operators/test_decoders.py -m gpu;tests/test_gpu_decode.py}"
+    if ((${#traced[@]})); then
+        echo "native crash tracer: ${traced[*]}"
+    else
+        echo "no $KIT/segv_trace.so (bash benchmarks/gpu_kit.sh builds it): Python's frames only"
+    fi
+    for run in 1 2 3; do
+        for target in "${targets[@]}"; do
+            read -ra words <<<"$target"
+            echo "== run $run of 3: $target"
+            crash_run "${GPU_SESSION_CRASH_RUN_S:-45}" env "${traced[@]}" "$PY" -X faulthandler -m pytest \
+                "${args[@]}" "${words[@]}" || crashed=$((crashed + 1))
+        done
+    done
+    gdb=$(command -v gdb)
+    echo "command -v gdb: ${gdb:-none}"
+    if [[ -n $gdb ]]; then
+        read -ra words <<<"${targets[0]}"
+        gdb_log=$(mktemp)
+        crash_run "${GPU_SESSION_CRASH_GDB_S:-90}" "$gdb" -batch -iex 'set debuginfod enabled off' \
+            -ex 'set print thread-events off' -ex run -ex 'thread apply all bt' \
+            --args "$PY" -X faulthandler -m pytest "${args[@]}" "${words[@]}" 2>&1 | tee "$gdb_log"
+        grep -q -E 'received signal SIG(SEGV|BUS|ILL|FPE|ABRT)' "$gdb_log" && crashed=$((crashed + 1))
+        rm -f "$gdb_log"
+    fi
+    echo "== crash_trace: $crashed runs died of a signal"
+    ((crashed == 0))
 }
 
 cpu_costs() { "$PY" benchmarks/cpu_helpers.py --part costs; }
@@ -142,7 +225,7 @@ step() {
     ((limit > left)) && limit=$left
     echo "== $name (at most ${limit} s)"
     began=$SECONDS
-    timeout -k 10 "$limit" bash "$SELF" --step "$name" >"$LOGS/$name.log" 2>&1
+    STEP_LIMIT_S=$limit timeout -k 10 "$limit" bash "$SELF" --step "$name" >"$LOGS/$name.log" 2>&1
     rc=$?
     case $rc in
         0) status=passed ;;
@@ -163,7 +246,7 @@ bring_back() {
 
 if [[ ${1:-} == --step ]]; then
     cd "$ROOT" || exit 1
-    LOGS=${LOGS:?} && "$2"
+    LOGS=${LOGS:?} && STEP_DEADLINE=$((SECONDS + ${STEP_LIMIT_S:-600} - 5)) && "$2"
     exit
 fi
 
@@ -179,7 +262,7 @@ printf 'step\tstatus\texit\tseconds\n' >"$SUMMARY"
 echo "raypipe GPU session: logs in $LOGS${OUT:+ (packed into $OUT/logs.tgz)}, budget ${BUDGET_S} s"
 
 declare -A LIMIT_S=([setup]=120 [machine]=60 [pytest_gpu]=150 [pytest_kernels]=100 [service]=120 [bench]=150
-    [cpu_costs]=60 [ops_gpu]=90)
+    [cpu_costs]=60 [ops_gpu]=90 [crash_trace]=120)
 read -ra STEPS <<<"${GPU_SESSION_STEPS:-setup machine pytest_gpu ops_gpu pytest_kernels service bench cpu_costs}"
 for name in "${STEPS[@]}"; do
     if [[ -z ${LIMIT_S[$name]:-} ]]; then

@@ -1,7 +1,9 @@
 """The GPU-machine kit and session scripts, checked without a GPU and without downloading the kit.
 
 ``benchmarks/gpu_kit.sh --check`` is tested on small fabricated kits (a sparse file stands in for
-an oversized one); the session script's bookkeeping on steps that fail or are skipped; the
+an oversized one), and its build on a fabricated kit that needs no download; the session script's
+bookkeeping on steps that fail or are skipped; the native crash tracer (benchmarks/segv_trace.c),
+compiled here, in Python processes that crash on purpose and in the session's crash_trace step; the
 service check runs its host path against itself, the GPU benchmark its host fallback in this
 process and in a pipeline actor; the probe reports each component.
 """
@@ -12,6 +14,8 @@ import importlib.util
 import io
 import json
 import os
+import platform
+import re
 import shutil
 import subprocess
 import sys
@@ -24,6 +28,7 @@ import pytest
 ROOT = Path(__file__).resolve().parents[2]
 KIT_SCRIPT = ROOT / "benchmarks" / "gpu_kit.sh"
 SESSION_SCRIPT = ROOT / "benchmarks" / "gpu_session.sh"
+TRACER_SOURCE = ROOT / "benchmarks" / "segv_trace.c"
 RAY_FILES = [
     "ray/__init__.py",
     "ray/_raylet.so",
@@ -44,6 +49,18 @@ WHEELS = [
     "click-8.5.1-py3-none-any.whl",
     "requests-2.34.2-py3-none-any.whl",
 ]
+# The wheels the kit's build downloads beyond WHEELS (present in a kit, they need no download).
+BUILD_ONLY_WHEELS = [
+    "attrs-26.1.0-py3-none-any.whl",
+    "filelock-3.29.0-py3-none-any.whl",
+    "packaging-26.0-py3-none-any.whl",
+    "urllib3-2.7.0-py3-none-any.whl",
+    "certifi-2026.10.5-py3-none-any.whl",
+    "charset_normalizer-3.5.0-cp312-cp312-manylinux2014_x86_64.whl",
+    "idna-3.12-py3-none-any.whl",
+]
+# The first bytes of an ELF file: what the check reads of segv_trace.so in a fabricated kit.
+ELF_HEADER = b"\x7fELF" + bytes(60)
 
 
 def _shellcheck() -> str | None:
@@ -51,8 +68,8 @@ def _shellcheck() -> str | None:
     return str(beside) if beside.exists() else shutil.which("shellcheck")
 
 
-def _make_kit(path: Path, ray_files=RAY_FILES, wheels=WHEELS) -> Path:
-    """A kit with the given archive members (a few bytes each) and empty wheel files."""
+def _make_kit(path: Path, ray_files=RAY_FILES, wheels=WHEELS, tracer: bytes | None = ELF_HEADER) -> Path:
+    """A kit with the given archive members (a few bytes each), empty wheel files and a stand-in tracer."""
     (path / "wheels").mkdir(parents=True)
     with tarfile.open(path / "ray-2.60.0-cp312-stripped.tar.xz", "w:xz") as tar:
         for name in ray_files:
@@ -61,6 +78,8 @@ def _make_kit(path: Path, ray_files=RAY_FILES, wheels=WHEELS) -> Path:
             tar.addfile(info, io.BytesIO(b"data"))
     for wheel in wheels:
         (path / "wheels" / wheel).touch()
+    if tracer is not None:
+        (path / "segv_trace.so").write_bytes(tracer)
     return path
 
 
@@ -94,6 +113,7 @@ def test_a_complete_kit_passes_the_check_and_its_files_and_size_are_listed(tmp_p
     assert "check passed" in result.stdout
     assert "ray-2.60.0-cp312-stripped.tar.xz" in result.stdout
     assert all(f"wheels/{wheel}" in result.stdout for wheel in WHEELS)
+    assert "  segv_trace.so" in result.stdout
     assert "total 0.0 MiB of at most 56 MiB" in result.stdout
 
 
@@ -103,7 +123,7 @@ def test_the_check_names_every_problem_of_a_broken_kit(tmp_path):
         "numpy-2.4.6-cp311-cp311-manylinux2014_x86_64.whl",
         "pillow-13.0.0-cp312-cp312-macosx_11_0_arm64.whl",
     ]
-    kit = _make_kit(tmp_path / "kit", ray_files, wheels)
+    kit = _make_kit(tmp_path / "kit", ray_files, wheels, tracer=None)
     with open(kit / "wheels" / "huge-1.0-py3-none-any.whl", "wb") as f:
         f.truncate(57 * 2**20)  # sparse: counts its apparent size, takes no disk
     result = _check(kit)
@@ -116,6 +136,7 @@ def test_the_check_names_every_problem_of_a_broken_kit(tmp_path):
         f"no wheel lmdb-*.whl in {kit}/wheels",
         "numpy-2.4.6-cp311-cp311-manylinux2014_x86_64.whl is not a wheel for CPython 3.12",
         "pillow-13.0.0-cp312-cp312-macosx_11_0_arm64.whl is not for Linux x86_64",
+        f"no native crash tracer {kit}/segv_trace.so (a C compiler builds it from benchmarks/segv_trace.c)",
         "the kit is 57.0 MiB, over the limit of 56 MiB",
     ]
 
@@ -129,6 +150,32 @@ def test_the_check_wants_exactly_one_readable_ray_archive(tmp_path):
     assert result.returncode == 1 and "ray-2.59.0-cp312-stripped.tar.xz is not a readable tar.xz" in result.stderr
     result = _check(tmp_path / "missing")
     assert result.returncode == 1 and "no kit folder" in result.stderr
+
+
+def test_the_check_wants_the_tracer_to_be_a_shared_library(tmp_path):
+    result = _check(_make_kit(tmp_path / "kit", tracer=b"not a library"))
+    assert result.returncode == 1
+    assert result.stderr.splitlines() == ["gpu_kit: check failed: segv_trace.so is not an ELF shared library"]
+
+
+@pytest.mark.skipif(shutil.which("unzip") is None, reason="the kit's build needs unzip")
+def test_the_build_compiles_the_tracer_into_a_kit_that_needs_no_download(tmp_path):
+    kit = _make_kit(tmp_path / "kit", wheels=WHEELS + BUILD_ONLY_WHEELS, tracer=None)
+    # PYTHON=false: a download, were one attempted, would fail the build
+    environ = os.environ | {"PYTHON": "false", "RAYPIPE_KIT_CACHE": str(tmp_path / "cache")}
+    build = ["bash", str(KIT_SCRIPT), "--dir", str(kit)]
+    result = subprocess.run(build, capture_output=True, text=True, timeout=120, env=environ | {"CC": "no-such-cc"})
+    assert result.returncode == 1
+    assert "no C compiler (no-such-cc): the kit goes without segv_trace.so" in result.stdout
+    assert f"gpu_kit: check failed: no native crash tracer {kit}/segv_trace.so" in result.stderr
+    if shutil.which("gcc") is None:
+        pytest.skip("gcc is not installed")
+    result = subprocess.run(build, capture_output=True, text=True, timeout=120, env=environ)
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert f"native crash tracer: {kit}/segv_trace.so" in result.stdout and "check passed" in result.stdout
+    assert (kit / "segv_trace.so").read_bytes()[:4] == b"\x7fELF"
+    result = subprocess.run(build, capture_output=True, text=True, timeout=120, env=environ)
+    assert "native crash tracer present, kept" in result.stdout
 
 
 @pytest.mark.skipif(not (ROOT / ".gpu_kit").is_dir(), reason="no kit built here (bash benchmarks/gpu_kit.sh)")
@@ -189,6 +236,181 @@ def test_the_probe_reports_every_component_and_fails_when_one_does():
     failed = lines[-1].removeprefix("failed: ")
     assert result.returncode == (0 if failed == "none" else 1)
     assert failed == "none" or all(f"{name}: FAILED: " in result.stdout for name in failed.split(", "))
+
+
+def test_the_crash_trace_step_is_known_but_runs_only_when_named(tmp_path):
+    result = _session(tmp_path, GPU_SESSION_STEPS="crash_trace", GPU_SESSION_BUDGET_S="20")
+    assert "unknown step" not in result.stderr
+    assert [row[:2] for row in _summary(tmp_path)[1:]] == [["crash_trace", "skipped"]]
+    header = SESSION_SCRIPT.read_text().split("\nset -uo pipefail", 1)[0]
+    assert "crash_trace" in header
+    default_steps = re.search(r"GPU_SESSION_STEPS:-([^}]*)\}", SESSION_SCRIPT.read_text()).group(1).split()
+    assert "crash_trace" not in default_steps and "pytest_gpu" in default_steps
+
+
+# ---------------------------------------------------------------- the native crash tracer
+
+# A frame of the trace: "  #N /path/to/library.so(symbol+0x...)[0x...]" or "(+0x...)".
+NATIVE_FRAME = re.compile(r"^  #\d+ (?P<library>/\S+?)\((?P<symbol>[^)]*)\)\[0x[0-9a-f]+\]$", re.M)
+INVALID_READ = "import ctypes; ctypes.string_at(0x10)"
+
+
+@pytest.fixture(scope="module")
+def tracer(tmp_path_factory) -> Path:
+    """benchmarks/segv_trace.c compiled as the kit's build compiles it."""
+    if shutil.which("gcc") is None:
+        pytest.skip("gcc is not installed")
+    library = tmp_path_factory.mktemp("tracer") / "segv_trace.so"
+    subprocess.run(
+        ["gcc", "-shared", "-fPIC", "-O1", "-g", "-Wall", "-Werror", "-o", str(library), str(TRACER_SOURCE)],
+        check=True,
+        timeout=120,
+    )
+    return library
+
+
+def _python(tracer: Path, code: str, *flags: str, **env: str) -> subprocess.CompletedProcess:
+    """A Python child running code with the tracer preloaded (and without PYTHONFAULTHANDLER from here)."""
+    environ = {k: v for k, v in os.environ.items() if k != "PYTHONFAULTHANDLER"} | {"LD_PRELOAD": str(tracer)} | env
+    return subprocess.run([sys.executable, *flags, "-c", code], capture_output=True, text=True, timeout=60, env=environ)
+
+
+def test_an_invalid_read_dies_of_sigsegv_with_its_native_frames(tracer):
+    result = _python(tracer, INVALID_READ)
+    assert result.returncode == -11, result.stderr
+    lines = result.stderr.splitlines()
+    assert lines[0] == "segv_trace: SIGSEGV (segmentation fault, address not mapped) at address 0x10"
+    assert re.fullmatch(r'segv_trace: pid \d+, thread \d+ "python[\d.]*", interrupted at 0x[0-9a-f]+, in', lines[1])
+    frames = NATIVE_FRAME.findall(result.stderr)
+    libraries = [Path(library).name for library, _ in frames]
+    assert libraries[0] == "segv_trace.so", "the handler's own frame comes first"
+    assert "  #1 <signal handler called>" in lines
+    assert any(name.startswith("_ctypes") for name in libraries), libraries
+    assert any(symbol.startswith("ffi_call") for _, symbol in frames), "exported symbols are named"
+    assert lines[-1] == "segv_trace: end of the native trace; the process dies of SIGSEGV"
+    assert "Fatal Python error" not in result.stderr
+
+
+def test_python_faulthandler_writes_its_traceback_first_and_the_native_trace_follows(tracer):
+    result = _python(tracer, INVALID_READ, "-X", "faulthandler")
+    assert result.returncode == -11, result.stderr
+    python_at = result.stderr.index("Fatal Python error: Segmentation fault")
+    native_at = result.stderr.index("segv_trace: SIGSEGV (segmentation fault) raised by this process")
+    assert python_at < native_at
+    assert re.search(r'File ".*ctypes/__init__\.py", line \d+ in string_at', result.stderr[python_at:native_at])
+    # faulthandler raised the signal again: the trace holds both signal frames, and the first delivery
+    frames = NATIVE_FRAME.findall(result.stderr)
+    assert any(Path(library).name.startswith("_ctypes") for library, _ in frames)
+    assert len(re.findall(r"^  #\d+ <signal handler called>$", result.stderr, re.M)) == 2
+    if platform.machine() == "x86_64":
+        assert re.search(
+            r"first delivered, before a handler raised it again: interrupted at 0x[0-9a-f]+, "
+            r"fault address \(cr2\) 0x10, in\n/\S+\(",
+            result.stderr,
+        )
+    assert result.stderr.rstrip().endswith("segv_trace: end of the native trace; the process dies of SIGSEGV")
+
+
+def test_an_abort_is_traced_and_still_kills_with_sigabrt(tracer):
+    result = _python(tracer, "import os; os.abort()")
+    assert result.returncode == -6, result.stderr
+    assert re.match(r"segv_trace: SIGABRT \(aborted\) raised by this process, pid \d+\n", result.stderr)
+    assert any(symbol.startswith("abort") for _, symbol in NATIVE_FRAME.findall(result.stderr))
+
+
+def test_a_process_that_does_not_crash_is_unaffected(tracer, tmp_path):
+    result = _python(tracer, "print('fine')", "-X", "faulthandler", SEGV_TRACE_DIR=str(tmp_path))
+    assert (result.returncode, result.stdout, result.stderr) == (0, "fine\n", "")
+    assert list(tmp_path.iterdir()) == [], "a trace file is made only on a crash"
+
+
+def _crash_tests(tmp_path: Path) -> Path:
+    folder = tmp_path / "crash_tests"
+    folder.mkdir()
+    (folder / "test_crashes.py").write_text(
+        "import ctypes\nimport threading\n\n\n"
+        "def test_an_invalid_read_in_a_thread():\n"
+        "    reader = threading.Thread(target=ctypes.string_at, args=(0x10,))\n"
+        "    reader.start()\n"
+        "    reader.join()\n"
+    )
+    (folder / "test_fine.py").write_text("def test_fine():\n    assert True\n")
+    return folder
+
+
+def test_the_crash_trace_step_runs_each_test_file_three_times_under_the_tracer(tracer, tmp_path):
+    kit = tmp_path / "kit"
+    kit.mkdir()
+    shutil.copy(tracer, kit / "segv_trace.so")
+    tests = _crash_tests(tmp_path)
+    result = _session(
+        tmp_path,
+        GPU_SESSION_STEPS="crash_trace",
+        GPU_SESSION_CRASH_TESTS=f"{tests / 'test_crashes.py'} -k invalid_read;{tests / 'test_fine.py'}",
+        RAYPIPE_GPU_KIT=str(kit),
+        PYTHON=sys.executable,
+    )
+    assert result.returncode == 1
+    assert [row[:3] for row in _summary(tmp_path)[1:]] == [["crash_trace", "failed", "1"]]
+    log = (tmp_path / "logs" / "crash_trace.log").read_text()
+    runs = re.findall(r"^== run: (.*)$", log, re.M)
+    preload = f"env LD_PRELOAD={kit / 'segv_trace.so'} SEGV_TRACE_DIR={tmp_path / 'logs' / 'native'} "
+    traced = [run for run in runs if run.startswith(preload + f"{sys.executable} -X faulthandler -m pytest ")]
+    assert len(traced) == 6, runs
+    assert log.count("== died of signal 11 (SEGV)") == 3 and log.count("== exit 0") >= 3
+    # in pytest (whose capture holds fd 2 during a test), both traces reach the step's log, per run
+    assert log.count("Fatal Python error: Segmentation fault") == 3
+    threads = re.findall(r"^segv_trace: pid (\d+), thread (\d+) ", log, re.M)
+    assert len(threads) == 3 and all(pid != thread for pid, thread in threads), "the reader thread's trace"
+    assert log.count("segv_trace: end of the native trace; the process dies of SIGSEGV") == 3
+    native = sorted((tmp_path / "logs" / "native").iterdir())
+    assert len(native) == 3 and all(re.fullmatch(r"segv-\d+\.txt", path.name) for path in native)
+    assert all(path.read_text().startswith("segv_trace: SIGSEGV") for path in native)
+    with tarfile.open(tmp_path / "out" / "logs.tgz") as packed:
+        assert {f"./native/{path.name}" for path in native} <= set(packed.getnames())
+    gdb = shutil.which("gdb")
+    assert f"command -v gdb: {gdb or 'none'}" in log
+    if gdb:
+        assert f"== run: {gdb} -batch " in log and "-ex thread\\ apply\\ all\\ bt --args " in log
+        assert re.search(r"^Thread 2 .* received signal SIGSEGV", log, re.M)
+        assert re.search(r"^Thread 2 \(Thread 0x[0-9a-f]+ \(LWP \d+\)", log, re.M), "every thread's stack"
+        assert "== crash_trace: 4 runs died of a signal" in log
+    else:
+        assert "== crash_trace: 3 runs died of a signal" in log
+
+
+def test_the_crash_trace_step_passes_when_no_run_crashes(tracer, tmp_path):
+    tests = _crash_tests(tmp_path)
+    result = _session(
+        tmp_path,
+        GPU_SESSION_STEPS="crash_trace",
+        GPU_SESSION_CRASH_TESTS=str(tests / "test_fine.py"),
+        PYTHON=sys.executable,
+    )
+    assert result.returncode == 0, result.stdout
+    log = (tmp_path / "logs" / "crash_trace.log").read_text()
+    assert "no " + str(tmp_path / "no-kit" / "segv_trace.so") in log, "without the tracer it says so and goes on"
+    assert log.count("== exit 0") == 3 + bool(shutil.which("gdb"))
+    assert "== crash_trace: 0 runs died of a signal" in log
+
+
+def test_the_crash_trace_runs_stop_at_the_step_s_time(tmp_path):
+    tests = tmp_path / "crash_tests"
+    tests.mkdir()
+    (tests / "test_hangs.py").write_text("import time\n\n\ndef test_hangs():\n    time.sleep(60)\n")
+    # a budget of 25 s leaves the step 15 s, its runs 10 s
+    result = _session(
+        tmp_path,
+        GPU_SESSION_STEPS="crash_trace",
+        GPU_SESSION_BUDGET_S="25",
+        GPU_SESSION_CRASH_TESTS=str(tests / "test_hangs.py"),
+        PYTHON=sys.executable,
+    )
+    assert result.returncode == 0, result.stdout
+    log = (tmp_path / "logs" / "crash_trace.log").read_text()
+    assert log.count("== timed out after 10 s") == 1
+    assert log.count("== skipped, no time left in the step:") == 2 + bool(shutil.which("gdb"))
+    assert "== crash_trace: 0 runs died of a signal" in log
 
 
 # ---------------------------------------------------------------- the service check
