@@ -14,7 +14,9 @@
 # service (benchmarks/gpu_service_check.py: a Ray service to a torch rank through CUDA IPC against
 # the host path, memory over 3 epochs), bench (examples/bench_gpu.py, the GPU stage in the rank's
 # process and in a pipeline actor), cpu_costs (the CPU stage per sample, benchmarks/cpu_helpers.py),
-# ops_gpu (the speech, volume and random operators' device variants against their host results).
+# ops_gpu (the speech, volume and random operators' device variants against their host results),
+# decode_rate (benchmarks/gpu_decode_rate.py: nvImageCodec alone on the recipe's crops, one to
+# three decoders at once, and a decode split into its host and library parts).
 # The pytest steps preload the kit's native crash tracer (segv_trace.so, from benchmarks/segv_trace.c)
 # when the kit has it: a process that dies of SIGSEGV, SIGBUS, SIGILL, SIGFPE or SIGABRT writes its
 # native frames (library+offset, symbols where exported) after Python's faulthandler traceback, to
@@ -209,6 +211,8 @@ crash_trace() {
 
 cpu_costs() { "$PY" benchmarks/cpu_helpers.py --part costs; }
 
+decode_rate() { "$PY" benchmarks/gpu_decode_rate.py --seconds 3 --decoders 1 2 3 --hw-load 1 0.65; }
+
 # Ray processes a killed step may have left behind.
 ray_stop() { timeout 30 "$PY" -m ray.scripts.scripts stop --force >/dev/null 2>&1 || true; }
 
@@ -262,8 +266,8 @@ printf 'step\tstatus\texit\tseconds\n' >"$SUMMARY"
 echo "raypipe GPU session: logs in $LOGS${OUT:+ (packed into $OUT/logs.tgz)}, budget ${BUDGET_S} s"
 
 declare -A LIMIT_S=([setup]=120 [machine]=60 [pytest_gpu]=150 [pytest_kernels]=100 [service]=120 [bench]=150
-    [cpu_costs]=60 [ops_gpu]=90 [crash_trace]=120)
-read -ra STEPS <<<"${GPU_SESSION_STEPS:-setup machine pytest_gpu ops_gpu pytest_kernels service bench cpu_costs}"
+    [cpu_costs]=60 [ops_gpu]=90 [crash_trace]=120 [decode_rate]=90)
+read -ra STEPS <<<"${GPU_SESSION_STEPS:-setup machine pytest_gpu ops_gpu pytest_kernels service bench decode_rate cpu_costs}"
 for name in "${STEPS[@]}"; do
     if [[ -z ${LIMIT_S[$name]:-} ]]; then
         echo "unknown step $name (steps: ${!LIMIT_S[*]})" >&2
