@@ -4,8 +4,9 @@ Mixed decode (nvImageCodec with region-of-interest decode where installed, else 
 and pinned asynchronous copies), resize 224, crop_mirror_normalize with a random mirror,
 float32 NCHW, batch 256. Prints img/s, host CPU time per image (all threads of this
 process), the pipeline's GPU memory pool (used, held and limit, each epoch, to show it stays
-flat) and, for reference in the same run, the same recipe with ``device="cpu"`` on the same
-files.
+flat), for the rows in this process how busy each stage's thread was in one more epoch, profiled
+and untimed (the one near 100 % bounds the rate) and, for reference in the same run, the same
+recipe with ``device="cpu"`` on the same files.
 
 Where the GPU stage runs (``--where``): ``process``, the pipeline in this process, which stands
 for the training rank's own (one CUDA context, as DALI runs); ``actor``, the service's layout:
@@ -59,13 +60,38 @@ def run(
             cpu += time.process_time() - began_cpu
             memory.append(pipe.memory_stats())
         shape = tuple(images.as_tensor().shape)
+        pipe.enable_profiling()  # one more epoch, untimed: where the time goes
+        for _ in range(batches):
+            pipe.run()
+        stages = stage_shares(pipe.profile(), threads)
     images_done = epochs * batches * batch_size
     return {
         "img_per_s": images_done / wall,
         "cpu_ms_per_image": 1000 * cpu / images_done,
         "memory": memory,
         "shape": shape,
+        "stages": stages,
     }
+
+
+def stage_shares(profile: dict, threads: int) -> list[tuple[str, float, float]]:
+    """``(what, ms per batch, share of the wall time)`` of each stage's thread from the pipeline's
+    profile: the stage whose thread is busy nearly all the time is the one that bounds the rate.
+    The CPU stage's share is of its ``threads`` threads together; the GPU stage's is the time its
+    thread spends queuing kernels (they run later on the device), the caller's is waiting."""
+    wall = profile["wall_s"]
+    batches = max(1, max((row["calls"] for row in profile["rows"] if row["stage"] == "caller"), default=1))
+    shares = []
+    for row in profile["rows"]:
+        stage, name, total = row["stage"], row["name"], row["total_s"]
+        if stage == "cpu" and name != "sample":
+            continue
+        label = "CPU stage, all samples" if stage == "cpu" else f"{stage}: {name}"
+        share = total / wall / (threads if stage == "cpu" else 1)
+        shares.append((label, 1000 * total / batches, share))
+    gpu_total = sum(row["total_s"] for row in profile["rows"] if row["stage"] == "gpu")
+    shares.append(("gpu: all operators (host time)", 1000 * gpu_total / batches, gpu_total / wall))
+    return shares
 
 
 def run_actor(root: str, batch_size: int, threads: int, batches: int, epochs: int) -> dict:
@@ -175,6 +201,8 @@ def main() -> None:
             print(f"  output batch shape {result['shape']}")
             for epoch, memory in enumerate(result["memory"]):
                 print(f"  epoch {epoch}: GPU memory {memory}")
+            for what, ms, share in result.get("stages", []):
+                print(f"  {what:<48}{ms:>9.2f} ms/batch {100 * share:>6.1f} % busy")
 
 
 if __name__ == "__main__":

@@ -237,8 +237,9 @@ class DeviceContext:
     def memory_stats(self) -> dict[str, Any]:
         """This pipeline's device memory in MB: its pool (in use by arrays, held in total), the
         pool's limit (None: unbounded), the pinned staging buffers, and apart from the limit the
-        GPU decoder's memory (``decoder_reserved_mb``: nvImageCodec allocates its outputs from the
-        device's stream-ordered pool, which this context keeps mapped up to the limit, or
+        GPU decoder's own memory (``decoder_reserved_mb``: the batches decode into this pool, but
+        nvImageCodec allocates its work buffers, and its outputs where it refuses given ones, from
+        the device's stream-ordered pool, which this context keeps mapped up to the limit, or
         :data:`DECODER_KEEP_BYTES`, between batches); zeros on the host."""
         if not self.on_gpu:
             return {

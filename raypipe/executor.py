@@ -438,7 +438,10 @@ class Executor:
         skipped = [r for r in results if isinstance(r, SkippedSample)]
         graph = self._graph
         with self._device.on_copy_stream():
+            began = time.perf_counter()
             decoded = self._decode_deferred(spec, kept, skipped)
+            if decoded and self.profile is not None:
+                self.profile.add("mixed", "decode on the GPU (host time)", time.perf_counter() - began)
             host = {d: [r[d] for _, r in kept] for d in graph.host_results}
             moved = [d for d in graph.to_device if d not in decoded]
             device = dict(zip(moved, self._device.upload([host[d] for d in moved])))

@@ -517,3 +517,6 @@ def test_the_gpu_benchmark_times_the_pipeline_in_this_process_and_served_by_an_a
     assert all(float(rows[name][0]) > 0 for name in mixed)
     assert result.stdout.count("output batch shape (16, 3, 224, 224)") == 3
     assert result.stdout.count("  epoch 1: GPU memory") == 3, "each GPU row reports memory per timed epoch"
+    busy = [line for line in result.stdout.splitlines() if line.endswith("% busy")]
+    assert sum("CPU stage, all samples" in line for line in busy) == 2, "each in-process row says where time goes"
+    assert all(0 <= float(line.split()[-3]) for line in busy)
