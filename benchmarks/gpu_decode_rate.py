@@ -2,14 +2,16 @@
 the Mixed stage works under, and whether decoding two batches at once raises it.
 
     python benchmarks/gpu_decode_rate.py [--images 512] [--batch 256] [--seconds 4] [--decoders 1 2 3]
+        [--hw-load 1 0.65] [--options '' 'nvjpeg_cuda_decoder:hybrid_huffman_threshold=0']
 
 Every row decodes the same batches (generated JPEGs of about 500x375, one random-resized-crop
 window each, drawn as the recipe draws them) over ``--seconds``, each batch waited for on its
 stream. ``decoders`` is how many :class:`raypipe.gpu_decode.GpuImageDecoder` decode batches at
-the same time, each on its own thread and CUDA stream; ``hw`` the hardware decoder's share
-(nvJPEG's CUDA decoder takes the rest). Two further rows split one decode into its parts, one
-decoder, hardware share 1: the code streams alone (host work, no decode), and decoding code
-streams made beforehand (the library's own time per batch).
+the same time, each on its own thread and CUDA stream (as ``RAYPIPE_GPU_DECODERS`` shares a
+pipeline's batches); ``hw`` the hardware decoder's share (nvJPEG's CUDA decoder takes the rest);
+``--options`` adds nvImageCodec decoder options (``RAYPIPE_NVIMGCODEC_OPTIONS``). Two further
+rows split one decode into its parts, one decoder, hardware share 1: the code streams alone (host
+work, no decode), and decoding code streams made beforehand (the library's own time per batch).
 
 Needs a CUDA GPU with nvImageCodec (the ``gpu-cu12`` / ``gpu-cu13`` extras, or the GPU kit);
 without one it says why and exits 0.
@@ -29,7 +31,7 @@ import numpy as np
 
 from raypipe.backend import gpu_available, gpu_unavailable_reason
 from raypipe.datasets import make_jpeg_folder
-from raypipe.gpu_decode import GpuImageDecoder, nvimgcodec_available
+from raypipe.gpu_decode import OPTIONS_ENV, GpuImageDecoder, nvimgcodec_available
 from raypipe.jpeg_header import frame_size
 from raypipe.operators.crop_window import DRAWS, random_crop_windows
 from raypipe.operators.readers import list_file_root, read_file
@@ -72,11 +74,18 @@ def timed(work: Callable[[int], int], workers: int, seconds: float) -> tuple[flo
     return images / wall, 1000 * cpu / max(images, 1)
 
 
-def decode_rate(batches: list, count: int, hw: float, threads: int, seconds: float) -> tuple[float, float]:
-    """Images per second and host ms per image of ``count`` decoders at hardware share ``hw``."""
+def decode_rate(
+    batches: list, count: int, hw: float, threads: int, seconds: float, options: str = ""
+) -> tuple[float, float]:
+    """Images per second and host ms per image of ``count`` decoders at hardware share ``hw``,
+    with nvImageCodec decoder ``options`` added to raypipe's."""
     import cupy
 
-    pool = [GpuImageDecoder(0, threads, hw) for _ in range(count)]
+    os.environ[OPTIONS_ENV] = options
+    try:
+        pool = [GpuImageDecoder(0, threads, hw, decoders=1) for _ in range(count)]
+    finally:
+        os.environ.pop(OPTIONS_ENV, None)
     streams = [cupy.cuda.Stream(non_blocking=True) for _ in range(count)]
     turn = [0] * count
 
@@ -95,10 +104,16 @@ def decode_rate(batches: list, count: int, hw: float, threads: int, seconds: flo
             decoder.close()
 
 
-def decode_rows(batches: list, decoders: list[int], loads: list[float], threads: int, seconds: float) -> list:
-    """``(name, img/s, host ms/img)`` for each number of decoders and hardware share."""
+def decode_rows(
+    batches: list, decoders: list[int], loads: list[float], threads: int, seconds: float, options: list[str]
+) -> list:
+    """``(name, img/s, host ms/img)`` for each set of options, hardware share and number of decoders."""
     return [
-        (f"{count} decoder(s), hw {hw:g}", *decode_rate(batches, count, hw, threads, seconds))
+        (
+            f"{count} decoder(s), hw {hw:g}" + (f", {extra}" if extra else ""),
+            *decode_rate(batches, count, hw, threads, seconds, extra),
+        )
+        for extra in options
         for hw in loads
         for count in decoders
     ]
@@ -108,7 +123,7 @@ def part_rows(batches: list, threads: int, seconds: float) -> list:
     """One decoder, hardware share 1: making the code streams alone, and decoding ready ones."""
     import cupy
 
-    decoder = GpuImageDecoder(0, threads, 1.0)
+    decoder = GpuImageDecoder(0, threads, 1.0, decoders=1)
     stream = cupy.cuda.Stream(non_blocking=True)
     made = [[decoder._code_stream(d, w) for d, w in zip(*batch)] for batch in batches]
     turn = [0]
@@ -141,6 +156,13 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--threads", type=int, default=4, help="nvImageCodec's CPU threads per decoder")
     parser.add_argument("--decoders", type=int, nargs="+", default=[1, 2, 3])
     parser.add_argument("--hw-load", type=float, nargs="+", default=[1.0])
+    parser.add_argument(
+        "--options",
+        nargs="+",
+        default=[""],
+        help="nvImageCodec decoder options, one set of rows each ('' for none), for example "
+        "'nvjpeg_cuda_decoder:hybrid_huffman_threshold=0' (nvJPEG's Huffman decoding on the GPU)",
+    )
     args = parser.parse_args(argv)
     if not gpu_available() or not nvimgcodec_available():
         reason = gpu_unavailable_reason() or "nvImageCodec is not usable here"
@@ -152,7 +174,7 @@ def main(argv: list[str] | None = None) -> int:
     batches = batches_of(root, args.images, args.batch)
     if not batches:
         parser.error(f"--images {args.images} gives no whole batch of {args.batch}")
-    rows = decode_rows(batches, args.decoders, args.hw_load, args.threads, args.seconds)
+    rows = decode_rows(batches, args.decoders, args.hw_load, args.threads, args.seconds, args.options)
     rows += part_rows(batches, args.threads, args.seconds)
     print(f"\nnvImageCodec on GPU 0: batches of {args.batch} random crops, {args.threads} CPU threads per decoder")
     print("| decode | img/s | host CPU ms/img |")

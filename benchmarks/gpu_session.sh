@@ -130,12 +130,14 @@ pytest_kernels() {
 
 service() { "$PY" benchmarks/gpu_service_check.py --json "$LOGS/service_check.json"; }
 
-# GPU_SESSION_WHERE=process skips the pipeline-actor rows; GPU_SESSION_HW_LOADS the hardware decoder's shares.
+# GPU_SESSION_WHERE=process skips the pipeline-actor rows; GPU_SESSION_HW_LOADS the hardware decoder's
+# shares, GPU_SESSION_DECODERS the numbers of nvImageCodec decoders sharing each batch.
 bench() {
-    local loads
+    local loads decoders
     read -ra loads <<<"${GPU_SESSION_HW_LOADS:-0.65 1}"
+    read -ra decoders <<<"${GPU_SESSION_DECODERS:-1}"
     "$PY" examples/bench_gpu.py --images 2560 --epochs 2 --batch-size 256 --threads 4 \
-        --where "${GPU_SESSION_WHERE:-both}" --hw-load "${loads[@]}"
+        --where "${GPU_SESSION_WHERE:-both}" --hw-load "${loads[@]}" --decoders "${decoders[@]}"
 }
 
 # The device variants of the speech, volume and random operators on the GPU against their host results.
@@ -211,7 +213,10 @@ crash_trace() {
 
 cpu_costs() { "$PY" benchmarks/cpu_helpers.py --part costs; }
 
-decode_rate() { "$PY" benchmarks/gpu_decode_rate.py --seconds 3 --decoders 1 2 3 --hw-load 1 0.65; }
+decode_rate() {
+    "$PY" benchmarks/gpu_decode_rate.py --seconds 2 --decoders 1 2 3 --hw-load 1 0.65 \
+        --options '' 'nvjpeg_cuda_decoder:hybrid_huffman_threshold=0'
+}
 
 # Ray processes a killed step may have left behind.
 ray_stop() { timeout 30 "$PY" -m ray.scripts.scripts stop --force >/dev/null 2>&1 || true; }

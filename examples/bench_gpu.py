@@ -18,6 +18,7 @@ process's; ``both`` runs the two in one go.
     python examples/bench_gpu.py --data /imagenet/train --images 20000 --threads 4
     python examples/bench_gpu.py --where both          # in the rank's process and in the actor
     python examples/bench_gpu.py --hw-load 0.65 0.9 1  # the hardware decoder's share of each batch
+    python examples/bench_gpu.py --decoders 1 2        # nvImageCodec decoders sharing each batch
 
 Without a GPU it runs the host fallback (and says so), which is what the mixed/cpu ratio on
 a laptop measures.
@@ -26,44 +27,63 @@ a laptop measures.
 from __future__ import annotations
 
 import argparse
+import functools
 import os
 import tempfile
 import time
 
 from raypipe.backend import gpu_available, gpu_unavailable_reason
 from raypipe.datasets import make_jpeg_folder
-from raypipe.gpu_decode import nvimgcodec_available
+from raypipe.gpu_decode import DECODERS_ENV, nvimgcodec_available
 from raypipe.presets import resnet50_train
+
+NAME_WIDTH = 48
 
 
 def run(
-    root: str, decoder_device: str, batch_size: int, threads: int, batches: int, epochs: int, hw_load: float = 1.0
+    root: str,
+    decoder_device: str,
+    batch_size: int,
+    threads: int,
+    batches: int,
+    epochs: int,
+    hw_load: float = 1.0,
+    decoders: int = 1,
 ) -> dict:
-    """Time ``batches`` batches per epoch after one warm-up batch; returns rates and memory."""
+    """Time ``batches`` batches per epoch after one warm-up batch, with ``decoders`` nvImageCodec
+    decoders sharing each batch; returns rates and memory."""
     device_id = 0 if decoder_device == "mixed" and gpu_available() else None
-    with resnet50_train(
-        root,
-        batch_size=batch_size,
-        num_threads=threads,
-        decoder_device=decoder_device,
-        device_id=device_id,
-        hw_decoder_load=hw_load,
-    ) as pipe:
-        pipe.run()
-        wall = cpu = 0.0
-        memory = []
-        for _ in range(epochs):
-            began, began_cpu = time.perf_counter(), time.process_time()
-            for _ in range(batches):
-                images, _ = pipe.run()
-            wall += time.perf_counter() - began
-            cpu += time.process_time() - began_cpu
-            memory.append(pipe.memory_stats())
-        shape = tuple(images.as_tensor().shape)
-        pipe.enable_profiling()  # one more epoch, untimed: where the time goes
-        for _ in range(batches):
+    previous = os.environ.get(DECODERS_ENV)
+    os.environ[DECODERS_ENV] = str(decoders)  # read where the pipeline makes its decoder
+    try:
+        with resnet50_train(
+            root,
+            batch_size=batch_size,
+            num_threads=threads,
+            decoder_device=decoder_device,
+            device_id=device_id,
+            hw_decoder_load=hw_load,
+        ) as pipe:
             pipe.run()
-        stages = stage_shares(pipe.profile(), threads)
+            wall = cpu = 0.0
+            memory = []
+            for _ in range(epochs):
+                began, began_cpu = time.perf_counter(), time.process_time()
+                for _ in range(batches):
+                    images, _ = pipe.run()
+                wall += time.perf_counter() - began
+                cpu += time.process_time() - began_cpu
+                memory.append(pipe.memory_stats())
+            shape = tuple(images.as_tensor().shape)
+            pipe.enable_profiling()  # one more epoch, untimed: where the time goes
+            for _ in range(batches):
+                pipe.run()
+            stages = stage_shares(pipe.profile(), threads)
+    finally:
+        if previous is None:
+            os.environ.pop(DECODERS_ENV, None)
+        else:
+            os.environ[DECODERS_ENV] = previous
     images_done = epochs * batches * batch_size
     return {
         "img_per_s": images_done / wall,
@@ -172,9 +192,16 @@ def main() -> None:
         help="hw_decoder_load: the share of each batch the hardware JPEG decoder takes; several values "
         "give one in-process row each (nvJPEG's CUDA decoder takes the rest, its Huffman stage on the threads)",
     )  # fmt: skip
+    parser.add_argument(
+        "--decoders", type=int, nargs="+", default=[1], metavar="N",
+        help="nvImageCodec decoders sharing each batch at once (RAYPIPE_GPU_DECODERS); several values give "
+        "one in-process row each",
+    )  # fmt: skip
     args = parser.parse_args()
     if any(not 0.0 <= share <= 1.0 for share in args.hw_load):
         parser.error(f"--hw-load values must be within [0, 1], got {args.hw_load}")
+    if any(count < 1 for count in args.decoders):
+        parser.error(f"--decoders values must be positive, got {args.decoders}")
     root = args.data or os.path.join(tempfile.gettempdir(), "raypipe-bench-gpu-jpegs")
     if not args.data:
         make_jpeg_folder(root, num_classes=16, per_class=max(1, args.images // 16), seed=0)
@@ -184,19 +211,25 @@ def main() -> None:
     batches = max(1, args.images // args.batch_size)
     # the reference first, so that each row prints (with its ratio) as soon as it is measured
     cpu = run(root, "cpu", args.batch_size, args.threads, max(1, args.cpu_images // args.batch_size), 1)
-    print(f"{'recipe':<34}{'img/s':>10}{'host CPU ms/img':>18}{'vs cpu':>9}")
+    print(f"{'recipe':<{NAME_WIDTH}}{'img/s':>10}{'host CPU ms/img':>18}{'vs cpu':>9}")
     sizes = (args.batch_size, args.threads)
     rows = [("cpu (reference)", lambda: cpu)]
     if args.where in ("process", "both"):
         for share in args.hw_load:
-            name = "mixed, in this process" + (f" (hw {share:g})" if len(args.hw_load) > 1 else "")
-            rows.append((name, lambda share=share: run(root, "mixed", *sizes, batches, args.epochs, share)))
+            for count in args.decoders:
+                name = "mixed, in this process" + (f" (hw {share:g})" if len(args.hw_load) > 1 else "")
+                name += f" ({count} decoders)" if len(args.decoders) > 1 else ""
+                measure = functools.partial(run, root, "mixed", *sizes, batches, args.epochs, share, count)
+                rows.append((name, measure))
     if args.where in ("actor", "both"):
         rows.append(("mixed, served by an actor", lambda: run_actor(root, *sizes, batches, args.epochs)))
     for name, measure in rows:
         result = measure()
         ratio = result["img_per_s"] / cpu["img_per_s"]
-        print(f"{name:<34}{result['img_per_s']:>10.0f}{result['cpu_ms_per_image']:>18.2f}{ratio:>8.2f}x", flush=True)
+        print(
+            f"{name:<{NAME_WIDTH}}{result['img_per_s']:>10.0f}{result['cpu_ms_per_image']:>18.2f}{ratio:>8.2f}x",
+            flush=True,
+        )
         if result is not cpu:
             print(f"  output batch shape {result['shape']}")
             for epoch, memory in enumerate(result["memory"]):

@@ -19,18 +19,24 @@ stage copies the images to the device instead.
 from __future__ import annotations
 
 import functools
+import os
 import warnings
 from collections.abc import Sequence
+from concurrent.futures import ThreadPoolExecutor
 from types import ModuleType
 from typing import Any
 
 import numpy as np
 
 from . import device_check
-from .errors import DeviceError
+from .errors import ArgumentError, DeviceError
 
 Window = tuple[int, int, int, int]  # x, y, width, height
 DECODE_ENV = device_check.DECODE_ENV
+#: How many nvImageCodec decoders share each batch (see :class:`GpuImageDecoder`).
+DECODERS_ENV = "RAYPIPE_GPU_DECODERS"
+#: nvImageCodec decoder options added to raypipe's own (``:fancy_upsampling=1``).
+OPTIONS_ENV = "RAYPIPE_NVIMGCODEC_OPTIONS"
 #: The share of each batch for the hardware JPEG decoder where the GPU has one (DALI's default).
 DEFAULT_HW_LOAD = 0.65
 #: Where each decoded image starts in a batch's buffer: a multiple of this many bytes (cupy's and
@@ -55,16 +61,24 @@ def nvimgcodec_available(device_id: int = 0) -> bool:
 
 
 class GpuImageDecoder:
-    """An nvImageCodec decoder bound to one device; decodes batches of encoded images into cupy arrays.
+    """nvImageCodec decoders bound to one device; decode batches of encoded images into cupy arrays.
 
     Uses the GPU backends that passed the start-up check (the hardware JPEG decoder taking
     ``hw_load`` of each batch, as DALI's ``hw_decoder_load``; nvJPEG's CUDA decoder the rest) and
-    nvImageCodec's CPU backend for formats no GPU backend reads. Owns the library's decoder state
-    (CUDA streams, nvJPEG handles, host threads); :meth:`close` releases it, and so does dropping
-    the object.
+    nvImageCodec's CPU backend for formats no GPU backend reads. ``decoders`` nvImageCodec decoders
+    (default ``RAYPIPE_GPU_DECODERS``, 1) each take an equal part of every batch at the same time,
+    on a thread and CUDA stream of their own; ``RAYPIPE_NVIMGCODEC_OPTIONS`` adds nvImageCodec
+    decoder options (for example ``nvjpeg_cuda_decoder:hybrid_huffman_threshold=0``, nvJPEG's
+    Huffman decoding on the GPU for every image). Owns the library's decoder state (CUDA streams,
+    nvJPEG handles, host threads); :meth:`close` releases it, and so does dropping the object.
     """
 
-    def __init__(self, device_id: int, num_threads: int = 0, hw_load: float = DEFAULT_HW_LOAD):
+    def __init__(
+        self, device_id: int, num_threads: int = 0, hw_load: float = DEFAULT_HW_LOAD, decoders: int | None = None
+    ):
+        count = decoder_count() if decoders is None else decoders
+        if isinstance(count, bool) or not isinstance(count, int) or count < 1:
+            raise ValueError(f"GpuImageDecoder: decoders must be a positive int, got {count!r}")
         nv = _nvimgcodec()
         check = device_check.decoder(device_id)
         if nv is None or not check.ok:
@@ -75,6 +89,7 @@ class GpuImageDecoder:
 
         self._nv = nv
         self._cp = cupy
+        self._device_id = device_id
         self.backends = check.backends
         # the hardware decoder takes hw_load of a batch when nvJPEG's CUDA decoder can take the rest,
         # else all of it (nvImageCodec would hand the rest to its CPU backend)
@@ -82,9 +97,13 @@ class GpuImageDecoder:
         backends = [
             device_check.backend_of(nv, name, hw_share if name == "hw_gpu" else 1.0) for name in check.backends
         ] + [nv.Backend(nv.BackendKind.CPU_ONLY)]
-        self._decoder = nv.Decoder(
-            device_id=device_id, max_num_cpu_threads=num_threads, backends=backends, options=":fancy_upsampling=1"
-        )
+        options = " ".join([":fancy_upsampling=1", os.environ.get(OPTIONS_ENV, "").strip()]).strip()
+        self._decoders = [
+            nv.Decoder(device_id=device_id, max_num_cpu_threads=num_threads, backends=backends, options=options)
+            for _ in range(count)
+        ]
+        self._streams = [cupy.cuda.Stream(non_blocking=True) for _ in range(count - 1)]
+        self._threads = ThreadPoolExecutor(count - 1, thread_name_prefix="raypipe-gpu-decode") if count > 1 else None
         color = nv.ColorSpec.SRGB if hasattr(nv.ColorSpec, "SRGB") else nv.ColorSpec.RGB  # RGB before 0.7
         #: Whether batches decode into one buffer raypipe allocates (see :meth:`decode`).
         self.into_given = hasattr(nv, "as_images")
@@ -92,6 +111,11 @@ class GpuImageDecoder:
             False: nv.DecodeParams(apply_exif_orientation=False, color_spec=color, allow_any_depth=False),
             True: nv.DecodeParams(apply_exif_orientation=False, color_spec=nv.ColorSpec.GRAY, allow_any_depth=False),
         }
+
+    @property
+    def _decoder(self) -> Any:
+        """The first decoder (None once closed): the one a batch that is not split uses."""
+        return self._decoders[0] if self._decoders else None
 
     def decode(
         self,
@@ -103,8 +127,8 @@ class GpuImageDecoder:
     ) -> list[Any | None]:
         """Decode ``sources`` (encoded bytes as uint8 arrays), each cut to its ``window`` (None: the
         whole image), to HWC uint8 cupy arrays (3 channels RGB, or 1 when ``gray``), in one batched
-        call queued on the cupy ``stream``. The arrays may be used on ``stream`` at once: no host
-        synchronisation. A source that cannot be decoded gives None at its position.
+        call per decoder, ordered on the cupy ``stream``. The arrays may be used on ``stream`` at
+        once: no host synchronisation. A source that cannot be decoded gives None at its position.
 
         With ``sizes``, each output's ``(width, height)`` (the window's, or the image's where the
         window is None), the batch decodes into one buffer allocated for it from cupy's pool on
@@ -115,7 +139,7 @@ class GpuImageDecoder:
         nvImageCodec reports every failure as None, its own (out of memory, a sticky CUDA error, a
         lost plugin) as well as the sample's: when not one source of a batch decodes although
         nvImageCodec parsed them, that is the device's failure, raised as :class:`DeviceError`."""
-        if self._decoder is None:
+        if not self._decoders:
             raise RuntimeError("this GpuImageDecoder was closed")
         streams = [self._code_stream(np.ascontiguousarray(s, dtype=np.uint8), w) for s, w in zip(sources, windows)]
         valid = [i for i, code_stream in enumerate(streams) if code_stream is not None]
@@ -124,29 +148,64 @@ class GpuImageDecoder:
             return out
         params = self._params[gray]
         given = [streams[i] for i in valid]
-        images = arrays = None
+        arrays = None
         if sizes is not None and self.into_given:
             arrays = self._outputs([sizes[i] for i in valid], 1 if gray else 3, stream)
-            images = self._decode_into(given, arrays, params, stream)
-        if images is None:
-            arrays = None
-            images = self._decode_batch(given, params, stream)
-        if all(image is None for image in images):
+        decoded = self._decode_parts(given, arrays, params, stream)
+        if all(array is None for array in decoded):
             raise DeviceError(
                 f"the GPU decoder decoded none of the {len(valid)} images of this batch although it parsed them: "
                 "the device failed the batch (out of memory or a CUDA error; see RAYPIPE_GPU_MEMORY_MB)"
             )
-        for k, (i, image) in enumerate(zip(valid, images)):
-            if image is not None:
-                out[i] = arrays[k] if arrays is not None else self._to_cupy(image, stream)
+        for i, array in zip(valid, decoded):
+            out[i] = array
         return out
 
-    def _decode_batch(self, code_streams: list, params: Any, stream: Any) -> list:
+    def _decode_parts(self, code_streams: list, arrays: list | None, params: Any, stream: Any) -> list[Any | None]:
+        """Each decoder decodes an equal, consecutive part of ``code_streams``, the first on
+        ``stream`` in this thread, the others on their own streams and threads, which start after
+        the work queued on ``stream`` so far (the outputs' allocation) and which ``stream`` then
+        waits for."""
+        bounds = np.linspace(0, len(code_streams), len(self._decoders) + 1).astype(int).tolist()
+        parts = [(a, b) for a, b in zip(bounds, bounds[1:]) if b > a]
+        if len(parts) == 1:
+            return self._decode_part(self._decoders[0], code_streams, arrays, params, stream)
+        allocated = stream.record()
+        futures = []
+        for k, (a, b) in enumerate(parts[1:], start=1):
+            side = self._streams[k - 1]
+            side.wait_event(allocated)
+            part_arrays = None if arrays is None else arrays[a:b]
+            futures.append(
+                self._threads.submit(self._decode_part, self._decoders[k], code_streams[a:b], part_arrays, params, side)
+            )
+        a, b = parts[0]
+        decoded = self._decode_part(
+            self._decoders[0], code_streams[a:b], None if arrays is None else arrays[a:b], params, stream
+        )
+        for k, future in enumerate(futures):
+            decoded += future.result()
+            stream.wait_event(self._streams[k].record())
+        return decoded
+
+    def _decode_part(
+        self, decoder: Any, code_streams: list, arrays: list | None, params: Any, stream: Any
+    ) -> list[Any | None]:
+        """``decoder``'s cupy arrays for ``code_streams`` on ``stream``: into ``arrays`` where given
+        and taken, else allocated by nvImageCodec; None for an image it could not decode."""
+        with self._cp.cuda.Device(self._device_id):
+            images = None if arrays is None else self._decode_into(decoder, code_streams, arrays, params, stream)
+            if images is not None:
+                return [array if image is not None else None for array, image in zip(arrays, images)]
+            images = self._decode_batch(decoder, code_streams, params, stream)
+            return [self._to_cupy(image, stream) for image in images]
+
+    def _decode_batch(self, decoder: Any, code_streams: list, params: Any, stream: Any) -> list:
         """nvImageCodec's images for ``code_streams``, each allocated by nvImageCodec."""
         try:
-            return self._decoder.decode(code_streams, params=params, cuda_stream=stream.ptr)
+            return decoder.decode(code_streams, params=params, cuda_stream=stream.ptr)
         except RuntimeError:  # a stream that fails late fails the batch call: find it one by one
-            return [self._decode_one(code_stream, params, stream) for code_stream in code_streams]
+            return [self._decode_one(decoder, code_stream, params, stream) for code_stream in code_streams]
 
     def _outputs(self, sizes: list[tuple[int, int]], channels: int, stream: Any) -> list[Any]:
         """HWC uint8 views, one per ``(width, height)``, into one buffer from cupy's pool on ``stream``."""
@@ -158,38 +217,40 @@ class GpuImageDecoder:
             for offset, (w, h) in zip(offsets.tolist(), sizes)
         ]
 
-    def _decode_into(self, code_streams: list, arrays: list, params: Any, stream: Any) -> list | None:
-        """nvImageCodec's images for ``code_streams`` decoded into ``arrays``; None to decode the
-        batch the usual way instead. That is when a stream fails late (it fails the batch call),
-        and, from then on, when nvImageCodec refuses the given outputs: it raises, or decodes none
-        of a batch into them but some of it into its own. A refusal is warned of once."""
+    def _decode_into(self, decoder: Any, code_streams: list, arrays: list, params: Any, stream: Any) -> list | None:
+        """nvImageCodec's images for ``code_streams`` decoded into ``arrays``; None to decode them
+        the usual way instead. That is when a stream fails late (it fails the batch call), and, from
+        then on, when nvImageCodec refuses the given outputs: it raises, or decodes none of them
+        into them but some into its own. A refusal is warned of once."""
         try:
             targets = self._nv.as_images(arrays, cuda_stream=stream.ptr)
-            images = self._decoder.decode(code_streams, images=targets, params=params, cuda_stream=stream.ptr)
+            images = decoder.decode(code_streams, images=targets, params=params, cuda_stream=stream.ptr)
         except RuntimeError:
             return None
         except (ValueError, TypeError) as exc:
             self._stop_giving_outputs(f"{type(exc).__name__}: {exc}")
             return None
         if any(image is not None for image in images) or all(
-            image is None for image in self._decode_batch(code_streams, params, stream)
+            image is None for image in self._decode_batch(decoder, code_streams, params, stream)
         ):
             return images
         self._stop_giving_outputs("it decoded none of a batch into the given outputs and some of it into its own")
         return None
 
     def _stop_giving_outputs(self, reason: str) -> None:
+        if not self.into_given:
+            return
         self.into_given = False
         warnings.warn(
             f"raypipe: nvImageCodec does not decode into outputs raypipe allocates ({reason}); "
             "it allocates each image from now on",
             RuntimeWarning,
-            stacklevel=5,
+            stacklevel=2,
         )
 
-    def _decode_one(self, code_stream: Any, params: Any, stream: Any) -> Any:
+    def _decode_one(self, decoder: Any, code_stream: Any, params: Any, stream: Any) -> Any:
         try:
-            return self._decoder.decode(code_stream, params=params, cuda_stream=stream.ptr)
+            return decoder.decode(code_stream, params=params, cuda_stream=stream.ptr)
         except RuntimeError:
             return None
 
@@ -228,8 +289,21 @@ class GpuImageDecoder:
         return array[:, :, None] if array.ndim == 2 else array
 
     def close(self) -> None:
-        """Release the decoder's resources; idempotent."""
-        self._decoder = None
+        """Release the decoders' resources and threads; idempotent."""
+        if self._threads is not None:
+            self._threads.shutdown(wait=True)
+            self._threads = None
+        self._decoders = []
+
+
+def decoder_count() -> int:
+    """``RAYPIPE_GPU_DECODERS``: how many nvImageCodec decoders share each batch (1 when unset)."""
+    value = os.environ.get(DECODERS_ENV, "").strip()
+    if not value:
+        return 1
+    if not value.isdigit() or int(value) < 1:
+        raise ArgumentError(f"{DECODERS_ENV} must be a positive integer, got {value!r}")
+    return int(value)
 
 
 def packed_layout(sizes: Sequence[tuple[int, int]], channels: int) -> tuple[np.ndarray, int]:

@@ -10,7 +10,16 @@ from raypipe import device_check
 from raypipe.backend import gpu_available
 from raypipe.device_check import DECODE_MEAN_TOLERANCE as MEAN_TOLERANCE
 from raypipe.device_check import DECODE_P99_TOLERANCE as P99_TOLERANCE
-from raypipe.gpu_decode import DECODE_ENV, IMAGE_ALIGNMENT, GpuImageDecoder, nvimgcodec_available, packed_layout
+from raypipe.errors import ArgumentError
+from raypipe.gpu_decode import (
+    DECODE_ENV,
+    DECODERS_ENV,
+    IMAGE_ALIGNMENT,
+    GpuImageDecoder,
+    decoder_count,
+    nvimgcodec_available,
+    packed_layout,
+)
 
 needs_nvimgcodec = pytest.mark.skipif(not nvimgcodec_available(), reason="needs a CUDA GPU and nvImageCodec")
 
@@ -46,10 +55,21 @@ def test_a_batch_buffer_holds_each_image_aligned_and_apart():
     assert packed_layout([], 1)[1] == 0
 
 
-def _decode(files, windows, gray=False, into_given=False):
+def test_decoders_per_batch_come_from_the_environment(monkeypatch):
+    monkeypatch.delenv(DECODERS_ENV, raising=False)
+    assert decoder_count() == 1
+    monkeypatch.setenv(DECODERS_ENV, "3")
+    assert decoder_count() == 3
+    for bad in ("0", "two", "-1", "1.5"):
+        monkeypatch.setenv(DECODERS_ENV, bad)
+        with pytest.raises(ArgumentError, match=f"{DECODERS_ENV} must be a positive integer, got '{bad}'"):
+            decoder_count()
+
+
+def _decode(files, windows, gray=False, into_given=False, decoders=1):
     import cupy
 
-    decoder = GpuImageDecoder(0, num_threads=2)
+    decoder = GpuImageDecoder(0, num_threads=2, decoders=decoders)
     stream = cupy.cuda.Stream(non_blocking=True)
     try:
         data = [np.fromfile(f, np.uint8) for f in files]
@@ -121,3 +141,15 @@ def test_decoding_into_one_batch_buffer_gives_the_same_pixels(jpeg_files, recwar
     bases = {image.data.mem.ptr for image in images}
     assert len(bases) == 1  # views of one allocation
     decoder.close()
+
+
+@pytest.mark.gpu
+@needs_nvimgcodec
+@pytest.mark.parametrize("into_given", [False, True])
+def test_a_batch_split_between_decoders_gives_the_same_pixels_in_order(jpeg_files, into_given):
+    files = jpeg_files[:7]
+    windows = [None, (10, 20, 100, 80), None, (0, 0, 224, 224), (33, 7, 64, 200), None, (5, 5, 31, 17)]
+    one = _decode(files, windows, into_given=into_given)
+    three = _decode(files, windows, into_given=into_given, decoders=3)
+    for a, b in zip(one, three):
+        assert np.array_equal(a, b)

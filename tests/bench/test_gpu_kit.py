@@ -499,7 +499,7 @@ def test_the_gpu_benchmark_times_the_pipeline_in_this_process_and_served_by_an_a
         timeout=60,
     )
     args = ["--data", str(data), "--images", "32", "--batch-size", "16", "--threads", "1", "--epochs", "2"]
-    args += ["--cpu-images", "16", "--where", "both", "--hw-load", "0.65", "1"]
+    args += ["--cpu-images", "16", "--where", "both", "--hw-load", "0.65", "1", "--decoders", "1", "2"]
     result = subprocess.run(
         [sys.executable, "examples/bench_gpu.py", *args],
         cwd=ROOT,
@@ -510,13 +510,15 @@ def test_the_gpu_benchmark_times_the_pipeline_in_this_process_and_served_by_an_a
     )
     assert result.returncode == 0, result.stdout + result.stderr
     rows = {
-        line[:34].strip(): line[34:].split() for line in result.stdout.splitlines() if line.startswith(("mixed", "cpu"))
+        line[:48].strip(): line[48:].split() for line in result.stdout.splitlines() if line.startswith(("mixed", "cpu"))
     }
-    mixed = ["mixed, in this process (hw 0.65)", "mixed, in this process (hw 1)", "mixed, served by an actor"]
+    mixed = [
+        f"mixed, in this process (hw {share}) ({count} decoders)" for share in ("0.65", "1") for count in (1, 2)
+    ] + ["mixed, served by an actor"]
     assert set(rows) == {*mixed, "cpu (reference)"}, result.stdout
     assert all(float(rows[name][0]) > 0 for name in mixed)
-    assert result.stdout.count("output batch shape (16, 3, 224, 224)") == 3
-    assert result.stdout.count("  epoch 1: GPU memory") == 3, "each GPU row reports memory per timed epoch"
+    assert result.stdout.count("output batch shape (16, 3, 224, 224)") == 5
+    assert result.stdout.count("  epoch 1: GPU memory") == 5, "each GPU row reports memory per timed epoch"
     busy = [line for line in result.stdout.splitlines() if line.endswith("% busy")]
-    assert sum("CPU stage, all samples" in line for line in busy) == 2, "each in-process row says where time goes"
+    assert sum("CPU stage, all samples" in line for line in busy) == 4, "each in-process row says where time goes"
     assert all(0 <= float(line.split()[-3]) for line in busy)
