@@ -223,7 +223,8 @@ class GpuImageDecoder:
         then on, when nvImageCodec refuses the given outputs: it raises, or decodes none of them
         into them but some into its own. A refusal is warned of once."""
         try:
-            targets = self._nv.as_images(arrays, cuda_stream=stream.ptr)
+            with stream:  # cupy's array interface names the current stream, and nvImageCodec takes that one
+                targets = self._nv.as_images(arrays, cuda_stream=stream.ptr)
             images = decoder.decode(code_streams, images=targets, params=params, cuda_stream=stream.ptr)
         except RuntimeError:
             return None
