@@ -49,7 +49,7 @@ from .batch_spec import BatchSpec
 from .blas_threads import limit_host_blas
 from .cpu_stage import CpuStage, SkippedSample
 from .errors import DecodeError, DeviceError, SampleError
-from .gpu_decode import GpuImageDecoder
+from .gpu_decode import GpuImageDecoder, decoder_count
 from .graph import DataNode, StagedGraph
 from .keyed_random import SampleContext
 from .offload import Offload, RemoteWorker, Unit
@@ -165,6 +165,7 @@ class Executor:
         self._threads: list[threading.Thread] = []
         self._pool: ThreadPoolExecutor | None = None
         self._decoder: GpuImageDecoder | None = None
+        self._decoders = decoder_count() if graph.deferred else 1  # a bad setting fails here, not on batch 1
         self._buffers = BufferPool(self._pool_capacity(0))
         self._readers = [node.op for node in graph.readers]
         self._profile: Profile | None = None
@@ -460,7 +461,7 @@ class Executor:
             return {}
         if self._decoder is None:
             hw_load = self._graph.deferred[0].producer.op.hw_decoder_load
-            self._decoder = GpuImageDecoder(self._device.device_id, self._num_threads, hw_load)
+            self._decoder = GpuImageDecoder(self._device.device_id, self._num_threads, hw_load, self._decoders)
         stream = self._device.copy_stream
         try:
             decoded = {
