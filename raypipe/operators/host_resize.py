@@ -9,21 +9,22 @@ otherwise; ``RAYPIPE_HOST_RESIZE=pillow`` or ``torch`` chooses.
 
 The CPU stage's threads call it concurrently, so it must not start a thread team of
 its own in each: it runs with one intra-op thread per calling thread
-(:func:`_single_threaded`), leaving torch's setting for the rest of the process alone.
+(:func:`raypipe.torch_threads.single_threaded`), leaving torch's setting for the rest of the
+process alone.
 """
 
 from __future__ import annotations
 
 import os
-import threading
 from functools import cache
 from typing import Any
 
 import numpy as np
 from PIL import Image
 
+from ..torch_threads import single_threaded
+
 Box = tuple[float, float, float, float]
-_LOCAL = threading.local()
 
 
 @cache
@@ -46,14 +47,6 @@ def backend() -> str:
     return "torch" if _torch() is not None else "pillow"
 
 
-def _single_threaded(torch: Any) -> None:
-    """Give the calling thread one intra-op thread (OpenMP's thread count is per calling thread)."""
-    if not getattr(_LOCAL, "set", False):
-        _LOCAL.set = True
-        if threading.current_thread() is not threading.main_thread():
-            torch.set_num_threads(1)
-
-
 def resize(image: np.ndarray, width: int, height: int, box: Box | None = None, cubic: bool = False) -> np.ndarray:
     """``image`` (uint8 HWC) resized to ``width`` x ``height`` with an antialiased bilinear filter
     (antialiased bicubic, through Pillow, when ``cubic``).
@@ -68,7 +61,7 @@ def resize(image: np.ndarray, width: int, height: int, box: Box | None = None, c
         box = None
     if torch is None or box is not None or cubic or image.shape[2] not in (3, 4):
         return pil_resize(image, width, height, box, cubic)
-    _single_threaded(torch)
+    single_threaded(torch)
     if not image.flags.writeable:  # torch warns about read-only arrays (Pillow's): copy
         image = image.copy()
     if min(image.strides) < 0:  # torch takes strided views, but not reversed ones

