@@ -53,17 +53,19 @@ class NonsilentRegion(Operator):
         x = inputs[0]
         if x.ndim != 1:
             raise ValueError(f"{_OP}: expects 1-D signals, got a sample of shape {tuple(x.shape)}")
-        window = max(1, min(self.window_length, int(x.shape[0])))
-        squares = x.astype(np.float32).astype(np.float64) ** 2
-        sums = xp.concatenate([xp.zeros(1), xp.cumsum(squares)])
-        power = (sums[window:] - sums[:-window]) / window
-        if power.shape[0] == 0:
+        length = int(x.shape[0])
+        window = max(1, min(self.window_length, length))
+        if length == 0:
             return _scalar(xp, 0), _scalar(xp, 0)
-        reference = self.reference_power if self.reference_power > 0 else power.max()
-        loud = xp.flatnonzero(power >= reference * 10.0 ** (self.cutoff_db / 10.0))
-        if loud.shape[0] == 0:
+        sums = xp.zeros(length + 1)
+        xp.cumsum(xp.square(x.astype(np.float32, copy=False), dtype=np.float64), out=sums[1:])
+        energy = sums[window:] - sums[:-window]  # window times the short-term power
+        reference = self.reference_power * window if self.reference_power > 0 else energy.max()
+        loud = energy >= reference * 10.0 ** (self.cutoff_db / 10.0)
+        begin = int(loud.argmax())  # the first loud window (argmax stops at the first True)
+        if not bool(loud[begin]):
             return _scalar(xp, 0), _scalar(xp, 0)
-        begin, last = int(loud[0]), int(loud[-1])
+        last = int(loud.shape[0]) - 1 - int(loud[::-1].argmax())
         return _scalar(xp, begin), _scalar(xp, last - begin + window)
 
 
