@@ -192,13 +192,21 @@ class GpuImageDecoder:
         self, decoder: Any, code_streams: list, arrays: list | None, params: Any, stream: Any
     ) -> list[Any | None]:
         """``decoder``'s cupy arrays for ``code_streams`` on ``stream``: into ``arrays`` where given
-        and taken, else allocated by nvImageCodec; None for an image it could not decode."""
+        and taken, else allocated by nvImageCodec; None for an image it could not decode. An image
+        that does not decode into its given array (a format only a CPU backend reads, say) is
+        decoded again the usual way."""
         with self._cp.cuda.Device(self._device_id):
             images = None if arrays is None else self._decode_into(decoder, code_streams, arrays, params, stream)
-            if images is not None:
-                return [array if image is not None else None for array, image in zip(arrays, images)]
-            images = self._decode_batch(decoder, code_streams, params, stream)
-            return [self._to_cupy(image, stream) for image in images]
+            if images is None:
+                images = self._decode_batch(decoder, code_streams, params, stream)
+                return [self._to_cupy(image, stream) for image in images]
+            out = [array if image is not None else None for array, image in zip(arrays, images)]
+            missing = [k for k, image in enumerate(images) if image is None]
+            if missing:
+                again = self._decode_batch(decoder, [code_streams[k] for k in missing], params, stream)
+                for k, image in zip(missing, again):
+                    out[k] = self._to_cupy(image, stream)
+            return out
 
     def _decode_batch(self, decoder: Any, code_streams: list, params: Any, stream: Any) -> list:
         """nvImageCodec's images for ``code_streams``, each allocated by nvImageCodec."""

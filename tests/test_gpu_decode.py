@@ -153,3 +153,16 @@ def test_a_batch_split_between_decoders_gives_the_same_pixels_in_order(jpeg_file
     three = _decode(files, windows, into_given=into_given, decoders=3)
     for a, b in zip(one, three):
         assert np.array_equal(a, b)
+
+
+@pytest.mark.gpu
+@needs_nvimgcodec
+def test_a_png_among_jpegs_decodes_when_the_batch_decodes_into_one_buffer(jpeg_files, tmp_path):
+    png = tmp_path / "lossless.png"
+    pixels = np.random.default_rng(5).integers(0, 256, (37, 53, 3), dtype=np.uint8)
+    Image.fromarray(pixels).save(png)
+    files = [jpeg_files[0], str(png), jpeg_files[1]]
+    images = _decode(files, [None, None, None], into_given=True)
+    assert np.array_equal(images[1], pixels)
+    for path, image in zip([jpeg_files[0], jpeg_files[1]], [images[0], images[2]]):
+        _assert_close(image, np.asarray(Image.open(path).convert("RGB")))
