@@ -10,29 +10,19 @@ intra-op thread (:mod:`raypipe.torch_threads`).
 
 from __future__ import annotations
 
-import os
 from functools import cache
 from typing import Any
 
 import numpy as np
 
-from .torch_threads import single_threaded
+from .torch_threads import optional_torch, single_threaded
 
 ENV = "RAYPIPE_HOST_FFT"
 
 
 @cache
 def _torch() -> Any | None:
-    choice = os.environ.get(ENV, "auto")
-    if choice == "numpy":
-        return None
-    try:
-        import torch
-    except ImportError:
-        if choice == "torch":
-            raise
-        return None
-    return torch
+    return optional_torch(ENV, "numpy")
 
 
 def backend() -> str:

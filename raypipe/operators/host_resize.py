@@ -15,30 +15,22 @@ process alone.
 
 from __future__ import annotations
 
-import os
 from functools import cache
 from typing import Any
 
 import numpy as np
 from PIL import Image
 
-from ..torch_threads import single_threaded
+from ..torch_threads import optional_torch, single_threaded
 
 Box = tuple[float, float, float, float]
 
 
 @cache
 def _torch() -> Any | None:
-    choice = os.environ.get("RAYPIPE_HOST_RESIZE", "auto")
-    if choice == "pillow":
-        return None
-    try:
-        import torch
+    torch = optional_torch("RAYPIPE_HOST_RESIZE", "pillow")
+    if torch is not None:
         import torch.nn.functional  # noqa: F401
-    except ImportError:
-        if choice == "torch":
-            raise
-        return None
     return torch
 
 
