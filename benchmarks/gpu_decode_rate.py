@@ -3,6 +3,7 @@ the Mixed stage works under, and whether decoding two batches at once raises it.
 
     python benchmarks/gpu_decode_rate.py [--images 512] [--batch 256] [--seconds 4] [--decoders 1 2 3]
         [--hw-load 1 0.65] [--options '' 'nvjpeg_cuda_decoder:hybrid_huffman_threshold=0']
+        [--busy 0 4] [--switch-ms 5 0.5]
 
 Every row decodes the same batches (generated JPEGs of about 500x375, one random-resized-crop
 window each, drawn as the recipe draws them) over ``--seconds``, each batch waited for on its
@@ -12,6 +13,10 @@ pipeline's batches); ``hw`` the hardware decoder's share (nvJPEG's CUDA decoder 
 ``--options`` adds nvImageCodec decoder options (``RAYPIPE_NVIMGCODEC_OPTIONS``). Two further
 rows split one decode into its parts, one decoder, hardware share 1: the code streams alone (host
 work, no decode), and decoding code streams made beforehand (the library's own time per batch).
+The last rows decode as a pipeline's Mixed stage does (one decoder, hardware share 1, into one
+buffer per batch) while ``--busy`` Python threads do a CPU stage's work for the GPU path (read a
+file, walk its JPEG header, draw crop windows), at each of Python's GIL switch intervals
+``--switch-ms``: how much a decode loses to the threads that share its process's GIL.
 
 Needs a CUDA GPU with nvImageCodec (the ``gpu-cu12`` / ``gpu-cu13`` extras, or the GPU kit);
 without one it says why and exits 0.
@@ -75,10 +80,11 @@ def timed(work: Callable[[int], int], workers: int, seconds: float) -> tuple[flo
 
 
 def decode_rate(
-    batches: list, count: int, hw: float, threads: int, seconds: float, options: str = ""
+    batches: list, count: int, hw: float, threads: int, seconds: float, options: str = "", into_given: bool = False
 ) -> tuple[float, float]:
     """Images per second and host ms per image of ``count`` decoders at hardware share ``hw``,
-    with nvImageCodec decoder ``options`` added to raypipe's."""
+    with nvImageCodec decoder ``options`` added to raypipe's; ``into_given``: each batch into one
+    buffer (the sizes given, as the Mixed stage gives them)."""
     import cupy
 
     os.environ[OPTIONS_ENV] = options
@@ -93,7 +99,8 @@ def decode_rate(
         cupy.cuda.Device(0).use()
         data, windows = batches[turn[k] % len(batches)]
         turn[k] += 1
-        images = pool[k].decode(data, windows, False, streams[k])
+        sizes = [window[2:] for window in windows] if into_given else None
+        images = pool[k].decode(data, windows, False, streams[k], sizes)
         streams[k].synchronize()
         return sum(image is not None for image in images)
 
@@ -147,6 +154,46 @@ def part_rows(batches: list, threads: int, seconds: float) -> list:
     return rows
 
 
+def cpu_stage_work(paths: list[str], stop: threading.Event, chunk: int = 64) -> int:
+    """A CPU stage's work on the GPU path until ``stop``: read each file, walk its JPEG header and
+    draw crop windows, a chunk of files at a time; returns how many files it read."""
+    rng = np.random.default_rng(1)
+    k = 0
+    while not stop.is_set():
+        part = [paths[(k + i) % len(paths)] for i in range(chunk)]
+        k += chunk
+        sizes = np.array([frame_size(read_file(path)) for path in part], dtype=np.int64).T
+        random_crop_windows(sizes, (0.08, 1.0), (3 / 4, 4 / 3), rng.random((DRAWS, ATTEMPTS, chunk)))
+    return k
+
+
+def contention_rows(
+    batches: list, paths: list[str], threads: int, seconds: float, busy: list[int], switches: list[float]
+) -> list:
+    """One decoder, hardware share 1, into one buffer per batch, while ``busy`` Python threads do
+    :func:`cpu_stage_work`, at each GIL switch interval in ``switches`` (ms)."""
+    rows = []
+    interval = sys.getswitchinterval()
+    for count in busy:
+        for switch in switches if count else [interval * 1000]:
+            stop = threading.Event()
+            workers = [threading.Thread(target=cpu_stage_work, args=(paths, stop)) for _ in range(count)]
+            sys.setswitchinterval(switch / 1000)
+            for worker in workers:
+                worker.start()
+            try:
+                rate, cpu = decode_rate(batches, 1, 1.0, threads, seconds, into_given=True)
+            finally:
+                stop.set()
+                for worker in workers:
+                    worker.join()
+                sys.setswitchinterval(interval)
+            name = f"1 decoder, hw 1, into one buffer, {count} busy threads"
+            name += f", switch {switch:g} ms" if count else ""
+            rows.append((name, rate, cpu))
+    return rows
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--data", help="a folder of class folders of JPEGs (default: generate)")
@@ -163,7 +210,17 @@ def main(argv: list[str] | None = None) -> int:
         help="nvImageCodec decoder options, one set of rows each ('' for none), for example "
         "'nvjpeg_cuda_decoder:hybrid_huffman_threshold=0' (nvJPEG's Huffman decoding on the GPU)",
     )
+    parser.add_argument(
+        "--busy", type=int, nargs="+", default=[0, 4],
+        help="Python threads doing a CPU stage's work during the last rows, one set of rows each",
+    )  # fmt: skip
+    parser.add_argument(
+        "--switch-ms", type=float, nargs="+", default=[5.0, 0.5],
+        help="Python's GIL switch intervals for the rows with busy threads",
+    )  # fmt: skip
     args = parser.parse_args(argv)
+    if any(count < 0 for count in args.busy) or any(ms <= 0 for ms in args.switch_ms):
+        parser.error("--busy values must be at least 0 and --switch-ms values positive")
     if not gpu_available() or not nvimgcodec_available():
         reason = gpu_unavailable_reason() or "nvImageCodec is not usable here"
         print(f"gpu_decode_rate: needs a CUDA GPU with nvImageCodec ({reason}); nothing measured")
@@ -176,6 +233,8 @@ def main(argv: list[str] | None = None) -> int:
         parser.error(f"--images {args.images} gives no whole batch of {args.batch}")
     rows = decode_rows(batches, args.decoders, args.hw_load, args.threads, args.seconds, args.options)
     rows += part_rows(batches, args.threads, args.seconds)
+    paths = list_file_root(root)[0][: args.images]
+    rows += contention_rows(batches, paths, args.threads, args.seconds, args.busy, args.switch_ms)
     print(f"\nnvImageCodec on GPU 0: batches of {args.batch} random crops, {args.threads} CPU threads per decoder")
     print("| decode | img/s | host CPU ms/img |")
     print("|---|---|---|")

@@ -31,7 +31,8 @@
 # /tmp), its last lines show here, and summary.tsv (step, status, exit code, seconds) ends the run.
 # After every step the logs are packed into $OUT/logs.tgz and the summary copied to $OUT (two
 # files: the device tool brings back at most eight). The exit status is 0 only when every step
-# passed. GPU_SESSION_STEPS="setup service" runs only those steps.
+# passed. GPU_SESSION_STEPS="setup service" runs only those steps; GPU_SESSION_LIMIT_<STEP>=seconds
+# (GPU_SESSION_LIMIT_BENCH=240) changes a step's time limit.
 set -uo pipefail
 
 ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
@@ -131,13 +132,18 @@ pytest_kernels() {
 service() { "$PY" benchmarks/gpu_service_check.py --json "$LOGS/service_check.json"; }
 
 # GPU_SESSION_WHERE=process skips the pipeline-actor rows; GPU_SESSION_HW_LOADS the hardware decoder's
-# shares, GPU_SESSION_DECODERS the numbers of nvImageCodec decoders sharing each batch.
+# shares, GPU_SESSION_DECODERS the numbers of nvImageCodec decoders sharing each batch,
+# GPU_SESSION_THREADS the CPU-stage threads and GPU_SESSION_SWITCH_MS Python's GIL switch
+# intervals of the in-process rows.
 bench() {
-    local loads decoders
+    local loads decoders threads extra=()
     read -ra loads <<<"${GPU_SESSION_HW_LOADS:-0.65 1}"
     read -ra decoders <<<"${GPU_SESSION_DECODERS:-1}"
+    read -ra threads <<<"${GPU_SESSION_THREADS:-4}"
+    [[ -n ${GPU_SESSION_SWITCH_MS:-} ]] && read -ra extra <<<"--switch-ms $GPU_SESSION_SWITCH_MS"
     "$PY" examples/bench_gpu.py --images 2560 --epochs 2 --batch-size 256 --threads 4 \
-        --where "${GPU_SESSION_WHERE:-both}" --hw-load "${loads[@]}" --decoders "${decoders[@]}"
+        --where "${GPU_SESSION_WHERE:-both}" --hw-load "${loads[@]}" --decoders "${decoders[@]}" \
+        --mixed-threads "${threads[@]}" "${extra[@]}"
 }
 
 # The device variants of the speech, volume and random operators on the GPU against their host results.
@@ -213,9 +219,11 @@ crash_trace() {
 
 cpu_costs() { "$PY" benchmarks/cpu_helpers.py --part costs; }
 
+# GPU_SESSION_DECODE_RATE_ARGS replaces the rows' arguments (words split on blanks).
 decode_rate() {
-    "$PY" benchmarks/gpu_decode_rate.py --seconds 2 --decoders 1 2 3 --hw-load 1 0.65 \
-        --options '' 'nvjpeg_cuda_decoder:hybrid_huffman_threshold=0'
+    local args=(--decoders 1 2 3 --hw-load 1 0.65 --options '' 'nvjpeg_cuda_decoder:hybrid_huffman_threshold=0')
+    [[ -n ${GPU_SESSION_DECODE_RATE_ARGS:-} ]] && read -ra args <<<"$GPU_SESSION_DECODE_RATE_ARGS"
+    "$PY" benchmarks/gpu_decode_rate.py --seconds 2 "${args[@]}"
 }
 
 # Ray processes a killed step may have left behind.
@@ -280,7 +288,8 @@ for name in "${STEPS[@]}"; do
     fi
 done
 for name in "${STEPS[@]}"; do
-    step "$name" "${LIMIT_S[$name]}"
+    override="GPU_SESSION_LIMIT_${name^^}"
+    step "$name" "${!override:-${LIMIT_S[$name]}}"
     bring_back
     [[ $name == setup || $name == machine ]] || ray_stop
 done

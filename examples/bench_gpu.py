@@ -19,6 +19,8 @@ process's; ``both`` runs the two in one go.
     python examples/bench_gpu.py --where both          # in the rank's process and in the actor
     python examples/bench_gpu.py --hw-load 0.65 0.9 1  # the hardware decoder's share of each batch
     python examples/bench_gpu.py --decoders 1 2        # nvImageCodec decoders sharing each batch
+    python examples/bench_gpu.py --mixed-threads 1 2 4 --switch-ms 5 0.5
+                                   # CPU-stage threads of the mixed rows; Python's GIL switch interval
 
 Without a GPU it runs the host fallback (and says so), which is what the mixed/cpu ratio on
 a laptop measures.
@@ -28,7 +30,9 @@ from __future__ import annotations
 
 import argparse
 import functools
+import itertools
 import os
+import sys
 import tempfile
 import time
 
@@ -37,7 +41,7 @@ from raypipe.datasets import make_jpeg_folder
 from raypipe.gpu_decode import DECODERS_ENV, nvimgcodec_available
 from raypipe.presets import resnet50_train
 
-NAME_WIDTH = 48
+NAME_WIDTH = 56
 
 
 def run(
@@ -49,12 +53,17 @@ def run(
     epochs: int,
     hw_load: float = 1.0,
     decoders: int = 1,
+    switch_ms: float | None = None,
 ) -> dict:
     """Time ``batches`` batches per epoch after one warm-up batch, with ``decoders`` nvImageCodec
-    decoders sharing each batch; returns rates and memory."""
+    decoders sharing each batch and Python's GIL switch interval at ``switch_ms`` (None: as it
+    is); returns rates and memory."""
     device_id = 0 if decoder_device == "mixed" and gpu_available() else None
     previous = os.environ.get(DECODERS_ENV)
     os.environ[DECODERS_ENV] = str(decoders)  # read where the pipeline makes its decoder
+    interval = sys.getswitchinterval()
+    if switch_ms is not None:
+        sys.setswitchinterval(switch_ms / 1000)
     try:
         with resnet50_train(
             root,
@@ -80,6 +89,7 @@ def run(
                 pipe.run()
             stages = stage_shares(pipe.profile(), threads)
     finally:
+        sys.setswitchinterval(interval)
         if previous is None:
             os.environ.pop(DECODERS_ENV, None)
         else:
@@ -197,7 +207,22 @@ def main() -> None:
         help="nvImageCodec decoders sharing each batch at once (RAYPIPE_GPU_DECODERS); several values give "
         "one in-process row each",
     )  # fmt: skip
+    parser.add_argument(
+        "--mixed-threads", type=int, nargs="+", metavar="N",
+        help="CPU-stage threads of the mixed rows (default: --threads); several values give one row each",
+    )  # fmt: skip
+    parser.add_argument(
+        "--switch-ms", type=float, nargs="+", metavar="MS",
+        help="Python's GIL switch interval for the mixed rows (sys.setswitchinterval, default 5 ms as "
+        "Python has it); several values give one row each",
+    )  # fmt: skip
     args = parser.parse_args()
+    mixed_threads = args.mixed_threads or [args.threads]
+    switches = args.switch_ms or [None]
+    if any(count < 1 for count in mixed_threads):
+        parser.error(f"--mixed-threads values must be positive, got {mixed_threads}")
+    if any(ms <= 0 for ms in args.switch_ms or []):
+        parser.error(f"--switch-ms values must be positive, got {args.switch_ms}")
     if any(not 0.0 <= share <= 1.0 for share in args.hw_load):
         parser.error(f"--hw-load values must be within [0, 1], got {args.hw_load}")
     if any(count < 1 for count in args.decoders):
@@ -215,12 +240,15 @@ def main() -> None:
     sizes = (args.batch_size, args.threads)
     rows = [("cpu (reference)", lambda: cpu)]
     if args.where in ("process", "both"):
-        for share in args.hw_load:
-            for count in args.decoders:
-                name = "mixed, in this process" + (f" (hw {share:g})" if len(args.hw_load) > 1 else "")
-                name += f" ({count} decoders)" if len(args.decoders) > 1 else ""
-                measure = functools.partial(run, root, "mixed", *sizes, batches, args.epochs, share, count)
-                rows.append((name, measure))
+        for share, count, threads, switch in itertools.product(args.hw_load, args.decoders, mixed_threads, switches):
+            name = "mixed, in this process" + (f" (hw {share:g})" if len(args.hw_load) > 1 else "")
+            name += f" ({count} decoders)" if len(args.decoders) > 1 else ""
+            name += f" ({threads} threads)" if len(mixed_threads) > 1 else ""
+            name += f" (switch {switch:g} ms)" if switch is not None else ""
+            measure = functools.partial(
+                run, root, "mixed", args.batch_size, threads, batches, args.epochs, share, count, switch
+            )
+            rows.append((name, measure))
     if args.where in ("actor", "both"):
         rows.append(("mixed, served by an actor", lambda: run_actor(root, *sizes, batches, args.epochs)))
     for name, measure in rows:

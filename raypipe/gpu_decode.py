@@ -42,6 +42,10 @@ DEFAULT_HW_LOAD = 0.65
 #: Where each decoded image starts in a batch's buffer: a multiple of this many bytes (cupy's and
 #: CUDA's allocation granularity, so every image is aligned as one allocated alone would be).
 IMAGE_ALIGNMENT = 256
+#: A batch's buffer is allocated in multiples of this many bytes and never smaller than the largest
+#: so far (:func:`buffer_bytes`): the pool hands the same blocks back batch after batch instead of
+#: holding ever more blocks of slightly different sizes.
+BUFFER_GRANULE = 8 << 20
 
 
 @functools.cache
@@ -107,6 +111,7 @@ class GpuImageDecoder:
         color = nv.ColorSpec.SRGB if hasattr(nv.ColorSpec, "SRGB") else nv.ColorSpec.RGB  # RGB before 0.7
         #: Whether batches decode into one buffer raypipe allocates (see :meth:`decode`).
         self.into_given = hasattr(nv, "as_images")
+        self._buffer_bytes = 0
         self._params = {
             False: nv.DecodeParams(apply_exif_orientation=False, color_spec=color, allow_any_depth=False),
             True: nv.DecodeParams(apply_exif_orientation=False, color_spec=nv.ColorSpec.GRAY, allow_any_depth=False),
@@ -218,8 +223,9 @@ class GpuImageDecoder:
     def _outputs(self, sizes: list[tuple[int, int]], channels: int, stream: Any) -> list[Any]:
         """HWC uint8 views, one per ``(width, height)``, into one buffer from cupy's pool on ``stream``."""
         offsets, total = packed_layout(sizes, channels)
+        self._buffer_bytes = buffer_bytes(total, self._buffer_bytes)
         with stream:
-            buffer = self._cp.empty(total, self._cp.uint8)
+            buffer = self._cp.empty(self._buffer_bytes, self._cp.uint8)
         return [
             buffer[offset : offset + h * w * channels].reshape(h, w, channels)
             for offset, (w, h) in zip(offsets.tolist(), sizes)
@@ -287,14 +293,13 @@ class GpuImageDecoder:
         """A decoded image as an HWC cupy array viewing nvImageCodec's buffer through its
         ``__cuda_array_interface__``: no DLPack exchange and no synchronisation (the decode was
         queued on the stream the Mixed stage goes on with); None for a failed decode. The array keeps
-        the image and the decode's ``stream`` alive: nvImageCodec frees the buffer on that stream
-        when the image goes, and a buffer outliving its stream crashed the process on an H200."""
+        the image and then the decode's ``stream`` alive (:class:`ImageOwner`)."""
         if image is None:
             return None
         if image.buffer_kind == self._nv.ImageBufferKind.STRIDED_HOST:
             array = self._cp.asarray(np.asarray(image))
         else:
-            array = device_view(self._cp, image.__cuda_array_interface__, (image, stream))
+            array = device_view(self._cp, image.__cuda_array_interface__, ImageOwner(image, stream))
         return array[:, :, None] if array.ndim == 2 else array
 
     def close(self) -> None:
@@ -303,6 +308,31 @@ class GpuImageDecoder:
             self._threads.shutdown(wait=True)
             self._threads = None
         self._decoders = []
+
+
+class ImageOwner:
+    """Keeps an nvImageCodec image and the CUDA stream it was decoded on alive, and lets go of the
+    image first. nvImageCodec frees an image's buffer on its decode stream (``cudaFreeAsync``):
+    a stream destroyed before the image makes that free crash the process (a segmentation fault
+    in ``cuMemFreeAsync`` on an H200, when a tuple ``(image, stream)``, which drops its items
+    last first, owned the array)."""
+
+    __slots__ = ("image", "stream")
+
+    def __init__(self, image: Any, stream: Any):
+        self.image = image
+        self.stream = stream
+
+    def __del__(self) -> None:
+        self.image = None
+        self.stream = None
+
+
+def buffer_bytes(needed: int, largest: int) -> int:
+    """The size to allocate for a batch's buffer of ``needed`` bytes when the largest so far was
+    ``largest``: at least both, rounded up to :data:`BUFFER_GRANULE`."""
+    size = max(int(needed), int(largest))
+    return -(-size // BUFFER_GRANULE) * BUFFER_GRANULE
 
 
 def decoder_count() -> int:

@@ -12,10 +12,13 @@ from raypipe.device_check import DECODE_MEAN_TOLERANCE as MEAN_TOLERANCE
 from raypipe.device_check import DECODE_P99_TOLERANCE as P99_TOLERANCE
 from raypipe.errors import ArgumentError
 from raypipe.gpu_decode import (
+    BUFFER_GRANULE,
     DECODE_ENV,
     DECODERS_ENV,
     IMAGE_ALIGNMENT,
     GpuImageDecoder,
+    ImageOwner,
+    buffer_bytes,
     decoder_count,
     nvimgcodec_available,
     packed_layout,
@@ -53,6 +56,34 @@ def test_a_batch_buffer_holds_each_image_aligned_and_apart():
     assert all(offsets[k] + spans[k] <= offsets[k + 1] for k in range(len(sizes) - 1))
     assert offsets[-1] + spans[-1] <= total < offsets[-1] + spans[-1] + IMAGE_ALIGNMENT
     assert packed_layout([], 1)[1] == 0
+
+
+def test_a_batch_buffer_is_sized_in_granules_and_never_shrinks():
+    assert buffer_bytes(0, 0) == 0
+    assert buffer_bytes(1, 0) == BUFFER_GRANULE
+    assert buffer_bytes(BUFFER_GRANULE + 1, 0) == 2 * BUFFER_GRANULE
+    sizes = [buffer_bytes(needed, 0) for needed in (70_000_000, 77_000_000, 73_500_000)]
+    largest = 0
+    for needed in (77_000_000, 70_000_000, 73_500_000):
+        largest = buffer_bytes(needed, largest)
+        assert largest == max(sizes) >= needed
+
+
+def test_an_image_is_released_before_the_stream_it_was_decoded_on():
+    import weakref
+
+    class Held:
+        pass
+
+    released = []
+    image, stream = Held(), Held()
+    weakref.finalize(image, released.append, "image")
+    weakref.finalize(stream, released.append, "stream")
+    owner = ImageOwner(image, stream)
+    del image, stream
+    assert released == []
+    del owner
+    assert released == ["image", "stream"]
 
 
 def test_decoders_per_batch_come_from_the_environment(monkeypatch):

@@ -4,12 +4,14 @@ measures nothing here."""
 from __future__ import annotations
 
 import importlib.util
+import threading
 from pathlib import Path
 
 import pytest
 
 from raypipe.backend import gpu_available
 from raypipe.jpeg_header import frame_size
+from raypipe.operators.readers import list_file_root
 
 SCRIPT = Path(__file__).resolve().parents[2] / "benchmarks" / "gpu_decode_rate.py"
 
@@ -37,3 +39,20 @@ def test_batches_are_whole_with_a_crop_window_inside_each_image(bench, jpeg_root
 def test_without_a_gpu_it_says_why_and_measures_nothing(bench, capsys):
     assert bench.main(["--seconds", "0.1"]) == 0
     assert "needs a CUDA GPU with nvImageCodec" in capsys.readouterr().out
+
+
+def test_the_busy_threads_do_a_cpu_stage_s_work_until_stopped(bench, jpeg_root):
+    paths = list_file_root(jpeg_root)[0]
+    stop = threading.Event()
+    stop.set()
+    assert bench.cpu_stage_work(paths, stop) == 0
+    stop.clear()
+    timer = threading.Timer(0.2, stop.set)
+    timer.start()
+    assert bench.cpu_stage_work(paths, stop, chunk=4) >= 4 and stop.is_set()
+
+
+@pytest.mark.parametrize("args", [["--busy", "-1"], ["--switch-ms", "0"]])
+def test_bad_contention_arguments_are_refused(bench, args):
+    with pytest.raises(SystemExit):
+        bench.main(args)
