@@ -19,7 +19,7 @@ process's; ``both`` runs the two in one go.
     python examples/bench_gpu.py --where both          # in the rank's process and in the actor
     python examples/bench_gpu.py --hw-load 0.65 0.9 1  # the hardware decoder's share of each batch
     python examples/bench_gpu.py --decoders 1 2        # nvImageCodec decoders sharing each batch
-    python examples/bench_gpu.py --mixed-threads 1 2 4 --switch-ms 5 0.5
+    python examples/bench_gpu.py --mixed-threads 1 4 --switch-ms 5 0.5
                                    # CPU-stage threads of the mixed rows; Python's GIL switch interval
 
 Without a GPU it runs the host fallback (and says so), which is what the mixed/cpu ratio on
@@ -40,6 +40,7 @@ from raypipe.backend import gpu_available, gpu_unavailable_reason
 from raypipe.datasets import make_jpeg_folder
 from raypipe.gpu_decode import DECODERS_ENV, nvimgcodec_available
 from raypipe.presets import resnet50_train
+from raypipe.stage_threads import THREADS_ENV
 
 NAME_WIDTH = 56
 
@@ -54,16 +55,22 @@ def run(
     hw_load: float = 1.0,
     decoders: int = 1,
     switch_ms: float | None = None,
+    cpu_threads: int | None = None,
 ) -> dict:
     """Time ``batches`` batches per epoch after one warm-up batch, with ``decoders`` nvImageCodec
-    decoders sharing each batch and Python's GIL switch interval at ``switch_ms`` (None: as it
-    is); returns rates and memory."""
+    decoders sharing each batch, ``cpu_threads`` CPU-stage threads (None: the pipeline's choice)
+    and Python's GIL switch interval at ``switch_ms`` (None: as it is); returns rates and memory."""
     device_id = 0 if decoder_device == "mixed" and gpu_available() else None
-    previous = os.environ.get(DECODERS_ENV)
-    os.environ[DECODERS_ENV] = str(decoders)  # read where the pipeline makes its decoder
     interval = sys.getswitchinterval()
     if switch_ms is not None:
         sys.setswitchinterval(switch_ms / 1000)
+    settings = {DECODERS_ENV: str(decoders), THREADS_ENV: None if cpu_threads is None else str(cpu_threads)}
+    previous = {name: os.environ.get(name) for name in settings}
+    for name, value in settings.items():  # read where the pipeline is built and makes its decoder
+        if value is None:
+            os.environ.pop(name, None)
+        else:
+            os.environ[name] = value
     try:
         with resnet50_train(
             root,
@@ -87,13 +94,14 @@ def run(
             pipe.enable_profiling()  # one more epoch, untimed: where the time goes
             for _ in range(batches):
                 pipe.run()
-            stages = stage_shares(pipe.profile(), threads)
+            stages = stage_shares(pipe.profile(), pipe.device_report()["cpu_stage"]["threads"])
     finally:
         sys.setswitchinterval(interval)
-        if previous is None:
-            os.environ.pop(DECODERS_ENV, None)
-        else:
-            os.environ[DECODERS_ENV] = previous
+        for name, value in previous.items():
+            if value is None:
+                os.environ.pop(name, None)
+            else:
+                os.environ[name] = value
     images_done = epochs * batches * batch_size
     return {
         "img_per_s": images_done / wall,
@@ -209,7 +217,8 @@ def main() -> None:
     )  # fmt: skip
     parser.add_argument(
         "--mixed-threads", type=int, nargs="+", metavar="N",
-        help="CPU-stage threads of the mixed rows (default: --threads); several values give one row each",
+        help="CPU-stage threads of the mixed rows (RAYPIPE_CPU_STAGE_THREADS; default: the pipeline's "
+        "choice, one where the GPU decodes); several values give one row each",
     )  # fmt: skip
     parser.add_argument(
         "--switch-ms", type=float, nargs="+", metavar="MS",
@@ -217,9 +226,9 @@ def main() -> None:
         "Python has it); several values give one row each",
     )  # fmt: skip
     args = parser.parse_args()
-    mixed_threads = args.mixed_threads or [args.threads]
+    mixed_threads = args.mixed_threads or [None]
     switches = args.switch_ms or [None]
-    if any(count < 1 for count in mixed_threads):
+    if any(count < 1 for count in args.mixed_threads or []):
         parser.error(f"--mixed-threads values must be positive, got {mixed_threads}")
     if any(ms <= 0 for ms in args.switch_ms or []):
         parser.error(f"--switch-ms values must be positive, got {args.switch_ms}")
@@ -243,10 +252,10 @@ def main() -> None:
         for share, count, threads, switch in itertools.product(args.hw_load, args.decoders, mixed_threads, switches):
             name = "mixed, in this process" + (f" (hw {share:g})" if len(args.hw_load) > 1 else "")
             name += f" ({count} decoders)" if len(args.decoders) > 1 else ""
-            name += f" ({threads} threads)" if len(mixed_threads) > 1 else ""
+            name += f" ({threads} CPU-stage threads)" if threads is not None else ""
             name += f" (switch {switch:g} ms)" if switch is not None else ""
             measure = functools.partial(
-                run, root, "mixed", args.batch_size, threads, batches, args.epochs, share, count, switch
+                run, root, "mixed", args.batch_size, args.threads, batches, args.epochs, share, count, switch, threads
             )
             rows.append((name, measure))
     if args.where in ("actor", "both"):

@@ -13,14 +13,17 @@ from . import device_check
 from .backend import DeviceContext, gpu_unavailable_reason, simulated
 from .graph import StagedGraph
 from .operator import Operator
+from .stage_threads import StageThreads
 
 
-def device_report(device: DeviceContext, staged: StagedGraph, requested: int | None) -> dict[str, Any]:
-    """``{"device_id", "gpu", "reason", "decoder", "kernels", "operators"}``: the GPU in use (None and
-    ``reason`` when on the host), the decoder's and the kernels' path with their checks' detail, and
-    per GPU-stage operator label how it runs (``"kernels"``, ``"cupy per sample"``, ``"host"``, or
-    ``"simulator"`` under ``RAYPIPE_DEVICE=simulator``).
-    ``requested`` is the pipeline's ``device_id``."""
+def device_report(
+    device: DeviceContext, staged: StagedGraph, requested: int | None, cpu_threads: StageThreads
+) -> dict[str, Any]:
+    """``{"device_id", "gpu", "reason", "decoder", "kernels", "operators", "cpu_stage"}``: the GPU in
+    use (None and ``reason`` when on the host), the decoder's and the kernels' path with their
+    checks' detail, per GPU-stage operator label how it runs (``"kernels"``, ``"cupy per sample"``,
+    ``"host"``, or ``"simulator"`` under ``RAYPIPE_DEVICE=simulator``), and the CPU stage's
+    ``{"threads", "detail"}`` (``cpu_threads``). ``requested`` is the pipeline's ``device_id``."""
     mixed_decoders = [n for n in staged.decode_plans if n.device == "mixed"]
     report: dict[str, Any] = {
         "device_id": device.device_id,
@@ -29,6 +32,7 @@ def device_report(device: DeviceContext, staged: StagedGraph, requested: int | N
         "decoder": _decoder_path(device, staged, bool(mixed_decoders)),
         "kernels": _kernels_path(device, any(n.device != "cpu" for n in staged.gpu_nodes)),
         "operators": {},
+        "cpu_stage": cpu_threads._asdict(),
     }
     batched = report["kernels"]["path"] == "gpu"
     for node in staged.gpu_nodes:

@@ -27,6 +27,7 @@ from .gpu_decode import nvimgcodec_available
 from .graph import Graph, StagedGraph, defining, stage
 from .offload import RemoteWorker
 from .profile import Profile
+from .stage_threads import cpu_stage_threads
 
 #: Defines a pipeline's graph: wires operators and returns the outputs (``define_graph``).
 GraphFunction = Callable[[], Any]
@@ -82,6 +83,8 @@ class Engine:
         }
         self._batch_size = batch_size
         self.staged = staged_graph(define, **self._split, batch_size=batch_size)
+        #: The CPU stage's threads (fewer than ``num_threads`` where the GPU decodes: :mod:`raypipe.stage_threads`).
+        self.cpu_threads = cpu_stage_threads(num_threads, bool(self.staged.deferred))
         self._executor: Executor | None = None
         self._profile: Profile | None = None
         self._workers: tuple[dict[str, RemoteWorker], float] = ({}, 60.0)
@@ -190,6 +193,7 @@ class Engine:
                 self.staged,
                 seed=self.seed,
                 num_threads=self.num_threads,
+                cpu_threads=self.cpu_threads.threads,
                 cpu_size=self.cpu_size,
                 gpu_size=self.gpu_size,
                 device=self.device,

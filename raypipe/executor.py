@@ -2,7 +2,7 @@
 
 * CPU stage: every sample of a batch runs through the host subgraph (cpu
   operators and the host part of mixed decoders; without a GPU, every operator
-  that can run per sample) on a pool of ``num_threads`` threads; up to
+  that can run per sample) on a pool of ``cpu_threads`` threads; up to
   ``cpu_size`` batches are in flight.
 * Mixed stage: gathers a batch's samples, drops skipped ones, decodes deferred
   decoders' batches on the GPU (nvImageCodec) and moves what the GPU stage needs
@@ -153,10 +153,12 @@ class Executor:
         gpu_size: int,
         device: DeviceContext,
         source_of: Callable[[int], str] | None = None,
+        cpu_threads: int | None = None,
     ):
         self._graph = graph
         self._seed = seed
-        self._num_threads = num_threads
+        self._num_threads = num_threads  # nvImageCodec's host threads
+        self._cpu_threads = num_threads if cpu_threads is None else cpu_threads
         self._cpu_size = cpu_size
         self._gpu_size = gpu_size
         self._device = device
@@ -244,7 +246,7 @@ class Executor:
         self._out_q: queue.Queue = queue.Queue(1)
         limit_host_blas()
         self._pool = ThreadPoolExecutor(
-            self._num_threads, thread_name_prefix="raypipe-cpu", initializer=_mark_stage_thread
+            self._cpu_threads, thread_name_prefix="raypipe-cpu", initializer=_mark_stage_thread
         )
         if self._offload is not None:
             self._offload.use_local_pool(self._pool, self._stop)
@@ -382,7 +384,7 @@ class Executor:
         queue and a future under the GIL, which the CPU threads otherwise contend for."""
         outputs = BatchOutputs(self._buffers, len(spec.sample_indices))
         ctxs = [SampleContext(self._seed, spec.epoch, int(i)) for i in spec.sample_indices]
-        step = chunk_size(len(ctxs), self._num_threads, cheap=self._stage.by_node)
+        step = chunk_size(len(ctxs), self._cpu_threads, cheap=self._stage.by_node)
         if self._offload is not None and self._offload.active:
             units = [
                 Unit(spec.epoch, ctxs[first : first + step], first, outputs) for first in range(0, len(ctxs), step)

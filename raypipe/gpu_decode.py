@@ -42,10 +42,13 @@ DEFAULT_HW_LOAD = 0.65
 #: Where each decoded image starts in a batch's buffer: a multiple of this many bytes (cupy's and
 #: CUDA's allocation granularity, so every image is aligned as one allocated alone would be).
 IMAGE_ALIGNMENT = 256
-#: A batch's buffer is allocated in multiples of this many bytes and never smaller than the largest
-#: so far (:func:`buffer_bytes`): the pool hands the same blocks back batch after batch instead of
-#: holding ever more blocks of slightly different sizes.
+#: A batch's buffer is allocated in multiples of this many bytes (:func:`buffer_bytes`).
 BUFFER_GRANULE = 8 << 20
+#: A batch that needs more than the buffers so far gets this much more than it needs, and every
+#: later batch that fits gets the same size: the pool hands the same blocks back batch after batch
+#: instead of holding more blocks of slightly different sizes (batches of random crops vary by a
+#: few per cent).
+BUFFER_HEADROOM = 1.25
 
 
 @functools.cache
@@ -328,11 +331,13 @@ class ImageOwner:
         self.stream = None
 
 
-def buffer_bytes(needed: int, largest: int) -> int:
-    """The size to allocate for a batch's buffer of ``needed`` bytes when the largest so far was
-    ``largest``: at least both, rounded up to :data:`BUFFER_GRANULE`."""
-    size = max(int(needed), int(largest))
-    return -(-size // BUFFER_GRANULE) * BUFFER_GRANULE
+def buffer_bytes(needed: int, current: int) -> int:
+    """The size to allocate for a batch's buffer of ``needed`` bytes when the batches so far had
+    ``current``: ``current`` where it fits, else :data:`BUFFER_HEADROOM` times ``needed`` rounded up
+    to :data:`BUFFER_GRANULE`."""
+    if needed <= current:
+        return int(current)
+    return -(-int(needed * BUFFER_HEADROOM) // BUFFER_GRANULE) * BUFFER_GRANULE
 
 
 def decoder_count() -> int:

@@ -249,7 +249,7 @@ class Pipeline:
             batch_size=self.batch_size,
         )
         self._feeder = feeder_for(engine.staged, self.batch_size, self.py_num_workers, self.py_start_method)
-        self._device_report = device_report(engine.device, engine.staged, self.device_id)
+        self._device_report = device_report(engine.device, engine.staged, self.device_id, engine.cpu_threads)
         self._per_output = _per_output(self._declared, len(engine.staged.outputs))
         self._staged, self._engine = engine.staged, engine
         if self._checkpoint is not None:

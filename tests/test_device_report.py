@@ -76,3 +76,15 @@ def test_report_on_a_gpu_names_the_checked_paths(jpeg_files):
     assert report["kernels"]["path"] == "gpu", report["kernels"]
     assert report["decoder"]["path"] == "gpu", report["decoder"]
     assert set(report["operators"].values()) == {"kernels"}
+
+
+@pytest.mark.gpu
+@pytest.mark.skipif(not gpu_available(), reason="needs a CUDA GPU")
+def test_where_the_gpu_decodes_the_cpu_stage_runs_on_one_thread(jpeg_files, monkeypatch):
+    monkeypatch.delenv("RAYPIPE_CPU_STAGE_THREADS", raising=False)
+    with mixed_pipe(jpeg_files[:8], device_id=0, num_threads=4) as pipe:
+        report = pipe.device_report()
+        pipe.run()
+    if report["decoder"]["path"] != "gpu":
+        pytest.skip(f"nvImageCodec is not used here: {report['decoder']['detail']}")
+    assert report["cpu_stage"]["threads"] == 1 and "num_threads=4" in report["cpu_stage"]["detail"]

@@ -13,6 +13,7 @@ from raypipe.device_check import DECODE_P99_TOLERANCE as P99_TOLERANCE
 from raypipe.errors import ArgumentError
 from raypipe.gpu_decode import (
     BUFFER_GRANULE,
+    BUFFER_HEADROOM,
     DECODE_ENV,
     DECODERS_ENV,
     IMAGE_ALIGNMENT,
@@ -58,15 +59,14 @@ def test_a_batch_buffer_holds_each_image_aligned_and_apart():
     assert packed_layout([], 1)[1] == 0
 
 
-def test_a_batch_buffer_is_sized_in_granules_and_never_shrinks():
+def test_a_batch_buffer_keeps_its_size_while_batches_fit_and_grows_with_headroom():
     assert buffer_bytes(0, 0) == 0
     assert buffer_bytes(1, 0) == BUFFER_GRANULE
-    assert buffer_bytes(BUFFER_GRANULE + 1, 0) == 2 * BUFFER_GRANULE
-    sizes = [buffer_bytes(needed, 0) for needed in (70_000_000, 77_000_000, 73_500_000)]
-    largest = 0
-    for needed in (77_000_000, 70_000_000, 73_500_000):
-        largest = buffer_bytes(needed, largest)
-        assert largest == max(sizes) >= needed
+    first = buffer_bytes(70_000_000, 0)
+    assert first % BUFFER_GRANULE == 0 and first >= 70_000_000 * BUFFER_HEADROOM
+    assert [buffer_bytes(needed, first) for needed in (60_000_000, 77_000_000, first)] == [first] * 3
+    grown = buffer_bytes(first + 1, first)
+    assert grown % BUFFER_GRANULE == 0 and grown >= (first + 1) * BUFFER_HEADROOM
 
 
 def test_an_image_is_released_before_the_stream_it_was_decoded_on():
