@@ -7,14 +7,15 @@ float32 CHW) is served twice over the same generated JPEGs with the same seed:
 * the *reference*: a rank with ``device="cpu"``, so its pipeline actor sees no GPU and runs the
   mixed and gpu operators on the host (``device_id=None``), one epoch;
 * the *candidate*: a rank on ``cuda:0`` whose pipeline actor shares that GPU and hands batches over
-  by CUDA IPC, three epochs.
+  by CUDA IPC, six epochs.
 
 Checks: epoch 0 of both has the same batches (count, shapes, labels, sample indices, padding);
 the images agree within ``--max-mean`` / ``--max-p99`` grey levels (differences scaled back by the
 normalization's std: nvJPEG and libjpeg-turbo decode a few levels apart); the candidate's batches
 are CUDA tensors on GPU 0 with no IPC fallback through host memory; and GPU memory (the device's
 use, the rank's torch allocator, the actor's pool) grows by at most ``--memory-slack-mb`` from the
-end of epoch 0 to the end of epoch 2. Without a usable GPU the candidate is the host path again
+end of the first epoch after ``--warmup-epochs`` (2: pools fill up to the most batches that were
+ever in flight at once) to the end of the last. Without a usable GPU the candidate is the host path again
 (which must then match exactly) and the report says the GPU was not exercised.
 
     python benchmarks/gpu_service_check.py --json /tmp/service_check.json
@@ -69,13 +70,14 @@ def compare_epochs(got: list[dict[str, np.ndarray]], want: list[dict[str, np.nda
     return {"batches": len(got), "problems": problems, "grey_levels": worst}
 
 
-def memory_growth(epochs: list[dict[str, float]], slack_mb: float) -> list[str]:
-    """Problems where a reading grew by more than ``slack_mb`` from the first epoch to the last."""
-    if len(epochs) < 2:
+def memory_growth(epochs: list[dict[str, float]], slack_mb: float, warmup: int = 0) -> list[str]:
+    """Problems where a reading grew by more than ``slack_mb`` from the end of epoch ``warmup`` (the
+    epochs before it fill the pools) to the end of the last."""
+    if len(epochs) - warmup < 2:
         return []
-    first, last = epochs[0], epochs[-1]
+    first, last = epochs[warmup], epochs[-1]
     return [
-        f"{key} grew from {first[key]:.0f} to {last[key]:.0f} MB over {len(epochs)} epochs"
+        f"{key} grew from {first[key]:.0f} to {last[key]:.0f} MB from epoch {warmup} to epoch {len(epochs) - 1}"
         for key in first
         if key in last and last[key] - first[key] > slack_mb
     ]
@@ -203,7 +205,7 @@ def judge(report: dict[str, Any], args: argparse.Namespace) -> list[str]:
             problems.append(f"the rank's batches were on {report['devices']}, not cuda:0")
         if report["candidate"]["ipc_fallbacks"]:
             problems.append(f"{report['candidate']['ipc_fallbacks']} batches fell back to host memory instead of IPC")
-        problems += memory_growth(report["candidate"]["memory_mb"], args.memory_slack_mb)
+        problems += memory_growth(report["candidate"]["memory_mb"], args.memory_slack_mb, args.warmup_epochs)
     return problems
 
 
@@ -213,12 +215,17 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--images", type=int, default=512, help="JPEGs of about 500x375 (4 classes)")
     parser.add_argument("--batch-size", type=int, default=64)
     parser.add_argument("--threads", type=int, default=4)
-    parser.add_argument("--epochs", type=int, default=3, help="candidate epochs (memory must stay flat)")
+    parser.add_argument("--epochs", type=int, default=6, help="candidate epochs (memory must stay flat)")
+    parser.add_argument(
+        "--warmup-epochs", type=int, default=2, help="candidate epochs before memory is compared (pools fill up)"
+    )
     parser.add_argument("--max-mean", type=float, default=1.5, help="grey levels, mean over all values")
     parser.add_argument("--max-p99", type=float, default=10.0, help="grey levels, 99th percentile")
     parser.add_argument("--memory-slack-mb", type=float, default=64.0)
     parser.add_argument("--json", help="write the report here")
     args = parser.parse_args(argv)
+    if not 0 <= args.warmup_epochs < args.epochs:
+        parser.error(f"--warmup-epochs must be at least 0 and below --epochs ({args.epochs}), got {args.warmup_epochs}")
     report = run(args)
     if args.json:
         with open(args.json, "w") as f:

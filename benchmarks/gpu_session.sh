@@ -12,7 +12,7 @@
 # driver, package versions, whether numba-cuda compiles a kernel), pytest_gpu (`pytest -m gpu`),
 # pytest_kernels (the kernel and actor tests, compiled on the GPU instead of the simulator),
 # service (benchmarks/gpu_service_check.py: a Ray service to a torch rank through CUDA IPC against
-# the host path, memory over 3 epochs), bench (examples/bench_gpu.py, the GPU stage in the rank's
+# the host path, memory flat over 6 epochs after 2 to fill the pools), bench (examples/bench_gpu.py, the GPU stage in the rank's
 # process and in a pipeline actor), cpu_costs (the CPU stage per sample, benchmarks/cpu_helpers.py),
 # ops_gpu (the speech, volume and random operators' device variants against their host results),
 # decode_rate (benchmarks/gpu_decode_rate.py: nvImageCodec alone on the recipe's crops, one to

@@ -462,12 +462,30 @@ def test_memory_that_grows_past_the_slack_is_a_problem():
     epochs = [{"device_used_mb": 1000.0, "actor_pool_total_mb": 300.0}, {"device_used_mb": 1030.0}]
     assert check.memory_growth(epochs, slack_mb=64) == []
     epochs.append({"device_used_mb": 1100.0, "actor_pool_total_mb": 300.0})
-    assert check.memory_growth(epochs, slack_mb=64) == ["device_used_mb grew from 1000 to 1100 MB over 3 epochs"]
+    assert check.memory_growth(epochs, slack_mb=64) == [
+        "device_used_mb grew from 1000 to 1100 MB from epoch 0 to epoch 2"
+    ]
+
+
+def test_warmup_epochs_must_leave_an_epoch_to_compare(capsys):
+    with pytest.raises(SystemExit):
+        check.main(["--epochs", "2", "--warmup-epochs", "2"])
+    assert "--warmup-epochs must be at least 0 and below --epochs (2), got 2" in capsys.readouterr().err
+
+
+def test_memory_is_compared_after_the_warmup_epochs():
+    epochs = [{"actor_pool_total_mb": mb} for mb in (238.0, 310.0, 334.0, 334.0, 340.0)]
+    assert check.memory_growth(epochs, slack_mb=64, warmup=2) == []
+    assert check.memory_growth(epochs[:4], slack_mb=64, warmup=3) == []  # nothing after the warm-up to compare
+    epochs.append({"actor_pool_total_mb": 420.0})
+    assert check.memory_growth(epochs, slack_mb=64, warmup=2) == [
+        "actor_pool_total_mb grew from 334 to 420 MB from epoch 2 to epoch 5"
+    ]
 
 
 def test_the_service_check_runs_the_host_path_against_itself_without_a_gpu(tmp_path):
     report_path = tmp_path / "report.json"
-    args = ["--images", "32", "--batch-size", "16", "--threads", "1", "--epochs", "2"]
+    args = ["--images", "32", "--batch-size", "16", "--threads", "1", "--epochs", "2", "--warmup-epochs", "0"]
     args += ["--data", str(tmp_path / "jpegs"), "--json", str(report_path)]
     result = subprocess.run(
         [sys.executable, "benchmarks/gpu_service_check.py", *args],
