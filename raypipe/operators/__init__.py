@@ -16,6 +16,7 @@ from . import (  # noqa: F401
     crop,
     crop_mirror_normalize,
     decoders,
+    erase,
     external_source,
     flip,
     gaussian_blur,

@@ -408,7 +408,8 @@ def test_the_crash_trace_runs_stop_at_the_step_s_time(tmp_path):
     )
     assert result.returncode == 0, result.stdout
     log = (tmp_path / "logs" / "crash_trace.log").read_text()
-    assert log.count("== timed out after 10 s") == 1
+    timed_out = re.findall(r"== timed out after (\d+) s", log)  # 10 s, less on a busy machine
+    assert len(timed_out) == 1 and 5 <= int(timed_out[0]) <= 10, log
     assert log.count("== skipped, no time left in the step:") == 2 + bool(shutil.which("gdb"))
     assert "== crash_trace: 0 runs died of a signal" in log
 
