@@ -27,7 +27,8 @@ pytest.importorskip("torch")
 # to a multiple of pad_align), and from iterator.py (same commit) DaliJasperIterator's
 # DALIGenericIterator(["audio", "label", "audio_shape"], reader_name="file_reader",
 # dynamic_shape=True, auto_reset=True, DROP for training, PARTIAL for validation) and its __next__.
-# Changed: spec_augment and cutout_augment are None (fn.erase is not in raypipe); the iterator's
+# Changed: spec_augment and cutout_augment are None (their masks come from an external_source beside
+# the reader, which raypipe refuses; fn.erase itself matches DALI's); the iterator's
 # transcripts (common.text) and .cuda() are left out; the Triton pipeline and its serialization are
 # left out; the file list is written as data_loader.py's _dict_to_file writes it, the configs are
 # configs/jasper10x5dr_speedp-online_speca.yaml's input (train) and input_val (validation) values;
