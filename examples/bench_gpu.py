@@ -19,6 +19,7 @@ process's; ``both`` runs the two in one go.
     python examples/bench_gpu.py --where both          # in the rank's process and in the actor
     python examples/bench_gpu.py --hw-load 0.65 0.9 1  # the hardware decoder's share of each batch
     python examples/bench_gpu.py --decoders 1 2        # nvImageCodec decoders sharing each batch
+    python examples/bench_gpu.py --decode-into 1 0     # a batch into one buffer, or images allocated
     python examples/bench_gpu.py --mixed-threads 1 4 --switch-ms 5 0.5
                                    # CPU-stage threads of the mixed rows; Python's GIL switch interval
 
@@ -38,7 +39,7 @@ import time
 
 from raypipe.backend import gpu_available, gpu_unavailable_reason
 from raypipe.datasets import make_jpeg_folder
-from raypipe.gpu_decode import DECODERS_ENV, nvimgcodec_available
+from raypipe.gpu_decode import DECODERS_ENV, INTO_ENV, nvimgcodec_available
 from raypipe.presets import resnet50_train
 from raypipe.stage_threads import THREADS_ENV
 
@@ -56,15 +57,21 @@ def run(
     decoders: int = 1,
     switch_ms: float | None = None,
     cpu_threads: int | None = None,
+    decode_into: bool = True,
 ) -> dict:
     """Time ``batches`` batches per epoch after one warm-up batch, with ``decoders`` nvImageCodec
-    decoders sharing each batch, ``cpu_threads`` CPU-stage threads (None: the pipeline's choice)
-    and Python's GIL switch interval at ``switch_ms`` (None: as it is); returns rates and memory."""
+    decoders sharing each batch, ``cpu_threads`` CPU-stage threads (None: the pipeline's choice),
+    Python's GIL switch interval at ``switch_ms`` (None: as it is) and each batch decoded into one
+    buffer (``decode_into``) or into images nvImageCodec allocates; returns rates and memory."""
     device_id = 0 if decoder_device == "mixed" and gpu_available() else None
     interval = sys.getswitchinterval()
     if switch_ms is not None:
         sys.setswitchinterval(switch_ms / 1000)
-    settings = {DECODERS_ENV: str(decoders), THREADS_ENV: None if cpu_threads is None else str(cpu_threads)}
+    settings = {
+        DECODERS_ENV: str(decoders),
+        THREADS_ENV: None if cpu_threads is None else str(cpu_threads),
+        INTO_ENV: str(int(decode_into)),
+    }
     previous = {name: os.environ.get(name) for name in settings}
     for name, value in settings.items():  # read where the pipeline is built and makes its decoder
         if value is None:
@@ -225,6 +232,11 @@ def main() -> None:
         help="Python's GIL switch interval for the mixed rows (sys.setswitchinterval, default 5 ms as "
         "Python has it); several values give one row each",
     )  # fmt: skip
+    parser.add_argument(
+        "--decode-into", type=int, nargs="+", choices=(0, 1), default=[1], metavar="0|1",
+        help="1: each batch decodes into one buffer from the pipeline's pool (RAYPIPE_GPU_DECODE_INTO); "
+        "0: nvImageCodec allocates each image; both give one row each",
+    )  # fmt: skip
     args = parser.parse_args()
     mixed_threads = args.mixed_threads or [None]
     switches = args.switch_ms or [None]
@@ -249,14 +261,17 @@ def main() -> None:
     sizes = (args.batch_size, args.threads)
     rows = [("cpu (reference)", lambda: cpu)]
     if args.where in ("process", "both"):
-        for share, count, threads, switch in itertools.product(args.hw_load, args.decoders, mixed_threads, switches):
+        grid = itertools.product(args.hw_load, args.decoders, mixed_threads, switches, args.decode_into)
+        for share, count, threads, switch, into in grid:
             name = "mixed, in this process" + (f" (hw {share:g})" if len(args.hw_load) > 1 else "")
             name += f" ({count} decoders)" if len(args.decoders) > 1 else ""
             name += f" ({threads} CPU-stage threads)" if threads is not None else ""
             name += f" (switch {switch:g} ms)" if switch is not None else ""
+            name += "" if len(args.decode_into) == 1 else (" (one buffer)" if into else " (images allocated)")
             measure = functools.partial(
-                run, root, "mixed", args.batch_size, args.threads, batches, args.epochs, share, count, switch, threads
-            )
+                run, root, "mixed", args.batch_size, args.threads, batches, args.epochs, share, count, switch, threads,
+                bool(into),
+            )  # fmt: skip
             rows.append((name, measure))
     if args.where in ("actor", "both"):
         rows.append(("mixed, served by an actor", lambda: run_actor(root, *sizes, batches, args.epochs)))

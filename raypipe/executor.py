@@ -49,7 +49,7 @@ from .batch_spec import BatchSpec
 from .blas_threads import limit_host_blas
 from .cpu_stage import CpuStage, SkippedSample
 from .errors import DecodeError, DeviceError, SampleError
-from .gpu_decode import GpuImageDecoder, decoder_count
+from .gpu_decode import GpuImageDecoder, decode_into_buffer, decoder_count
 from .graph import DataNode, StagedGraph
 from .keyed_random import SampleContext
 from .offload import Offload, RemoteWorker, Unit
@@ -168,6 +168,8 @@ class Executor:
         self._pool: ThreadPoolExecutor | None = None
         self._decoder: GpuImageDecoder | None = None
         self._decoders = decoder_count() if graph.deferred else 1  # a bad setting fails here, not on batch 1
+        if graph.deferred:
+            decode_into_buffer()
         self._buffers = BufferPool(self._pool_capacity(0))
         self._readers = [node.op for node in graph.readers]
         self._profile: Profile | None = None

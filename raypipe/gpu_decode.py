@@ -35,6 +35,8 @@ Window = tuple[int, int, int, int]  # x, y, width, height
 DECODE_ENV = device_check.DECODE_ENV
 #: How many nvImageCodec decoders share each batch (see :class:`GpuImageDecoder`).
 DECODERS_ENV = "RAYPIPE_GPU_DECODERS"
+#: ``0`` lets nvImageCodec allocate each decoded image instead of decoding a batch into one buffer.
+INTO_ENV = "RAYPIPE_GPU_DECODE_INTO"
 #: nvImageCodec decoder options added to raypipe's own (``:fancy_upsampling=1``).
 OPTIONS_ENV = "RAYPIPE_NVIMGCODEC_OPTIONS"
 #: The share of each batch for the hardware JPEG decoder where the GPU has one (DALI's default).
@@ -113,7 +115,7 @@ class GpuImageDecoder:
         self._threads = ThreadPoolExecutor(count - 1, thread_name_prefix="raypipe-gpu-decode") if count > 1 else None
         color = nv.ColorSpec.SRGB if hasattr(nv.ColorSpec, "SRGB") else nv.ColorSpec.RGB  # RGB before 0.7
         #: Whether batches decode into one buffer raypipe allocates (see :meth:`decode`).
-        self.into_given = hasattr(nv, "as_images")
+        self.into_given = hasattr(nv, "as_images") and decode_into_buffer()
         self._buffer_bytes = 0
         self._params = {
             False: nv.DecodeParams(apply_exif_orientation=False, color_spec=color, allow_any_depth=False),
@@ -338,6 +340,16 @@ def buffer_bytes(needed: int, current: int) -> int:
     if needed <= current:
         return int(current)
     return -(-int(needed * BUFFER_HEADROOM) // BUFFER_GRANULE) * BUFFER_GRANULE
+
+
+def decode_into_buffer() -> bool:
+    """``RAYPIPE_GPU_DECODE_INTO``: whether a batch decodes into one buffer from the pipeline's pool
+    (``1``, the default) or nvImageCodec allocates each image (``0``: its own stream-ordered pool,
+    outside the pipeline's budget; on an H200 alone 15,103 against 13,438 img/s)."""
+    value = os.environ.get(INTO_ENV, "").strip()
+    if value not in ("", "0", "1"):
+        raise ArgumentError(f"{INTO_ENV} must be 0 or 1, got {value!r}")
+    return value != "0"
 
 
 def decoder_count() -> int:

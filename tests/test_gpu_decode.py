@@ -17,9 +17,11 @@ from raypipe.gpu_decode import (
     DECODE_ENV,
     DECODERS_ENV,
     IMAGE_ALIGNMENT,
+    INTO_ENV,
     GpuImageDecoder,
     ImageOwner,
     buffer_bytes,
+    decode_into_buffer,
     decoder_count,
     nvimgcodec_available,
     packed_layout,
@@ -57,6 +59,19 @@ def test_a_batch_buffer_holds_each_image_aligned_and_apart():
     assert all(offsets[k] + spans[k] <= offsets[k + 1] for k in range(len(sizes) - 1))
     assert offsets[-1] + spans[-1] <= total < offsets[-1] + spans[-1] + IMAGE_ALIGNMENT
     assert packed_layout([], 1)[1] == 0
+
+
+def test_decoding_into_one_buffer_per_batch_is_on_unless_the_environment_says_0(monkeypatch):
+    monkeypatch.delenv(INTO_ENV, raising=False)
+    assert decode_into_buffer()
+    monkeypatch.setenv(INTO_ENV, "0")
+    assert not decode_into_buffer()
+    monkeypatch.setenv(INTO_ENV, "1")
+    assert decode_into_buffer()
+    for bad in ("no", "2", "true"):
+        monkeypatch.setenv(INTO_ENV, bad)
+        with pytest.raises(ArgumentError, match=f"{INTO_ENV} must be 0 or 1, got '{bad}'"):
+            decode_into_buffer()
 
 
 def test_a_batch_buffer_keeps_its_size_while_batches_fit_and_grows_with_headroom():
