@@ -57,7 +57,10 @@ def resolve_axes(op: str, name: str, axes: Sequence[int], ndim: int, allow_end: 
 
 
 def layout_axes(op: str, name: str, names: str, layout: str) -> tuple[int, ...]:
-    """The indices in ``layout`` of each axis named in ``names``."""
+    """The indices in ``layout`` of each axis named in ``names``; an ArgumentError when the input
+    has no layout or lacks one of them."""
+    if not layout:
+        raise ArgumentError(f"{op}: {name} {names!r} needs an input with a layout; pass axes=")
     missing = [c for c in names if c not in layout]
     if missing:
         raise ArgumentError(f"{op}: {name} {names!r} names axes not in the input layout {layout!r}")

@@ -71,8 +71,6 @@ class Erase(Operator):
     def output_layout(self, input_layouts: Sequence[str]) -> str:
         given = input_layouts[0] if input_layouts else ""
         if self.axis_names is not None:
-            if not given:
-                raise ArgumentError(f"erase: axis_names {self.axis_names!r} needs an input with a layout; pass axes=")
             self.erase_axes = layout_axes("erase", "axis_names", self.axis_names, given)
         elif self.axes is None:
             if not given:

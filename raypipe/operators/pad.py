@@ -57,8 +57,6 @@ class Pad(Operator):
     def output_layout(self, input_layouts: Sequence[str]) -> str:
         given = input_layouts[0] if input_layouts else ""
         if self.axis_names is not None:
-            if not given:
-                raise ArgumentError(f"pad: axis_names {self.axis_names!r} needs an input with a layout")
             self.axes = layout_axes("pad", "axis_names", self.axis_names, given)
         return given
 

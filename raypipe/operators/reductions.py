@@ -28,8 +28,6 @@ class _Reduction(Operator):
     def output_layout(self, input_layouts: Sequence[str]) -> str:
         given = input_layouts[0] if input_layouts else ""
         if self.axis_names is not None:
-            if not given:
-                raise ArgumentError(f"{self.schema.name}: axis_names needs an input with a layout; pass axes=")
             self.layout_axes = layout_axes(self.schema.name, "axis_names", self.axis_names, given)
         if self.keep_dims:
             return given

@@ -181,8 +181,6 @@ class Squeeze(_ViewOperator):
     def output_layout(self, input_layouts: Sequence[str]) -> str:
         given = input_layouts[0] if input_layouts else ""
         if self.axis_names is not None:
-            if not given:
-                raise ArgumentError(f"squeeze: axis_names {self.axis_names!r} needs an input with a layout")
             self.resolved = layout_axes("squeeze", "axis_names", self.axis_names, given)
         if not given or self.resolved is None or any(a >= len(given) for a in self.resolved):
             return ""

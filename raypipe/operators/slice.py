@@ -99,8 +99,6 @@ class Slice(Operator):
         given = input_layouts[0] if input_layouts else ""
         if self.axis_names is not None or (self.axes is None and given):
             names = self.axis_names if self.axis_names is not None else "WH"
-            if not given:
-                raise ArgumentError(f"slice: axis_names {names!r} needs an input with a layout; pass axes=")
             self.slice_axes = layout_axes("slice", "axis_names", names, given)
         self.channel_axis = given.index("C") if "C" in given else None
         return given
