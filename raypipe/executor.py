@@ -348,8 +348,13 @@ class Executor:
 
     def _dispatch(self, specs: Iterator[BatchSpec], sequential: bool) -> None:
         _mark_stage_thread()
+        # a spec source that pairs each batch with data fed beside it (external sources beside a
+        # reader) admits it as it enters the CPU stage, after the reader heard of it: False ends them
+        admit = getattr(specs, "admit", None)
         try:
             for spec in self._announced(specs, sequential):
+                if admit is not None and not admit(spec):
+                    break
                 while not self._slots.acquire(timeout=_POLL):
                     if self._stop.is_set():
                         return
@@ -385,7 +390,8 @@ class Executor:
         A chunk of a few samples per task, not one task per sample: each task costs the pool's
         queue and a future under the GIL, which the CPU threads otherwise contend for."""
         outputs = BatchOutputs(self._buffers, len(spec.sample_indices))
-        ctxs = [SampleContext(self._seed, spec.epoch, int(i)) for i in spec.sample_indices]
+        seed, epoch, batch = self._seed, spec.epoch, spec.index
+        ctxs = [SampleContext(seed, epoch, i, batch, j) for j, i in enumerate(spec.sample_indices.tolist())]
         step = chunk_size(len(ctxs), self._cpu_threads, cheap=self._stage.by_node)
         if self._offload is not None and self._offload.active:
             units = [
@@ -518,7 +524,7 @@ class Executor:
         each output."""
         spec, positions, host, filling = batch.spec, batch.positions, batch.host, batch.filling
         kept = np.asarray(positions, dtype=np.int64)
-        ctxs = SampleContexts(self._seed, spec.epoch, spec.sample_indices[kept])
+        ctxs = SampleContexts(self._seed, spec.epoch, spec.sample_indices[kept], spec.index, kept)
         indices = ctxs.sample_indices.tolist()
         env = dict(batch.device)
         self._device.wait_for_copies(batch.ready)

@@ -117,11 +117,14 @@ def reused_generator(seed: int, epoch: int, sample_index: int, op_id: int) -> np
 
 @dataclass(frozen=True)
 class SampleContext:
-    """Identity of the sample being processed: where its randomness comes from."""
+    """Identity of the sample being processed: where its randomness comes from, and, for external
+    sources fed batch by batch, where it sits: entry ``slot`` of batch ``batch`` (-1: not known)."""
 
     seed: int
     epoch: int
     sample_index: int
+    batch: int = -1
+    slot: int = -1
 
     def rng(self, op_id: int) -> np.random.Generator:
         """The generator for operator instance ``op_id`` on this sample (this thread's, reset to

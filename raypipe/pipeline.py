@@ -146,6 +146,7 @@ class Pipeline:
         self._graph_outputs: tuple[DataNode, ...] | None = None  # set_outputs()
         self._blocks: list[Recording | None] = []  # active with blocks / push_current: recording or not
         self._feeder: SourceFeeder | None = None  # the external sources, fed before each batch
+        self._source_epoch = 0  # the external sources' epoch (SampleInfo.epoch_idx) beside a reader
 
     @property
     def max_batch_size(self) -> int:
@@ -353,7 +354,11 @@ class Pipeline:
         if epoch is None and self._feeder is not None:
             if not self._feeder.ended:
                 return  # as in DALI: external sources reset only after their epoch ended
-            epoch = self._feeder.epoch + 1
+            self._source_epoch = self._feeder.epoch + 1
+            if self._staged.reader is not None:  # beside a reader: the sources' next epoch, the reader goes on
+                self._seek(*self._next_position())
+                return
+            epoch = self._source_epoch
         if epoch is None:
             last = self._last
             epoch = self._epoch if last is None else last.spec.epoch + 1
@@ -369,14 +374,17 @@ class Pipeline:
         """The position of the batch the next ``run()`` returns in the reader's own order (the
         position contract of :mod:`raypipe.position`; offset = samples of this shard's epoch
         already returned)."""
+        epoch, batch = self._next_position()
+        return make_state(self._order_fields(), epoch, batch * self.batch_size)
+
+    def _next_position(self) -> tuple[int, int]:
+        """(epoch, batch index) of the batch the next ``run()`` returns."""
         last = self._last
         if last is None:
-            epoch, batch = self._epoch, self._first_batch
-        elif last.spec.last_in_epoch:
-            epoch, batch = last.spec.epoch + 1, 0
-        else:
-            epoch, batch = last.spec.epoch, last.spec.index + 1
-        return make_state(self._order_fields(), epoch, batch * self.batch_size)
+            return self._epoch, self._first_batch
+        if last.spec.last_in_epoch:
+            return last.spec.epoch + 1, 0
+        return last.spec.epoch, last.spec.index + 1
 
     def load_state_dict(self, state: dict[str, Any], strict: bool = True) -> None:
         """Continue at ``state``'s position without reading the batches before it. A state from
@@ -545,12 +553,15 @@ class Pipeline:
         raise ArgumentError(f"no reader named {name!r} (the pipeline's readers are {labels})")
 
     def _self_driven(self, first_epoch: int, first_batch: int = 0) -> Iterator[BatchSpec]:
-        if self._feeder is not None:
-            return self._feeder.specs(first_epoch, self)
         reader = self._staged.reader
+        if self._feeder is not None and reader is None:
+            return self._feeder.specs(first_epoch, self)
         op = reader.op if reader is not None else None
         seed = op.seed if op is not None and op.seed is not None else self.seed  # a reader's own seed shuffles
-        return _reader_batches(op, self.batch_size, seed, first_epoch, first_batch)
+        specs = _reader_batches(op, self.batch_size, seed, first_epoch, first_batch)
+        if self._feeder is not None:  # external sources beside the reader: one fed batch for each of its batches
+            return self._feeder.specs(self._source_epoch, self, specs)
+        return specs
 
 
 def _reader_batches(

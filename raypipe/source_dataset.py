@@ -114,7 +114,13 @@ def served_dataset(pipe: Any) -> tuple[int, str]:
                 f"to drive; {_INSTEAD}"
             )
         return pipe.reader_meta()["epoch_size"], combined_digest(staged.readers)
-    for node in sources:  # a reader beside them was refused when the pipeline was built
+    if staged.reader is not None:
+        raise ArgumentError(
+            f"serve: external source {sources[0].label} beside reader {staged.reader.label} runs in one process only "
+            "(its batches follow the caller's run() calls, which no rank of the service makes); give the "
+            f"per-sample values by the reader's sample instead (fn.random.*, or a per-sample source), or {_INSTEAD}"
+        )
+    for node in sources:
         check_servable(node)
     lengths = {node.label: probe_length(node.op, pipe.batch_size) for node in sources}
     if len(set(lengths.values())) > 1:

@@ -8,8 +8,11 @@ epoch: the batches fed before it are still returned, then ``run()`` raises StopI
 ``reset()`` starts the next epoch (``SampleInfo.epoch_idx`` and ``BatchInfo.epoch_idx`` count them).
 
 The executor's dispatch thread takes the fed batches in order (:meth:`SourceFeeder.specs`): it
-hands each operator its samples and runs the batch as samples ``idx_in_epoch`` of the epoch. It
-holds the pipeline only weakly and polls, so a stopped executor, a closed or dropped pipeline, or
+hands each operator its samples and runs the batch as samples ``idx_in_epoch`` of the epoch. Beside
+a reader (DALI runs both), the reader's batches run, and each takes the next fed batch as it enters
+the CPU stage (:meth:`_PairedSpecs.admit`): the reader decides the samples and where its epochs end,
+the sources give one batch per batch run, and a source's StopIteration ends ``run()`` as in DALI.
+It holds the pipeline only weakly and polls, so a stopped executor, a closed or dropped pipeline, or
 a new start of feeding never leaves it waiting.
 """
 
@@ -52,9 +55,12 @@ class FedBatch:
 class SourceFeeder:
     """The external sources of one staged graph and the batches fed to them so far."""
 
-    def __init__(self, nodes: list[OpNode], batch_size: int, py_num_workers: int, py_start_method: str):
+    def __init__(
+        self, nodes: list[OpNode], batch_size: int, py_num_workers: int, py_start_method: str, reader: str | None = None
+    ):
         self.nodes = nodes
         self.batch_size = batch_size
+        self.reader = reader  # the label of the reader whose batches the sources go beside; None without one
         # sources with a callback, the parallel ones first (DALI's order of calls)
         self.pulled = sorted((n for n in nodes if n.op.callback is not None), key=lambda n: not n.op.parallel)
         self.pushed = [n for n in nodes if n.op.callback is None]
@@ -97,13 +103,15 @@ class SourceFeeder:
             raise ArgumentError(f"feed_input: external source {node.label} has a source; it cannot also be fed")
         self._pending[node].append(node.op.batch_outputs(data))
 
-    def specs(self, epoch: int, owner: Any) -> Iterator[BatchSpec]:
-        """Start feeding ``epoch`` from its beginning; the batches as the dispatch thread runs them.
-        Batches fed for an earlier start are dropped; ``owner`` (held weakly) going away ends them."""
+    def specs(self, epoch: int, owner: Any, reader_specs: Iterator[BatchSpec] | None = None) -> Iterator[BatchSpec]:
+        """Start feeding the sources' ``epoch`` from its beginning; the batches as the dispatch thread
+        runs them: the fed batches, or beside a reader ``reader_specs``, each paired with the next fed
+        batch. Batches fed for an earlier start are dropped; ``owner`` (held weakly) going away ends them."""
         self._generation += 1
         self.start_workers()
         self._start(epoch)
-        self._live = _FedSpecs(self, self._generation, self._queue, weakref.ref(owner))
+        args = (self, self._generation, self._queue, weakref.ref(owner))
+        self._live = _FedSpecs(*args) if reader_specs is None else _PairedSpecs(*args, reader_specs)
         return self._live
 
     @property
@@ -173,6 +181,11 @@ class SourceFeeder:
         if len(sizes) > 1:
             raise ArgumentError(f"external sources gave batches of different sizes {sorted(sizes)} for one iteration")
         size = sizes.pop() if sizes else self.batch_size
+        if self.reader is not None and size != self.batch_size:
+            raise ArgumentError(
+                f"an external source gave a batch of {size} samples beside reader {self.reader}, whose batches "
+                f"have {self.batch_size}: beside a reader every source batch has the batch size"
+            )
         if size > self.batch_size:
             raise ArgumentError(
                 f"an external source gave a batch of {size} samples; the batch size is {self.batch_size}"
@@ -216,34 +229,64 @@ class _FedSpecs(Iterator[BatchSpec]):
         """End when ``stopped`` is set (the executor running these batches stops)."""
         self._stopped = stopped
 
-    def __next__(self) -> BatchSpec:
+    def _next_fed(self) -> FedBatch | None:
+        """The next fed batch, waiting for it; None when the sources ended, the executor stopped,
+        the owner went away or feeding started again."""
         while True:
             feeder = self._feeder()
             if self._stopped.is_set() or self._owner() is None or feeder is None:
-                raise StopIteration
+                return None
             if feeder._generation != self._generation:
-                raise StopIteration
+                return None
             del feeder
             try:
                 item = self._fed.get(timeout=_POLL)
             except queue.Empty:
                 continue
-            if item is _END:
-                raise StopIteration
-            for node, outputs in item.outputs.items():
-                node.op.hold(item.epoch, item.first, outputs)
-            return BatchSpec(item.epoch, item.iteration, np.arange(item.first, item.first + item.size))
+            return None if item is _END else item
+
+    def __next__(self) -> BatchSpec:
+        item = self._next_fed()
+        if item is None:
+            raise StopIteration
+        for node, outputs in item.outputs.items():
+            node.op.hold(item.epoch, item.iteration, outputs)
+        return BatchSpec(item.epoch, item.iteration, np.arange(item.first, item.first + item.size))
+
+
+class _PairedSpecs(_FedSpecs):
+    """A reader's batches, each given the sources' next fed batch as it enters the CPU stage."""
+
+    def __init__(
+        self, feeder: SourceFeeder, generation: int, fed: queue.Queue, owner: weakref.ref, reader_specs: Iterator
+    ):
+        super().__init__(feeder, generation, fed, owner)
+        self._reader_specs = reader_specs
+
+    def __next__(self) -> BatchSpec:
+        return next(self._reader_specs)
+
+    def admit(self, spec: BatchSpec) -> bool:
+        """Hand the next fed batch to the sources as ``spec``'s; False when there is none (the sources
+        ended, or the batches stopped): then ``spec`` and the batches after it do not run."""
+        item = self._next_fed()
+        if item is None:
+            return False
+        if item.size != len(spec.sample_indices):
+            raise ArgumentError(
+                f"an external source gave {item.size} samples for batch {spec.index} of epoch {spec.epoch}, "
+                f"which has {len(spec.sample_indices)}"
+            )
+        for node, outputs in item.outputs.items():
+            node.op.hold(spec.epoch, spec.index, outputs)
+        return True
 
 
 def feeder_for(staged: StagedGraph, batch_size: int, py_num_workers: int, py_start_method: str) -> SourceFeeder | None:
-    """The feeder of ``staged``'s external sources; None without any. A reader beside them is an
-    error: the sources decide where the epoch ends, the reader cannot follow them."""
+    """The feeder of ``staged``'s external sources; None without any. Beside a reader, its batches
+    run and the sources give one batch for each."""
     nodes = [n for n in (*staged.host_nodes, *staged.gpu_nodes) if isinstance(n.op, ExternalSource)]
     if not nodes:
         return None
-    if staged.reader is not None:
-        raise PipelineDefinitionError(
-            f"a pipeline with an external source ({nodes[0].label}) cannot also hold a reader ({staged.reader.label}): "
-            "read the data in the source, or feed the reader's data through the source"
-        )
-    return SourceFeeder(nodes, batch_size, py_num_workers, py_start_method)
+    reader = staged.reader.label if staged.reader is not None else None
+    return SourceFeeder(nodes, batch_size, py_num_workers, py_start_method, reader)

@@ -27,8 +27,10 @@ pytest.importorskip("torch")
 # to a multiple of pad_align), and from iterator.py (same commit) DaliJasperIterator's
 # DALIGenericIterator(["audio", "label", "audio_shape"], reader_name="file_reader",
 # dynamic_shape=True, auto_reset=True, DROP for training, PARTIAL for validation) and its __next__.
-# Changed: spec_augment and cutout_augment are None (their masks come from an external_source beside
-# the reader, which raypipe refuses; fn.erase itself matches DALI's); the iterator's
+# The training features take SpecAugment's masks as written: anchors and shapes from an
+# external_source (a generator function, cycle=True) beside the reader, applied by fn.erase (the
+# docstrings of the three methods that make them are quoted with single quotes here).
+# Changed: cutout_augment is None (as in that config); the iterator's
 # transcripts (common.text) and .cuda() are left out; the Triton pipeline and its serialization are
 # left out; the file list is written as data_loader.py's _dict_to_file writes it, the configs are
 # configs/jasper10x5dr_speedp-online_speca.yaml's input (train) and input_val (validation) values;
@@ -301,6 +303,81 @@ class DaliPipeline():
         return self.mask_params['time_num_regions'] > 0 or self.mask_params['freq_num_regions'] > 0 or \\
                self.mask_params['both_num_regions'] > 0
 
+    @staticmethod
+    def _interleave_lists(*lists):
+        '''
+        [*, **, ***], [1, 2, 3], [a, b, c] -> [*, 1, a, **, 2, b, ***, 3, c]
+        Returns:
+             iterator over interleaved list
+        '''
+        assert all((len(lists[0]) == len(test_l) for test_l in lists)), "All lists have to have the same length"
+        return itertools.chain(*zip(*lists))
+
+    def _generate_cutouts(self):
+        '''
+        Returns:
+            Generates anchors and shapes of the cutout regions.
+            Single call generates one batch of data.
+            The output shall be passed to DALI's Erase operator
+            anchors = [f0 t0 f1 t1 ...]
+            shapes = [f0w t0h f1w t1h ...]
+        '''
+        MAX_TIME_DIMENSION = 20 * 16000
+        freq_anchors = np.random.random(self.mask_params['freq_num_regions'])
+        time_anchors = np.random.random(self.mask_params['time_num_regions'])
+        both_anchors_freq = np.random.random(self.mask_params['both_num_regions'])
+        both_anchors_time = np.random.random(self.mask_params['both_num_regions'])
+        anchors = []
+        for anch in freq_anchors:
+            anchors.extend([anch, 0])
+        for anch in time_anchors:
+            anchors.extend([0, anch])
+        for t, f in zip(both_anchors_time, both_anchors_freq):
+            anchors.extend([f, t])
+
+        shapes = []
+        shapes.extend(
+            self._interleave_lists(
+                np.random.randint(self.mask_params['freq_min'], self.mask_params['freq_max'] + 1,
+                                  self.mask_params['freq_num_regions']),
+                # XXX: Here, a time dimension of the spectrogram shall be passed.
+                #      However, in DALI ArgumentInput can't come from GPU.
+                #      So we leave the job for Erase (masking operator) to get it together.
+                [int(MAX_TIME_DIMENSION)] * self.mask_params['freq_num_regions']
+            )
+        )
+        shapes.extend(
+            self._interleave_lists(
+                [self.nfeatures] * self.mask_params['time_num_regions'],
+                np.random.randint(self.mask_params['time_min'], self.mask_params['time_max'] + 1,
+                                  self.mask_params['time_num_regions'])
+            )
+        )
+        shapes.extend(
+            self._interleave_lists(
+                np.random.randint(self.mask_params['both_min_freq'], self.mask_params['both_max_freq'] + 1,
+                                  self.mask_params['both_num_regions']),
+                np.random.randint(self.mask_params['both_min_time'], self.mask_params['both_max_time'] + 1,
+                                  self.mask_params['both_num_regions'])
+            )
+        )
+        return anchors, shapes
+
+    def _cutouts_generator(self):
+        '''
+        Generator, that wraps cutouts creation in order to randomize inputs
+        and allow passing them to DALI's ExternalSource operator
+        '''
+
+        def tuples2list(tuples: list):
+            '''
+            [(a, b), (c, d)] -> [[a, c], [b, d]]
+            '''
+            return map(list, zip(*tuples))
+
+        [anchors, shapes] = tuples2list([self._generate_cutouts() for _ in range(self.pipe_handle.max_batch_size)])
+        yield np.array(anchors, dtype=np.float32), np.array(shapes, dtype=np.float32)
+
 
 class DaliJasperIterator(object):
     def __init__(self, dali_pipelines, transcripts, symbols, batch_size, reader_name, train_iterator: bool):
@@ -335,10 +412,12 @@ def _dict_to_file(dict: dict, filename: str):
 CONFIG_DATA = {"sample_rate": 16000, "max_duration": 16.7, "trim_silence": True,
                "speed_perturbation": {"min_rate": 0.85, "max_rate": 1.15, "discrete": False}}
 CONFIG_FEATURES = {"window_size": 0.02, "window_stride": 0.01, "n_filt": 64, "n_fft": 512, "frame_splicing": 1,
-                   "dither": 0.00001, "pad_align": 16, "pad_to_max_duration": False, "spec_augment": None,
+                   "dither": 0.00001, "pad_align": 16, "pad_to_max_duration": False,
+                   "spec_augment": {"freq_masks": 2, "min_freq": 0, "max_freq": 20,
+                                    "time_masks": 2, "min_time": 0, "max_time": 75},
                    "cutout_augment": None}
 CONFIG_VAL_DATA = {"sample_rate": 16000, "max_duration": None, "trim_silence": True, "speed_perturbation": None}
-CONFIG_VAL_FEATURES = dict(CONFIG_FEATURES, dither=0.0)
+CONFIG_VAL_FEATURES = dict(CONFIG_FEATURES, dither=0.0, spec_augment=None)
 
 file_list_path = DATA + "/jasper_dali.file_list"
 _dict_to_file(FILES, file_list_path)
@@ -376,6 +455,16 @@ def _layout(steps: list[dict]) -> list[tuple]:
     return [(s["audio"].shape[:2], s["audio"].dtype, s["label"].shape, s["audio_len"].dtype) for s in steps]
 
 
+def _masked(step: dict) -> tuple[int, int]:
+    """How many of a batch's samples have a feature row, and a frame, all zeros within their frames."""
+    rows = cols = 0
+    for features, frames in zip(step["audio"], step["audio_len"]):
+        valid = features[:, : int(frames)]
+        rows += bool((valid == 0).all(axis=1).any())
+        cols += bool((valid == 0).all(axis=0).any())
+    return rows, cols
+
+
 def test_jasper_pipeline(speech_root):
     root, files = speech_root
     result = ported(JASPER, root, FILES=files)
@@ -394,6 +483,11 @@ def test_jasper_pipeline(speech_root):
     for step in [s for steps in train for s in steps]:
         for label, frames in zip(step["label"].ravel(), step["audio_len"]):
             assert 0.85 * lengths[int(label)] - 2 <= frames <= 1.15 * lengths[int(label)] + 2, "resampled by 0.85-1.15"
+    masked = [_masked(step) for steps in train for step in steps]
+    rows = sum(r for r, _ in masked)
+    cols = sum(c for _, c in masked)
+    assert rows >= len(masked) - 2 and cols >= len(masked) - 2, "SpecAugment masks features and frames"
+    assert [_masked(step) for step in val] == [(0, 0)] * len(val), "no masks in validation"
     pytest.importorskip("nvidia.dali")
     dali = run_script(as_dali_cpu(JASPER), root, FILES=files)
     assert [len(steps) for steps in dali["train"]] == [len(steps) for steps in train]

@@ -109,3 +109,12 @@ def test_several_readers_serve_their_common_length_and_a_digest_of_every_dataset
     assert other_length == 10 and other_digest != digest, "another second dataset is another digest"
     one = rp.pipeline_def(lambda: fn.readers.file(files=jpeg_files[:10])[0], batch_size=4, device_id=None)()
     assert served_dataset(one) == (10, one.dataset_digest()), "one reader: its own digest, as before"
+
+
+def test_a_source_beside_a_reader_is_refused_for_the_service(jpeg_files):
+    def define():
+        jpegs, _ = fn.readers.file(files=jpeg_files[:4], name="Reader")
+        return jpegs, fn.external_source(lambda: [np.zeros(1)] * 4, name="masks")
+
+    with pytest.raises(ArgumentError, match="external source 'masks' beside reader 'Reader' runs in one process"):
+        served_dataset(rp.pipeline_def(define, batch_size=4, device_id=None)())

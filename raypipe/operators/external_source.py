@@ -1,9 +1,10 @@
 """``fn.external_source`` / ``ops.ExternalSource``: data from Python enters the pipeline.
 
-The operator holds what was fed to it, by (epoch, sample index): in one process the pipeline's
+The operator holds what was fed to it, by (epoch, batch, entry): in one process the pipeline's
 :class:`~raypipe.source_feed.SourceFeeder` calls the source (or takes ``feed_input`` data) batch by
-batch and hands each batch here before the executor runs it; the CPU stage then takes sample by
-sample, the GPU stage (``device="gpu"``) a batch at a time. A per-sample callable of
+batch and hands each batch here before the executor runs it, beside a reader's batch of the same
+index when the pipeline has one; the CPU stage then takes sample by sample, the GPU stage
+(``device="gpu"``) a batch at a time. A per-sample callable of
 :class:`~raypipe.sample_info.SampleInfo` needs no feeding: asked for a sample nobody fed (the
 service drives it by the indices of its plan), the operator calls the source for it, with the
 sample index as ``idx_in_epoch`` and its place in an unshuffled epoch as ``idx_in_batch`` and
@@ -20,6 +21,7 @@ import numpy as np
 
 from ..backend import to_host
 from ..errors import ArgumentError, SampleError
+from ..keyed_random import SampleContext
 from ..operator import Operator, Schema, register
 from ..sample_info import SampleInfo
 from ..source_callback import CALLABLE, SourceCallback, cycle_mode
@@ -166,19 +168,20 @@ class ExternalSource(Operator):
             raise ArgumentError(f"{OP}: layout {layout!r} does not fit {samples[0].ndim}-D samples")
         return samples
 
-    def hold(self, epoch: int, first: int, outputs: list[list[np.ndarray]]) -> None:
-        """Keep a fed batch's samples as samples ``first, first + 1, ...`` of ``epoch``."""
-        for i, sample in enumerate(zip(*outputs)):
-            self._store[(epoch, first + i)] = sample
+    def hold(self, epoch: int, batch: int, outputs: list[list[np.ndarray]]) -> None:
+        """Keep a fed batch's samples as entries 0, 1, ... of batch ``batch`` of ``epoch``."""
+        for slot, sample in enumerate(zip(*outputs)):
+            self._store[(epoch, batch, slot)] = sample
 
     def drop(self) -> None:
         """Forget fed samples no batch will run (the pipeline restarted its feeding)."""
         self._store.clear()
 
-    def _take(self, epoch: int, index: int) -> tuple[np.ndarray, ...]:
-        sample = self._store.pop((epoch, index), None)
+    def _take(self, ctx: SampleContext) -> tuple[np.ndarray, ...]:
+        sample = self._store.pop((ctx.epoch, ctx.batch, ctx.slot), None)
         if sample is not None:
             return sample
+        index, epoch = ctx.sample_index, ctx.epoch
         callback = self.callback
         if callback is not None and callback.indexable:
             info = SampleInfo(index, index % self.batch_size, index // self.batch_size, epoch)
@@ -191,16 +194,18 @@ class ExternalSource(Operator):
                     sample_index=index,
                 ) from None
             return tuple(o[0] for o in self.sample_outputs([data]))
-        raise SampleError(f"{OP}: no data was fed for sample {index} of epoch {epoch}", sample_index=index)
+        raise SampleError(
+            f"{OP}: no data was fed for entry {ctx.slot} of batch {ctx.batch} of epoch {epoch}", sample_index=index
+        )
 
     def run_sample(self, inputs, args, ctx):
-        sample = self._take(ctx.epoch, ctx.sample_index)
+        sample = self._take(ctx)
         return sample[0] if self._count == 1 else sample
 
     def run_batch(self, xp: ModuleType, inputs, args, ctxs):
         """The batch's samples on the device: one upload of the stacked batch where the samples
         agree in shape and dtype, else one per sample."""
-        samples = [self._take(ctxs.epoch, int(i)) for i in ctxs.sample_indices] if len(ctxs) else []
+        samples = [self._take(ctx) for ctx in ctxs]
         outs = [_uploaded(xp, [s[k] for s in samples]) for k in range(self._count)]
         return outs[0] if self._count == 1 else tuple(outs)
 

@@ -2,8 +2,11 @@
 
 from __future__ import annotations
 
+import time
+
 import pytest
 import ray
+from ray._private import state as ray_state
 from ray.cluster_utils import Cluster
 
 
@@ -36,3 +39,27 @@ def cpu_node(cluster):
     (node_id,) = {n["NodeID"] for n in ray.nodes() if n["Alive"]} - before
     yield node_id
     cluster.remove_node(node)
+
+
+@pytest.fixture(scope="module", autouse=True)
+def resources_returned():
+    """After each module, every CPU and GPU of the cluster is free again within 30 s (killed actors
+    return theirs asynchronously): whatever a test's services started was released by their owners.
+    Fails naming the actors still alive."""
+    yield
+    if not ray.is_initialized():
+        return
+    deadline = time.monotonic() + 30
+    while True:
+        total, free = ray.cluster_resources(), ray.available_resources()
+        held = {
+            k: round(total.get(k, 0) - free.get(k, 0), 3)
+            for k in ("CPU", "GPU")
+            if total.get(k, 0) - free.get(k, 0) > 1e-6
+        }
+        if not held or time.monotonic() > deadline:
+            break
+        time.sleep(0.5)
+    if held:
+        alive = [f"{a['ActorClassName']} {a['Name']!r}" for a in ray_state.actors().values() if a["State"] != "DEAD"]
+        pytest.fail(f"resources still held 30 s after the module: {held}; actors alive: {alive}")

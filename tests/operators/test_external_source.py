@@ -21,7 +21,7 @@ import pytest
 import raypipe as rp
 from raypipe import fn, ops, types
 from raypipe.errors import ArgumentError, PipelineDefinitionError
-from raypipe.plugin.numpy import DALIGenericIterator
+from raypipe.plugin.numpy import DALIGenericIterator, LastBatchPolicy
 from raypipe.sample_info import BatchInfo, SampleInfo
 
 BATCH = 3
@@ -236,13 +236,137 @@ def test_declared_dtype_ndim_layout_are_checked():
         assert pipe.run()[0].layout() == "HWC"
 
 
-def test_a_reader_beside_an_external_source_is_refused(jpeg_files):
-    def define():
-        jpegs, _ = fn.readers.file(files=jpeg_files[:3])
-        return jpegs, fn.external_source(without_args)
+class StopsAt:
+    """A per-sample source of SampleInfo giving its four indices, ending at iteration ``last``."""
 
-    with pytest.raises(PipelineDefinitionError, match="cannot also hold a reader"):
-        ours(define).build()
+    def __init__(self, last: int):
+        self.last = last
+
+    def __call__(self, info: types.SampleInfo) -> np.ndarray:
+        if info.iteration >= self.last:
+            raise StopIteration
+        return np.array([info.epoch_idx, info.iteration, info.idx_in_epoch, info.idx_in_batch], np.int32)
+
+
+def beside_reader(files: list[str], fn_module, pad: bool = False):
+    """A file reader's labels beside a per-sample source that ends every 4 iterations and a batch
+    source counting its calls (DALI's or raypipe's ``fn``)."""
+    calls = iter(range(1000))
+
+    def counted():
+        n = next(calls)
+        return [np.array([n, k], np.int32) for k in range(BATCH)]
+
+    def define():
+        _, labels = fn_module.readers.file(files=files, labels=list(range(len(files))), pad_last_batch=pad, name="R")
+        return labels, fn_module.external_source(StopsAt(4), batch=False), fn_module.external_source(counted)
+
+    return define
+
+
+def runs(pipe, count: int, reader_batches: int) -> list:
+    """``count`` calls of ``run()``: per call the reader's labels (the first ``reader_batches`` only: DALI's
+    reader goes on into the next epoch where raypipe's starts it over) and the sources' outputs, or
+    "stop" for a StopIteration, after which the pipeline is reset."""
+    seen = []
+    for r in range(count):
+        try:
+            labels, info, counted = (_batch(o)[0][0] for o in pipe.run())
+        except StopIteration:
+            seen.append("stop")
+            pipe.reset()
+            continue
+        reader = [int(v[0]) for v in labels] if r < reader_batches else None
+        seen.append((reader, [v.tolist() for v in info], [v.tolist() for v in counted]))
+    return seen
+
+
+@pytest.mark.parametrize("pad", [False, True])
+def test_sources_beside_a_reader_take_one_batch_for_each_of_its_batches_as_in_dali(jpeg_files, pad):
+    """Beside a reader each batch it reads takes the sources' next batch; the reader decides the
+    samples, a source's StopIteration ends run() and reset() starts the sources' next epoch while the
+    reader goes on, as in DALI 2.4 (compared where it is installed)."""
+    files = jpeg_files[:7]
+    with ours(beside_reader(files, fn, pad)) as pipe:
+        got = runs(pipe, 11, reader_batches=3)
+    first = got[0]
+    assert first[0] == [0, 1, 2] and first[1] == [[0, 0, 0, 0], [0, 0, 1, 1], [0, 0, 2, 2]]
+    assert got[4] == "stop" and got[9] == "stop"
+    assert got[5][1][0] == [1, 0, 0, 0], "the sources' epoch 1 starts after the reset"
+    counted = [g[2][0][0] for g in got if g != "stop"]
+    assert counted == [0, 1, 2, 3, 5, 6, 7, 8, 10], "once per batch run, and at each end (every source is asked)"
+    dali_fn = pytest.importorskip("nvidia.dali.fn")
+    assert got == runs(dalis(beside_reader(files, dali_fn, pad)), 11, reader_batches=3)
+
+
+def test_a_reader_epoch_goes_on_beside_a_cycled_generator_function(jpeg_files):
+    """The Jasper form: masks from a generator function with ``cycle=True`` beside a reader, read with
+    the framework iterator by the reader's epochs: every sample once an epoch, a new batch of the
+    source for every step."""
+    made = []
+
+    def masks():
+        made.append(len(made))
+        yield [np.array([len(made)], np.int32)] * BATCH
+
+    def define():
+        _, labels = fn.readers.file(files=jpeg_files[:7], labels=list(range(7)), random_shuffle=True, name="R")
+        return labels, fn.external_source(masks, cycle=True)
+
+    with ours(define) as pipe:
+        loader = DALIGenericIterator(
+            pipe, ["label", "mask"], reader_name="R", auto_reset=True, last_batch_policy=LastBatchPolicy.PARTIAL
+        )
+        epochs_seen = [[(s[0]["label"].ravel().tolist(), s[0]["mask"].ravel().tolist()) for s in loader] for _ in "ab"]
+    for steps in epochs_seen:
+        assert sorted(v for labels, _ in steps for v in labels) == list(range(7))
+    masks_seen = [m[0] for steps in epochs_seen for _, m in steps]
+    assert masks_seen == list(range(1, len(masks_seen) + 1)), "one fresh source batch per step, in order"
+
+
+def test_feed_input_and_gpu_sources_beside_a_reader(jpeg_files):
+    def define():
+        _, labels = fn.readers.file(files=jpeg_files[:6], labels=list(range(6)), name="R")
+        return labels, fn.external_source(name="fed"), fn.external_source(endless, device="gpu")
+
+    def endless(i: int) -> np.ndarray:
+        return np.stack([image(i * 5 + j) for j in range(BATCH)])
+
+    with ours(define) as pipe:
+        for i in range(4):
+            pipe.feed_input("fed", [np.array([10 * i + k]) for k in range(BATCH)])
+            labels, fed, gpu = pipe.run()
+            assert np.asarray(labels.as_tensor()).ravel().tolist() == [(3 * i + k) % 6 for k in range(BATCH)]
+            assert np.asarray(fed.as_tensor()).ravel().tolist() == [10 * i + k for k in range(BATCH)]
+            assert gpu.device == "gpu"
+            np.testing.assert_array_equal(gpu.as_cpu().as_tensor(), endless(i))
+
+
+def test_a_source_batch_of_another_size_beside_a_reader_fails_naming_the_reader(jpeg_files):
+    def define():
+        _, labels = fn.readers.file(files=jpeg_files[:6], name="R")
+        return labels, fn.external_source(lambda: [np.zeros(1)] * (BATCH - 1))
+
+    with ours(define) as pipe:
+        with pytest.raises(ArgumentError, match="batch of 2 samples beside reader 'R', whose batches have 3"):
+            pipe.run()
+
+
+def test_a_restored_pipeline_with_a_source_beside_its_reader_continues_the_reader(jpeg_files):
+    def define():
+        _, labels = fn.readers.file(files=jpeg_files[:9], labels=list(range(9)), random_shuffle=True, name="R")
+        return labels, fn.external_source(by_iteration)
+
+    with ours(define) as pipe:
+        pipe.run()
+        state = pipe.state_dict()
+        want = np.asarray(pipe.run()[0].as_tensor()).ravel().tolist()
+    restored = ours(define)
+    restored.load_state_dict(state)
+    with restored:
+        labels, values = restored.run()
+    assert np.asarray(labels.as_tensor()).ravel().tolist() == want
+    np.testing.assert_array_equal(values.as_tensor(), by_iteration(0))
 
 
 def test_argument_rules_as_in_dali():
@@ -356,10 +480,10 @@ def test_a_gpu_batch_is_uploaded_at_once_where_samples_agree():
 
     op = ExternalSource("gpu", 0, source=by_iteration)
     op.hold(0, 0, op.batch_outputs(by_iteration(0)))
-    batch = op.run_batch(np, [], {}, SampleContexts(0, 0, np.arange(BATCH)))
+    batch = op.run_batch(np, [], {}, SampleContexts(0, 0, np.arange(BATCH), batch=0))
     np.testing.assert_array_equal(batch, by_iteration(0))
     op.hold(1, 0, op.batch_outputs(list(generate())[0]))
-    ragged = op.run_batch(np, [], {}, SampleContexts(0, 1, np.arange(BATCH)))
+    ragged = op.run_batch(np, [], {}, SampleContexts(0, 1, np.arange(BATCH), batch=0))
     assert [s.shape for s in ragged] == [(1, 1, 1), (1, 2, 1), (1, 3, 1)]
 
 
