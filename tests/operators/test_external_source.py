@@ -516,14 +516,27 @@ def _raypipe_threads() -> list[str]:
     return [t.name for t in threading.enumerate() if t.name.startswith("raypipe")]
 
 
-def test_a_dropped_fed_pipeline_is_freed_and_stops_its_threads():
+def _beside_a_reader(files: list[str]):
+    def define():
+        jpegs, _ = fn.readers.file(files=files)
+        return jpegs, fn.external_source(lambda: [np.zeros(1)] * BATCH)
+
+    return define
+
+
+@pytest.mark.parametrize("beside_reader", [False, True])
+def test_a_dropped_fed_pipeline_is_freed_and_stops_its_threads(jpeg_files, beside_reader):
     """No reference cycle through the feeding: freed at once (the garbage collector off), and the
-    dispatch thread waiting for fed batches ends with it."""
+    dispatch thread waiting for fed batches (or, beside a reader, for the batch to pair with the
+    reader's next) ends with it."""
     earlier = set(_raypipe_threads())
     gc.collect()
     gc.disable()
     try:
-        pipe = ours(lambda: fn.external_source(Batches(3), num_outputs=2))
+        define = (
+            _beside_a_reader(jpeg_files[:7]) if beside_reader else lambda: fn.external_source(Batches(3), num_outputs=2)
+        )
+        pipe = ours(define)
         pipe.run()
         ref = weakref.ref(pipe)
         del pipe
