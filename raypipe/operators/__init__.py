@@ -18,6 +18,7 @@ from . import (  # noqa: F401
     decoders,
     erase,
     external_source,
+    fill,
     flip,
     gaussian_blur,
     jitter,
