@@ -23,6 +23,7 @@ from . import (  # noqa: F401
     gaussian_blur,
     jitter,
     joining,
+    lookup_table,
     math_functions,
     mel_filter_bank,
     mfcc,

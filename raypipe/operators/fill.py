@@ -48,9 +48,10 @@ def _check_layout(op: str, layout: str, shape: tuple[int, ...] | None) -> str:
 def converted(xp: ModuleType, value: Any, dtype: np.dtype) -> Any:
     """``value`` as ``dtype``, as DALI's host converts: floats to integers rounded to nearest with
     ties away from zero, then saturated."""
-    if value.dtype.kind == "f" and np.dtype(dtype).kind in "iu":
-        value = round_half_away(xp, value.astype(np.float64))
-    return saturate_cast(xp, value, dtype)
+    shape, flat = value.shape, value.reshape(-1)
+    if flat.dtype.kind == "f" and np.dtype(dtype).kind in "iu":
+        flat = round_half_away(xp, flat.astype(np.float64))
+    return saturate_cast(xp, flat, dtype).reshape(shape)
 
 
 class _Constant(Operator):
