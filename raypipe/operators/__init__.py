@@ -47,6 +47,7 @@ from . import (  # noqa: F401
     roi_random_crop,
     rotate,
     segmentation,
+    select_masks,
     shape_ops,
     slice,
     spectrogram,
