@@ -1,5 +1,6 @@
-"""Operators that read or change only a sample's shape and layout, never its values: ``shapes``,
-``reshape``, ``squeeze`` and ``expand_dims``, with DALI's arguments and rules.
+"""Operators that read or change only a sample's shape and layout, never its bytes: ``shapes``,
+``reshape``, ``reinterpret`` (also a view as another type), ``squeeze`` and ``expand_dims``, with
+DALI's arguments and rules.
 
 Their results are views of the input where the array module allows it (as DALI, which does not
 copy), so the GPU stage runs them sample by sample without a kernel launch.
@@ -112,21 +113,22 @@ class Reshape(_ViewOperator):
     schema = Schema("reshape", devices=("cpu", "gpu"), max_inputs=2, arg_inputs=("shape", "rel_shape", "src_dims"))
 
     def configure(self, shape=None, rel_shape=None, src_dims=None, layout: str | None = None) -> None:
+        op = self.schema.name
         if shape is not None and rel_shape is not None:
-            raise ArgumentError("reshape: shape and rel_shape are mutually exclusive")
-        self.shape = None if shape is None else int_list("reshape", "shape", shape)
-        self.rel_shape = None if rel_shape is None else float_list("reshape", "rel_shape", rel_shape)
-        self.src_dims = None if src_dims is None else int_list("reshape", "src_dims", src_dims)
+            raise ArgumentError(f"{op}: shape and rel_shape are mutually exclusive")
+        self.shape = None if shape is None else int_list(op, "shape", shape)
+        self.rel_shape = None if rel_shape is None else float_list(op, "rel_shape", rel_shape)
+        self.src_dims = None if src_dims is None else int_list(op, "src_dims", src_dims)
         if self.shape is not None:
             if sum(d < 0 for d in self.shape) > 1:
-                raise ArgumentError(f"reshape: shape may hold one negative extent, got {list(self.shape)}")
+                raise ArgumentError(f"{op}: shape may hold one negative extent, got {list(self.shape)}")
             if 0 in self.shape:
-                raise ArgumentError(f"reshape: an extent of 0 is not allowed in shape, got {list(self.shape)}")
+                raise ArgumentError(f"{op}: an extent of 0 is not allowed in shape, got {list(self.shape)}")
         if self.src_dims is not None and any(d < -1 for d in self.src_dims):
-            raise ArgumentError(f"reshape: src_dims must hold axis indices or -1, got {list(self.src_dims)}")
-        self.layout = None if layout is None else check_layout("reshape", "layout", layout)
+            raise ArgumentError(f"{op}: src_dims must hold axis indices or -1, got {list(self.src_dims)}")
+        self.layout = None if layout is None else check_layout(op, "layout", layout)
         if self.layout and self._static_ndim() not in (None, len(self.layout)):
-            raise ArgumentError(f"reshape: layout {self.layout!r} does not match the {self._static_ndim()}-D output")
+            raise ArgumentError(f"{op}: layout {self.layout!r} does not match the {self._static_ndim()}-D output")
 
     def _static_ndim(self) -> int | None:
         """The output's rank when the arguments fix it (None: it depends on the input)."""
@@ -149,18 +151,48 @@ class Reshape(_ViewOperator):
         shape = self.shape
         if len(inputs) > 1:
             if "shape" in args or self.shape is not None or self.rel_shape is not None:
-                raise ArgumentError("reshape: a shape input excludes the shape and rel_shape arguments")
+                raise ArgumentError(f"{self.schema.name}: a shape input excludes the shape and rel_shape arguments")
             shape = per_sample(inputs[1])
         elif "shape" in args:
             shape = per_sample(args["shape"])
         rel_shape = per_sample(args["rel_shape"]) if "rel_shape" in args else self.rel_shape
         src_dims = per_sample(args["src_dims"]) if "src_dims" in args else self.src_dims
         if shape is not None and rel_shape is not None:
-            raise ArgumentError("reshape: shape and rel_shape are mutually exclusive")
-        target = reshaped("reshape", tuple(x.shape), shape, rel_shape, src_dims)
+            raise ArgumentError(f"{self.schema.name}: shape and rel_shape are mutually exclusive")
+        target = reshaped(self.schema.name, tuple(x.shape), shape, rel_shape, src_dims)
         if self.layout and len(self.layout) != len(target):
-            raise ValueError(f"reshape: layout {self.layout!r} does not match the output shape {target}")
+            raise ValueError(f"{self.schema.name}: layout {self.layout!r} does not match the output shape {target}")
         return x.reshape(target)
+
+
+@register
+class Reinterpret(Reshape):
+    """``reshape`` that may also view the sample's bytes as another ``dtype``: the innermost extent
+    scales by the ratio of the element sizes, and the shape arguments apply to that view."""
+
+    schema = Schema("reinterpret", devices=("cpu", "gpu"), max_inputs=2, arg_inputs=("shape", "rel_shape", "src_dims"))
+
+    def configure(self, dtype: Any = None, **reshape_args: Any) -> None:
+        self.dtype = None if dtype is None else parse_dtype("reinterpret", "dtype", dtype)
+        super().configure(**reshape_args)
+
+    def compute(self, xp, inputs, args, ctx):
+        x = inputs[0]
+        if self.dtype is not None and self.dtype != x.dtype:
+            x = _viewed_as(xp, x, self.dtype)
+        return super().compute(xp, [x, *inputs[1:]], args, ctx)
+
+
+def _viewed_as(xp, x: Any, dtype: np.dtype) -> Any:
+    """``x``'s bytes as ``dtype``, its innermost extent scaled by the ratio of the element sizes."""
+    shape = tuple(x.shape) or (1,)
+    inner = shape[-1] * x.dtype.itemsize
+    if inner % dtype.itemsize:
+        raise ValueError(
+            f"reinterpret: the innermost extent of a {x.dtype} sample of shape {tuple(x.shape)} is {inner} bytes, "
+            f"not a multiple of {dtype}'s {dtype.itemsize}"
+        )
+    return xp.ascontiguousarray(x).reshape(shape).view(dtype)
 
 
 @register

@@ -1,4 +1,4 @@
-"""shapes, reshape, squeeze, expand_dims: shapes, layouts and values as DALI's, on real decoded
+"""shapes, reshape, reinterpret, squeeze, expand_dims: shapes, layouts and values as DALI's, on real decoded
 JPEGs of different sizes (a ragged batch) and small arrays; argument inputs per sample; the GPU
 stage's batch path on numpy; argument errors before anything runs."""
 
@@ -33,6 +33,21 @@ IMAGE_CASES = [
         lambda x, fn, types: fn.squeeze(fn.expand_dims(x, axes=[0], new_axis_names="F"), axis_names="F"),
     ),
     ("cast_like", lambda x, fn, types: fn.cast_like(x, fn.cast(x, dtype=types.INT16))),
+    ("reinterpret-uint16", lambda x, fn, types: fn.reinterpret(fn.pad(x, axes=[2], shape=[4]), dtype=types.UINT16)),
+    ("reinterpret-int32", lambda x, fn, types: fn.reinterpret(fn.pad(x, axes=[2], shape=[4]), dtype=types.INT32)),
+    ("reinterpret-flat", lambda x, fn, types: fn.reinterpret(x, dtype=types.INT8, shape=[-1])),
+    ("reinterpret-layout", lambda x, fn, types: fn.reinterpret(x, layout="XYZ")),
+    ("reinterpret-src_dims", lambda x, fn, types: fn.reinterpret(x, src_dims=[1, 0, 2])),
+    ("reinterpret-rel_shape", lambda x, fn, types: fn.reinterpret(x, dtype=types.INT8, rel_shape=[1, 1, 1])),
+]
+
+#: ``reinterpret`` of small arrays whose bytes divide evenly, against DALI
+REINTERPRET = [np.arange(24, dtype=np.uint8).reshape(2, 3, 4), np.arange(8, dtype=np.uint8).reshape(1, 2, 4)]
+REINTERPRET_CASES = [
+    ("int32", lambda x, fn, types: fn.reinterpret(x, dtype=types.INT32)),
+    ("float32-flat", lambda x, fn, types: fn.reinterpret(x, dtype=types.FLOAT, shape=[-1])),
+    ("uint16-two-rows", lambda x, fn, types: fn.reinterpret(x, dtype=types.UINT16, shape=[2, -1])),
+    ("back-to-uint8", lambda x, fn, types: fn.reinterpret(fn.reinterpret(x, dtype=types.INT32), dtype=types.UINT8)),
 ]
 
 
@@ -168,3 +183,30 @@ def test_argument_errors_before_anything_runs(jpeg_files, op, kwargs, match):
 def test_volume_mismatch_names_the_sample(ours):
     with pytest.raises(rp.SampleError, match=r"sample 1 .*cannot be reshaped to \(3, 8\)"):
         ours([A, A[:1].copy()], lambda x: fn.reshape(x, shape=[3, 8]))
+
+
+@pytest.mark.parametrize(("case", "build"), REINTERPRET_CASES, ids=[c[0] for c in REINTERPRET_CASES])
+def test_reinterpret_against_dali(ours, dali, case, build):
+    mine = ours(REINTERPRET, lambda x: build(x, fn, types), layout="HWC")
+    _check_equal(dali(REINTERPRET, build, layout="HWC"), mine)
+
+
+def test_reinterpret_views_the_bytes_as_another_type(ours):
+    ((ints, layout),) = ours(REINTERPRET, lambda x: fn.reinterpret(x, dtype=types.INT32), layout="HWC")
+    assert layout == "HWC" and ints[0].shape == (2, 3, 1) and ints[1].shape == (1, 2, 1)
+    assert ints[0].ravel().tolist() == np.frombuffer(REINTERPRET[0].tobytes(), np.int32).tolist()
+    ((flat, layout),) = ours(REINTERPRET, lambda x: fn.reinterpret(x, dtype=types.UINT16, shape=[-1]), layout="HWC")
+    assert layout == "" and [f.shape for f in flat] == [(12,), (4,)] and flat[1].dtype == np.uint16
+
+
+def test_reinterpret_errors_name_the_sample(ours):
+    with pytest.raises(
+        rp.errors.SampleError,
+        match="innermost extent of a uint8 sample of shape .* is 4 bytes, not a multiple of float64",
+    ) as failed:
+        ours(REINTERPRET, lambda x: fn.reinterpret(x, dtype=types.FLOAT64))
+    assert "sample 0" in str(failed.value)
+    with pytest.raises(
+        rp.errors.SampleError, match=r"reinterpret: samples of shape \(1, 2, 1\) cannot be reshaped to \(6,\)"
+    ):
+        ours(REINTERPRET, lambda x: fn.reinterpret(x, dtype=types.INT32, shape=[6]))
