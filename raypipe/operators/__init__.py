@@ -27,6 +27,7 @@ from . import (  # noqa: F401
     math_functions,
     mel_filter_bank,
     mfcc,
+    multi_paste,
     mxnet_reader,
     nemo_asr_reader,
     nonsilent_region,
