@@ -69,6 +69,7 @@ OLD_NAMES: dict[str, tuple[str, str]] = {
     "random.normal": ("NormalDistribution", "normal_distribution"),
     "decoders.audio": ("AudioDecoder", "audio_decoder"),
     "readers.nemo_asr": ("NemoAsrReader", "nemo_asr_reader"),
+    "transforms.translation": ("TransformTranslation", "transform_translation"),
 }
 
 

@@ -57,6 +57,7 @@ from . import (  # noqa: F401
     tfrecord_reader,
     to_decibels,
     transfer,
+    transforms,
     transpose,
     warp_affine,
     webdataset_reader,
