@@ -3,6 +3,7 @@
 from . import (  # noqa: F401
     arithmetic,
     audio_decoder,
+    audio_resample,
     bb_flip,
     box_encoder,
     caffe_readers,
