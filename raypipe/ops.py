@@ -45,6 +45,7 @@ _CLASS_NAMES = {
     "random_bbox_crop": "RandomBBoxCrop",
     "bbox_paste": "BBoxPaste",
     "ssd_random_crop": "SSDRandomCrop",
+    "reductions.rms": "RMS",
 }
 #: the deprecated top-level class names -> the operator each places
 ALIASES = {alias: op_name for op_name, (alias, _) in OLD_NAMES.items()}

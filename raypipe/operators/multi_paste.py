@@ -4,7 +4,8 @@ mosaic augmentation of YOLO-style detection training).
 With ``in_ids`` (one input) output sample ``i`` pastes samples ``in_ids[i]`` of the batch, so the
 operator needs the whole batch: it runs as a batch step (after the CPU stage on ``cpu``, in the GPU
 stage on ``gpu``). Without it, paste ``k`` of output ``i`` is sample ``i`` of input ``k``. Each paste
-takes ``shapes[k]`` (height, width; by default the rest of the source from its anchor) from
+takes ``shapes[k]`` (height, width; ``shapes_rel`` as fractions of the source's, rounded up; by
+default the rest of the source from its anchor) from
 ``in_anchors[k]`` of its source to ``out_anchors[k]`` of the canvas (anchors default to the top-left
 corner; the ``_rel`` forms are fractions of the source's or canvas's extents, truncated), later
 pastes over earlier ones. The canvas is ``output_size`` (height, width), or the inputs' one shape
@@ -27,7 +28,7 @@ from .fill import converted
 
 OP = "multi_paste"
 #: per-paste arguments: one (height, width) row per paste
-PER_PASTE = ("in_anchors", "in_anchors_rel", "out_anchors", "out_anchors_rel", "shapes")
+PER_PASTE = ("in_anchors", "in_anchors_rel", "out_anchors", "out_anchors_rel", "shapes", "shapes_rel")
 
 
 def _rows(name: str, value: Any, dtype: type) -> np.ndarray:
@@ -56,6 +57,7 @@ class MultiPaste(Operator):
         out_anchors=None,
         out_anchors_rel=None,
         shapes=None,
+        shapes_rel=None,
     ) -> None:
         self.in_ids = None if in_ids is None else np.asarray(in_ids, dtype=np.int64).reshape(-1)
         self.output_size = None if output_size is None else _rows("output_size", output_size, np.int64)
@@ -63,7 +65,7 @@ class MultiPaste(Operator):
             raise ArgumentError(f"{OP}: output_size must be (height, width), got {np.asarray(output_size).tolist()}")
         self.dtype = None if dtype is None else parse_dtype(OP, "dtype", dtype)
         given = {"in_anchors": in_anchors, "in_anchors_rel": in_anchors_rel, "out_anchors": out_anchors}
-        given.update(out_anchors_rel=out_anchors_rel, shapes=shapes)
+        given.update(out_anchors_rel=out_anchors_rel, shapes=shapes, shapes_rel=shapes_rel)
         self.static = {
             k: _rows(k, v, np.float32 if k.endswith("_rel") else np.int64) for k, v in given.items() if v is not None
         }
@@ -71,9 +73,9 @@ class MultiPaste(Operator):
 
     @staticmethod
     def _check_exclusive(names: Collection[str]) -> None:
-        for side in ("in", "out"):
-            if f"{side}_anchors" in names and f"{side}_anchors_rel" in names:
-                raise ArgumentError(f"{OP}: {side}_anchors and {side}_anchors_rel exclude each other")
+        for name in ("in_anchors", "out_anchors", "shapes"):
+            if name in names and f"{name}_rel" in names:
+                raise ArgumentError(f"{OP}: {name} and {name}_rel exclude each other")
 
     def bind_inputs(self, count: int, arg_inputs: Collection[str]) -> None:
         self._check_exclusive({*self.static, *arg_inputs})
@@ -133,7 +135,10 @@ class MultiPaste(Operator):
         for k, source in enumerate(sources):
             extent = np.asarray(source.shape[:2], dtype=np.int64)
             start = _anchor(rows, "in_anchors", k, extent)
-            size = rows["shapes"][k] if "shapes" in rows else extent - start
+            if "shapes_rel" in rows:  # fractions of the source, rounded up (anchors are truncated)
+                size = np.ceil(rows["shapes_rel"][k] * extent.astype(np.float32)).astype(np.int64)
+            else:
+                size = rows["shapes"][k] if "shapes" in rows else extent - start
             at = _anchor(rows, "out_anchors", k, np.array([height, width]))
             if (start < 0).any() or (start + size > extent).any() or (size < 0).any():
                 raise ValueError(

@@ -58,6 +58,11 @@ CASES = [
         {"output_size": [5, 6]},
     ),
     ("canvas per sample", {"in_ids": ints([1], [0]), "output_size": ints([3, 7], [5, 5])}, {}),
+    (
+        "relative shapes, truncated",
+        {"in_ids": ints([1, 0], [0]), "shapes_rel": floats([[0.5, 0.5], [0.3, 0.99]], [[0.7, 0.33]])},
+        {"output_size": [5, 6]},
+    ),
     ("nothing pasted", {"in_ids": [np.zeros(0, np.int32), np.array([0], np.int32)]}, {"output_size": [4, 5]}),
 ]
 
@@ -159,6 +164,10 @@ def test_bad_pastes_fail_naming_the_sample(ours, per_sample, static, message):
             "in_anchors and in_anchors_rel exclude",
         ),
         (lambda x: fn.multi_paste(x, in_ids=[0], output_size=[1, 2, 3, 4]), "output_size must be"),
+        (
+            lambda x: fn.multi_paste(x, in_ids=[0], shapes=[1, 1], shapes_rel=[0.5, 0.5]),
+            "shapes and shapes_rel exclude",
+        ),
         (lambda x: fn.multi_paste(x, in_ids=[0], shapes=[1, 2, 3]), r"shapes must hold \(height, width\) pairs"),
     ],
 )
