@@ -31,6 +31,7 @@ from . import (  # noqa: F401
     multi_paste,
     mxnet_reader,
     nemo_asr_reader,
+    noise,
     nonsilent_region,
     normalize,
     numpy_reader,
