@@ -22,10 +22,11 @@ from typing import Any
 
 import numpy as np
 
+from ..backend import to_host
 from ..errors import ArgumentError
 from ..operator import Operator, Schema, check_number, register
 from .cast import c_cast, saturate_cast
-from .random import _to_host, sample_draws, sample_scalar
+from .random import sample_draws, sample_scalar
 
 #: the input types DALI 2.4's noise operators take
 NOISE_TYPES = tuple(
@@ -45,7 +46,7 @@ class _Noise(Operator):
 
     def run_batch(self, xp, inputs, args, ctxs):
         """The GPU stage's batch: the noise drawn on the host as the CPU stage draws it, then moved."""
-        host_args = {k: [_to_host(v) for v in values] for k, values in args.items()}
+        host_args = {k: [to_host(v) for v in values] for k, values in args.items()}
         return self.apply(xp, list(inputs[0]), host_args, ctxs)
 
     def apply(self, xp: ModuleType, xs: list[Any], args: dict[str, list], ctxs) -> list[Any]:
@@ -213,7 +214,7 @@ class Shot(_Noise):
             if np.float32(factor) == 0:  # DALI's factor is float32
                 noisy.append(x)
             else:
-                noisy.append(xp.asarray(_shot(np.asarray(_to_host(x)), factor, self.rng(ctx))))
+                noisy.append(xp.asarray(_shot(np.asarray(to_host(x)), factor, self.rng(ctx))))
         return noisy
 
 

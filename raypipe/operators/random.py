@@ -19,6 +19,7 @@ from collections.abc import Sequence
 
 import numpy as np
 
+from ..backend import to_host
 from ..errors import ArgumentError
 from ..operator import Operator, Schema, check_number, check_range, register
 from ..types import to_numpy_dtype
@@ -93,7 +94,7 @@ class _Distribution(Operator):
         """The GPU stage's batch (``device="gpu"``): the values drawn on the host as the CPU stage
         draws them (keyed per sample, the input's shapes only), then moved to the device."""
         shapes = [[np.broadcast_to(np.False_, tuple(x.shape)) for x in inputs[0]]] if inputs else []
-        host_args = {k: [_to_host(v) for v in values] for k, values in args.items()}
+        host_args = {k: [to_host(v) for v in values] for k, values in args.items()}
         return [xp.asarray(v) for v in self.run_chunk(shapes, host_args, ctxs)]
 
     def generate(self, draws: np.ndarray, shape, args, first: int, count: int) -> list[np.ndarray]:
@@ -338,15 +339,10 @@ def sample_draws(op: Operator, ctxs, counts: Sequence[int]) -> list[np.ndarray]:
 
 def sample_scalar(op: str, name: str, value) -> float:
     """A per-sample argument input's value for one sample: one finite number."""
-    array = np.asarray(_to_host(value))
+    array = np.asarray(to_host(value))
     if array.size != 1:
         raise ValueError(f"{op}: {name} must be one number per sample, got an array of shape {array.shape}")
     return check_number(op, name, array.reshape(-1)[0])
-
-
-def _to_host(value):
-    """A per-sample argument value as a host array (device arrays are copied back)."""
-    return value.get() if hasattr(value, "get") and not isinstance(value, np.ndarray) else np.asarray(value)
 
 
 def _per_sample(values: np.ndarray, shape: tuple[int, ...]) -> list[np.ndarray]:
