@@ -4,6 +4,7 @@ from . import (  # noqa: F401
     arithmetic,
     audio_decoder,
     audio_resample,
+    batch_permutation,
     bb_flip,
     box_encoder,
     caffe_readers,
