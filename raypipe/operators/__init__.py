@@ -23,6 +23,7 @@ from . import (  # noqa: F401
     fill,
     flip,
     gaussian_blur,
+    grid_mask,
     jitter,
     joining,
     lookup_table,

@@ -61,7 +61,7 @@ def _libm() -> ctypes.CDLL | None:
     return lib
 
 
-def _trig(name: str, radians: np.float32) -> np.float32:
+def c_trig(name: str, radians: np.float32) -> np.float32:
     """``sin``, ``cos`` or ``tan`` of float32 ``radians`` as C's ``sinf``, ``cosf`` or ``tanf``
     gives it (DALI's value); without a C math library, the float64 value rounded (within an ulp)."""
     lib = _libm()
@@ -284,7 +284,7 @@ class Rotation(_Transform):
         radians = angle[0] * _DEG
         if values["axis"] is None:
             ndim = 2
-            cos, sin = _trig("cos", radians), _trig("sin", radians)
+            cos, sin = c_trig("cos", radians), c_trig("sin", radians)
             matrix = np.array([[cos, -sin, 0], [sin, cos, 0], [0, 0, 1]], _F32)
         else:
             ndim = 3
@@ -303,7 +303,7 @@ def _rotation_3d(op: str, axis: np.ndarray, radians: np.float32) -> np.ndarray:
         raise ArgumentError(f"{op}: axis must have a non-zero length, got {axis.tolist()}")
     if radians == 0:
         return np.eye(4, dtype=_F32)
-    cos, sin = _trig("cos", radians), _trig("sin", radians)
+    cos, sin = c_trig("cos", radians), c_trig("sin", radians)
     u, v, w = u / length, v / length, w / length
     uu, vv, ww, uv, uw, vw = u * u, v * v, w * w, u * v, u * w, v * w
     rest = _F32(1) - cos
@@ -358,7 +358,7 @@ class Shear(_Transform):
             outside = angles[(angles < -90) | (angles > 90) | np.isnan(angles)]
             if outside.size:
                 raise ArgumentError(f"{op}: angles must be within [-90, 90] degrees, got {outside[0]}")
-            factors = np.array([_trig("tan", a * _DEG) for a in angles], _F32)
+            factors = np.array([c_trig("tan", a * _DEG) for a in angles], _F32)
         if factors.size == 2:
             (sx, sy), ndim = factors, 2
             matrix = np.array([[1, sx, 0], [sy, 1, 0], [0, 0, 1]], _F32)
