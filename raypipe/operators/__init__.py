@@ -27,6 +27,7 @@ from . import (  # noqa: F401
     grid_mask,
     jitter,
     joining,
+    jpeg_distortion,
     lookup_table,
     math_functions,
     mel_filter_bank,
