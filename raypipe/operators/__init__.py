@@ -43,6 +43,7 @@ from . import (  # noqa: F401
     pad,
     paste,
     peek_image_shape,
+    power_spectrum,
     preemphasis,
     python_function,
     random,
