@@ -48,6 +48,7 @@ from . import (  # noqa: F401
     python_function,
     random,
     random_bbox_crop,
+    random_crop_generator,
     random_resized_crop,
     readers,
     reductions,

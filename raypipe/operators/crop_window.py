@@ -1,5 +1,6 @@
-"""Random crop windows (area and aspect-ratio sampling), shared by the fused decoder
-and ``random_resized_crop``: a pure function of the image size and the sample's draws.
+"""Random crop windows (area and aspect-ratio sampling), shared by the fused decoder,
+``random_resized_crop`` and ``random_crop_generator``: a pure function of the image size and the
+sample's draws, and the check of the three arguments that shape them (:func:`window_arguments`).
 
 Each attempt takes four uniform draws in [0, 1): area fraction, log aspect ratio, x, y.
 ``draws`` holds them as ``(4, num_attempts)`` for one image and ``(4, num_attempts,
@@ -13,10 +14,30 @@ order, and the ratio through the same ``np.exp`` (whose results may differ from
 from __future__ import annotations
 
 import math
+from collections.abc import Sequence
 
 import numpy as np
 
+from ..errors import ArgumentError
+from ..operator import check_range
+
 DRAWS = 4  # per attempt
+
+
+def window_arguments(
+    op: str, random_area: Sequence[float], random_aspect_ratio: Sequence[float], num_attempts: int
+) -> tuple[tuple[float, float], tuple[float, float], int]:
+    """``random_area`` (within (0, 1]), ``random_aspect_ratio`` (positive) and ``num_attempts`` (a
+    positive int) checked; ArgumentError naming ``op`` otherwise."""
+    area = check_range(op, "random_area", random_area, low=0.0)
+    if not 0 < area[1] <= 1:
+        raise ArgumentError(f"{op}: random_area must lie in (0, 1], got {random_area!r}")
+    ratio = check_range(op, "random_aspect_ratio", random_aspect_ratio)
+    if ratio[0] <= 0:
+        raise ArgumentError(f"{op}: random_aspect_ratio must be positive, got {random_aspect_ratio!r}")
+    if isinstance(num_attempts, bool) or not isinstance(num_attempts, int) or num_attempts < 1:
+        raise ArgumentError(f"{op}: num_attempts must be a positive int, got {num_attempts!r}")
+    return area, ratio, num_attempts
 
 
 def _ratios(ratio_range: tuple[float, float], draws: np.ndarray) -> np.ndarray:

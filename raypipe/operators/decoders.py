@@ -28,9 +28,9 @@ from ..errors import ArgumentError, DecodeError
 from ..exif import ExifOrientationWarning, orientation, tiff_orientation
 from ..gpu_decode import DEFAULT_HW_LOAD
 from ..jpeg_header import Frame, JpegHeaderError, read_frame
-from ..operator import Operator, Schema, Skip, check_range, register
+from ..operator import Operator, Schema, Skip, register
 from ..types import DALIImageType
-from .crop_window import DRAWS, random_crop_window, random_crop_windows
+from .crop_window import DRAWS, random_crop_window, random_crop_windows, window_arguments
 from .host_decode import Source, decode, open_source, scaled_box
 
 if TYPE_CHECKING:
@@ -270,15 +270,9 @@ class ImageRandomCropDecoder(_Decoder):
         **hints: Any,
     ) -> None:
         self._configure_common(output_type, on_error, use_fast_idct, adjust_orientation, hints)
-        self.random_area = check_range(self.schema.name, "random_area", random_area, low=0.0)
-        if self.random_area[1] <= 0 or self.random_area[1] > 1:
-            raise ArgumentError(f"{self.schema.name}: random_area must lie in (0, 1], got {random_area!r}")
-        self.random_aspect_ratio = check_range(self.schema.name, "random_aspect_ratio", random_aspect_ratio)
-        if self.random_aspect_ratio[0] <= 0:
-            raise ArgumentError(f"{self.schema.name}: random_aspect_ratio must be positive")
-        if not isinstance(num_attempts, int) or num_attempts < 1:
-            raise ArgumentError(f"{self.schema.name}: num_attempts must be a positive int")
-        self.num_attempts = num_attempts
+        self.random_area, self.random_aspect_ratio, self.num_attempts = window_arguments(
+            self.schema.name, random_area, random_aspect_ratio, num_attempts
+        )
 
     def window(self, width: int, height: int, ctx) -> tuple[int, int, int, int]:
         """The crop window ``(x, y, w, h)`` for this sample of a ``width`` x ``height`` image."""

@@ -13,10 +13,10 @@ import numpy as np
 
 from ..errors import ArgumentError
 from ..kernels import launch
-from ..operator import Operator, Schema, check_range, register
+from ..operator import Operator, Schema, register
 from ..types import DALIDataType
 from .cast import parse_dtype
-from .crop_window import DRAWS, random_crop_window, random_crop_windows
+from .crop_window import DRAWS, random_crop_window, random_crop_windows, window_arguments
 from .resample import RESIZE_FILTERS, check_hwc, hwc_shapes, interp_filters, resample
 from .resize import host_resample
 
@@ -52,15 +52,9 @@ class RandomResizedCrop(Operator):
         if size is None:
             raise ArgumentError(f"{name}: size is required (an int or a pair (h, w))")
         self.height, self.width = _output_size(size)
-        self.random_area = check_range(name, "random_area", random_area, low=0.0)
-        if not 0 < self.random_area[1] <= 1:
-            raise ArgumentError(f"{name}: random_area must lie in (0, 1], got {random_area!r}")
-        self.random_aspect_ratio = check_range(name, "random_aspect_ratio", random_aspect_ratio)
-        if self.random_aspect_ratio[0] <= 0:
-            raise ArgumentError(f"{name}: random_aspect_ratio must be positive, got {random_aspect_ratio!r}")
-        if isinstance(num_attempts, bool) or not isinstance(num_attempts, int) or num_attempts < 1:
-            raise ArgumentError(f"{name}: num_attempts must be a positive int, got {num_attempts!r}")
-        self.num_attempts = num_attempts
+        self.random_area, self.random_aspect_ratio, self.num_attempts = window_arguments(
+            name, random_area, random_aspect_ratio, num_attempts
+        )
         self.antialias = bool(antialias)
         self.filters = interp_filters(name, RESIZE_FILTERS, interp_type, min_filter, mag_filter)
 
