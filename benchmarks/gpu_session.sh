@@ -14,7 +14,7 @@
 # service (benchmarks/gpu_service_check.py: a Ray service to a torch rank through CUDA IPC against
 # the host path, memory flat over 6 epochs after 2 to fill the pools), bench (examples/bench_gpu.py, the GPU stage in the rank's
 # process and in a pipeline actor), cpu_costs (the CPU stage per sample, benchmarks/cpu_helpers.py),
-# ops_gpu (the speech, volume and random operators' device variants against their host results),
+# ops_gpu (the operators' device variants against their host results),
 # decode_rate (benchmarks/gpu_decode_rate.py: nvImageCodec alone on the recipe's crops, one to
 # three decoders at once, and a decode split into its host and library parts).
 # The pytest steps preload the kit's native crash tracer (segv_trace.so, from benchmarks/segv_trace.c)
@@ -148,13 +148,16 @@ bench() {
         "${extra[@]}" "${more[@]}"
 }
 
-# The device variants of the speech, volume and random operators on the GPU against their host results.
+# The operators' device variants on the GPU against their host results (test_gpu_variants.py: every
+# operator whose only other check is against DALI, which the GPU machine lacks).
 ops_gpu() {
     local args traced
     mapfile -t args < <(pytest_args)
     mapfile -t traced < <(tracer_env)
-    env "${traced[@]}" "$PY" -m pytest "${args[@]}" tests/operators/test_audio_features.py tests/operators/test_random.py \
-        tests/operators/test_volume_ops.py tests/operators/test_reductions.py
+    env "${traced[@]}" "$PY" -m pytest "${args[@]}" tests/operators/test_gpu_variants.py \
+        tests/operators/test_noise.py tests/operators/test_lookup_table.py tests/operators/test_batch_permutation.py \
+        tests/operators/test_audio_features.py tests/operators/test_random.py tests/operators/test_volume_ops.py \
+        tests/operators/test_reductions.py
 }
 
 # Run "$@" within $1 seconds and what is left of the step's time, its command line first; print how
