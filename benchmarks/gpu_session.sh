@@ -16,7 +16,9 @@
 # process and in a pipeline actor), cpu_costs (the CPU stage per sample, benchmarks/cpu_helpers.py),
 # ops_gpu (the operators' device variants against their host results),
 # decode_rate (benchmarks/gpu_decode_rate.py: nvImageCodec alone on the recipe's crops, one to
-# three decoders at once, and a decode split into its host and library parts).
+# three decoders at once, and a decode split into its host and library parts), nvimgcodec_gil
+# (benchmarks/nvimgcodec_gil.py: which per-image nvImageCodec calls give up the GIL, and their cost
+# beside busy Python threads).
 # The pytest steps preload the kit's native crash tracer (segv_trace.so, from benchmarks/segv_trace.c)
 # when the kit has it: a process that dies of SIGSEGV, SIGBUS, SIGILL, SIGFPE or SIGABRT writes its
 # native frames (library+offset, symbols where exported) after Python's faulthandler traceback, to
@@ -231,6 +233,8 @@ decode_rate() {
     "$PY" benchmarks/gpu_decode_rate.py --seconds 2 "${args[@]}"
 }
 
+nvimgcodec_gil() { "$PY" benchmarks/nvimgcodec_gil.py; }
+
 # Ray processes a killed step may have left behind.
 ray_stop() { timeout 30 "$PY" -m ray.scripts.scripts stop --force >/dev/null 2>&1 || true; }
 
@@ -284,8 +288,8 @@ printf 'step\tstatus\texit\tseconds\n' >"$SUMMARY"
 echo "raypipe GPU session: logs in $LOGS${OUT:+ (packed into $OUT/logs.tgz)}, budget ${BUDGET_S} s"
 
 declare -A LIMIT_S=([setup]=120 [machine]=60 [pytest_gpu]=150 [pytest_kernels]=100 [service]=120 [bench]=150
-    [cpu_costs]=60 [ops_gpu]=90 [crash_trace]=120 [decode_rate]=90)
-read -ra STEPS <<<"${GPU_SESSION_STEPS:-setup machine pytest_gpu ops_gpu pytest_kernels service bench decode_rate cpu_costs}"
+    [cpu_costs]=60 [ops_gpu]=90 [crash_trace]=120 [decode_rate]=90 [nvimgcodec_gil]=60)
+read -ra STEPS <<<"${GPU_SESSION_STEPS:-setup machine pytest_gpu ops_gpu pytest_kernels service bench decode_rate nvimgcodec_gil cpu_costs}"
 for name in "${STEPS[@]}"; do
     if [[ -z ${LIMIT_S[$name]:-} ]]; then
         echo "unknown step $name (steps: ${!LIMIT_S[*]})" >&2
