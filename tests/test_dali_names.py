@@ -211,7 +211,10 @@ def test_every_operator_has_dalis_ops_and_fn_name():
         for part in path:
             ours, theirs = getattr(ours, part), getattr(theirs, part)
         assert theirs.__name__ == ours.__name__
-        assert callable(getattr(getattr(dali_fn, module) if module else dali_fn, leaf))
+        namespace = dali_fn
+        for part in module.split(".") if module else ():
+            namespace = getattr(namespace, part)
+        assert callable(getattr(namespace, leaf))
 
 
 #: DALI's deprecated operators that are not another's name but operators of their own (other inputs

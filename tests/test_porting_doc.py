@@ -66,7 +66,7 @@ def test_every_argument_dali_takes_is_documented(named):
     missing = []
     for name, _ in _operators():
         module, _, _ = name.rpartition(".")
-        schema = backend.GetSchema(f"{module}__{class_name(name)}" if module else class_name(name))
+        schema = backend.GetSchema("__".join([*module.split("."), class_name(name)]) if module else class_name(name))
         for arg in schema.GetArgumentNames():
             if not schema.IsDeprecatedArg(arg) and arg not in COMMON and arg not in named:
                 missing.append(f"{name}: {arg}")

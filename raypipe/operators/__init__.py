@@ -21,6 +21,7 @@ from . import (  # noqa: F401
     equalize,
     erase,
     external_source,
+    file_read,
     fill,
     flip,
     gaussian_blur,
