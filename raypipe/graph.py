@@ -189,6 +189,7 @@ class Graph:
             raise ArgumentError(f"{op_name}: cannot run on device {device!r} (supported: {schema.devices})")
         op = cls(device=device, op_id=len(self.nodes), **kwargs)
         op.bind_inputs(len(inputs), set(arg_inputs))
+        op.bind_upstream(inputs)
         node = OpNode(op, list(inputs), arg_inputs, name)
         self.nodes.append(node)
         return node.outputs

@@ -133,6 +133,10 @@ class Operator:
         keep it (``random_bbox_crop``'s labels), and operators whose required arguments may come per
         sample check them here (``crop``, ``resize``)."""
 
+    def bind_upstream(self, inputs: Sequence[Any]) -> None:
+        """Told, when placed in a graph, the data nodes of its regular inputs: an operator that
+        reports where its input came from keeps what it needs (``get_property``'s source)."""
+
     #: Arguments that a call may also pass positionally, in order (``fn.external_source(source)``).
     positional_args: ClassVar[tuple[str, ...]] = ()
 

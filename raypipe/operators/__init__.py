@@ -25,6 +25,7 @@ from . import (  # noqa: F401
     fill,
     flip,
     gaussian_blur,
+    get_property,
     grid_mask,
     jitter,
     joining,

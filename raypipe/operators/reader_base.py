@@ -104,6 +104,10 @@ class ShardedReader(Operator):
         """Where sample ``index`` comes from, for error messages."""
         return f"sample {index}"
 
+    def source_info(self, index: int) -> str:
+        """DALI's ``source_info`` of sample ``index``'s data (``get_property``): where it comes from."""
+        return self.source_of(index)
+
     def read(self, index: int) -> tuple[np.ndarray, ...]:
         """Random access: the outputs of sample ``index``."""
         raise NotImplementedError

@@ -281,6 +281,20 @@ class FileReader(ShardedReader):
         """The file behind sample ``index``."""
         return self.paths[index] if self.paths is not None and 0 <= index < len(self.paths) else f"sample {index}"
 
+    def source_info(self, index: int) -> str:
+        """The file's path as listed, as DALI gives it: relative to ``file_root`` (or to the folder a
+        ``file_list``'s relative lines are read from), else as given. A line of a list that names a
+        file inside that folder by its absolute path also comes back relative."""
+        path = self.source_of(index)
+        if self.file_list is not None:
+            base = self.file_root if self.file_root is not None else urls.parent(os.fspath(self.file_list))
+        elif self.file_root is not None:
+            base = os.fspath(self.file_root)
+        else:
+            return path
+        prefix = base.rstrip("/") + "/" if urls.is_url(base) else os.path.join(base, "")
+        return path[len(prefix) :] if path.startswith(prefix) else path
+
     def digest(self) -> str:
         """A hash of the sample list (paths relative to their common folder, and labels): it
         identifies the dataset in position states and survives moving the dataset elsewhere."""
