@@ -46,6 +46,7 @@ _CLASS_NAMES = {
     "bbox_paste": "BBoxPaste",
     "ssd_random_crop": "SSDRandomCrop",
     "reductions.rms": "RMS",
+    "dl_tensor_python_function": "DLTensorPythonFunction",
 }
 #: the deprecated top-level class names -> the operator each places
 ALIASES = {alias: op_name for op_name, (alias, _) in OLD_NAMES.items()}
