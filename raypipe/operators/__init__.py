@@ -18,6 +18,7 @@ from . import (  # noqa: F401
     crop,
     crop_mirror_normalize,
     decoders,
+    dump_image,
     equalize,
     erase,
     external_source,
