@@ -18,6 +18,7 @@ from . import (  # noqa: F401
     crop,
     crop_mirror_normalize,
     decoders,
+    displacement,
     dump_image,
     equalize,
     erase,
