@@ -218,8 +218,9 @@ def test_every_operator_has_dalis_ops_and_fn_name():
 
 
 #: DALI's deprecated operators that are not another's name but operators of their own (other inputs
-#: and outputs than the operator DALI recommends instead): ops class -> the operator it places
-OPERATORS_OF_THEIR_OWN = {"SSDRandomCrop": "ssd_random_crop"}
+#: and outputs, or other defaults, than the operator DALI recommends instead): ops class -> the
+#: operator it places
+OPERATORS_OF_THEIR_OWN = {"SSDRandomCrop": "ssd_random_crop", "FastResizeCropMirror": "fast_resize_crop_mirror"}
 
 
 def test_every_old_name_dali_ships_for_our_operators_is_here():

@@ -5,9 +5,10 @@ Both match DALI's CPU operators: the points in float32 in DALI's order (``water`
 library's ``sinf`` and ``cosf``, evaluated once per row and column), then DALI's sampler: nearest
 (``floor`` of the point) or linear (the four pixels around the point less half a pixel, blended in
 float32 as DALI blends them, rounded half away from zero for uint8); points outside the image take
-``fill_value``, which a uint8 image holds as DALI's C conversion gives it (truncated, low 8 bits). ``water`` takes each output
-pixel's own coordinates (not its centre), as DALI does. ``mask`` (per sample) 0 passes a sample
-through. uint8 and float32 HWC images; on ``gpu`` the same arithmetic on cupy.
+``fill_value``, which a uint8 image holds as DALI's C conversion gives it (truncated, low 8 bits).
+``water`` takes each output pixel's own coordinates (not its centre), as DALI does. ``mask`` (per
+sample) 0 passes a sample through. uint8 and float32 HWC images; on ``gpu`` the same arithmetic on
+cupy.
 """
 
 from __future__ import annotations

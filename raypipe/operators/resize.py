@@ -104,38 +104,40 @@ def _round_sizes(width: np.ndarray, height: np.ndarray) -> np.ndarray:
     return np.maximum(1, np.floor(np.stack([width, height], axis=1) + 0.5)).astype(np.int64)
 
 
-def _per_axis(name: str, value: Any) -> tuple[float | None, float | None]:
+def _per_axis(op: str, name: str, value: Any) -> tuple[float | None, float | None]:
     """DALI's ``size`` / ``max_size``: one number for both extents or ``[height, width]`` (the
     layout's order); an extent of 0 or less is left unset. Returned as ``(width, height)``."""
     values = [value, value] if not isinstance(value, (list, tuple, np.ndarray)) else list(value)
     if len(values) != 2 or any(isinstance(v, bool) or not isinstance(v, (int, float, np.number)) for v in values):
-        raise ArgumentError(f"resize: {name} must be a number or [height, width], got {value!r}")
+        raise ArgumentError(f"{op}: {name} must be a number or [height, width], got {value!r}")
     height, width = (float(v) if v > 0 else None for v in values)
     return width, height
 
 
-def _volume_wanted(size: Any, resize_x: Any, resize_y: Any, resize_z: float | None) -> tuple[float | None, ...]:
+def _volume_wanted(
+    op: str, size: Any, resize_x: Any, resize_y: Any, resize_z: float | None
+) -> tuple[float | None, ...]:
     """A volume's wanted ``(d, h, w)`` from ``size`` = ``[d, h, w]`` (0: unset) or ``resize_z``/``_y``/``_x``."""
     if size is not None:
         if resize_x is not None or resize_y is not None or resize_z is not None:
-            raise ArgumentError("resize: size cannot be combined with resize_x, resize_y or resize_z")
+            raise ArgumentError(f"{op}: size cannot be combined with resize_x, resize_y or resize_z")
         values = np.asarray(size, np.float64).reshape(-1)
         return tuple(float(v) if v > 0 else None for v in values)
-    return resize_z, _size_arg("resize_y", resize_y), _size_arg("resize_x", resize_x)
+    return resize_z, _size_arg(op, "resize_y", resize_y), _size_arg(op, "resize_x", resize_x)
 
 
-def _size_arg(name: str, value: float | None) -> float | None:
+def _size_arg(op: str, name: str, value: float | None) -> float | None:
     if value is None:
         return None
     if isinstance(value, bool) or not isinstance(value, (int, float, np.integer, np.floating)) or not value > 0:
-        raise ArgumentError(f"resize: {name} must be a positive number, got {value!r}")
+        raise ArgumentError(f"{op}: {name} must be a positive number, got {value!r}")
     return float(value)
 
 
-def _check_hint(value: Any) -> int:
+def _check_hint(op: str, value: Any) -> int:
     """``temp_buffer_hint``: a byte count DALI sizes a scratch buffer with (no pixel changes)."""
     if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or value < 0:
-        raise ArgumentError(f"resize: temp_buffer_hint must be a non-negative int, got {value!r}")
+        raise ArgumentError(f"{op}: temp_buffer_hint must be a non-negative int, got {value!r}")
     return int(value)
 
 
@@ -190,30 +192,31 @@ class Resize(Operator):
         """``temp_buffer_hint`` (DALI's scratch-buffer size) and ``image_type`` (deprecated and unused
         in DALI) are validated and change nothing; ``save_attrs`` adds the second output. Volumes
         (:mod:`.volume_resize`) take ``resize_z`` or a three-value ``size`` (also per sample)."""
-        self.resize_z = _size_arg("resize_z", resize_z)
+        op = self.schema.name
+        self.resize_z = _size_arg(op, "resize_z", resize_z)
         self.volume_wanted: tuple[float | None, ...] | None = None
         if (size is not None and np.size(size) == 3) or (size is None and self.resize_z is not None):
-            self.volume_wanted = _volume_wanted(size, resize_x, resize_y, self.resize_z)
+            self.volume_wanted = _volume_wanted(op, size, resize_x, resize_y, self.resize_z)
             size, resize_x, resize_y = None, resize_x or 1, resize_y or 1
         if image_type is not None and not isinstance(image_type, DALIImageType):
-            raise ArgumentError(f"resize: image_type must be a types.DALIImageType, got {image_type!r}")
-        self.resize_x = _size_arg("resize_x", resize_x)
-        self.resize_y = _size_arg("resize_y", resize_y)
-        self.resize_shorter = _size_arg("resize_shorter", resize_shorter)
-        self.resize_longer = _size_arg("resize_longer", resize_longer)
+            raise ArgumentError(f"{op}: image_type must be a types.DALIImageType, got {image_type!r}")
+        self.resize_x = _size_arg(op, "resize_x", resize_x)
+        self.resize_y = _size_arg(op, "resize_y", resize_y)
+        self.resize_shorter = _size_arg(op, "resize_shorter", resize_shorter)
+        self.resize_longer = _size_arg(op, "resize_longer", resize_longer)
         if size is not None:
             if resize_x is not None or resize_y is not None:
-                raise ArgumentError("resize: size cannot be combined with resize_x or resize_y")
-            self.resize_x, self.resize_y = _per_axis("size", size)
-        self.max_size = _per_axis("max_size", max_size) if max_size is not None else (None, None)
+                raise ArgumentError(f"{op}: size cannot be combined with resize_x or resize_y")
+            self.resize_x, self.resize_y = _per_axis(op, "size", size)
+        self.max_size = _per_axis(op, "max_size", max_size) if max_size is not None else (None, None)
         if mode not in MODES:
-            raise ArgumentError(f"resize: mode must be one of {MODES}, got {mode!r}")
+            raise ArgumentError(f"{op}: mode must be one of {MODES}, got {mode!r}")
         given = [n for n in ("resize_x", "resize_y", "resize_shorter", "resize_longer") if getattr(self, n) is not None]
         self._sized = bool(given) or size is not None or self.volume_wanted is not None
         side = [n for n in given if n in ("resize_shorter", "resize_longer")]
         if side and (len(given) > 1 or mode != "default"):
             raise ArgumentError(
-                f"resize: {side[0]} cannot be combined with other sizes or a mode (got {given}, mode={mode!r})"
+                f"{op}: {side[0]} cannot be combined with other sizes or a mode (got {given}, mode={mode!r})"
             )
         self.mode = mode
         # both extents given without keeping the aspect ratio: every input gets this size
@@ -223,15 +226,15 @@ class Resize(Operator):
             else None
         )
         self.antialias = bool(antialias)
-        self.filters = interp_filters("resize", RESIZE_FILTERS, interp_type, min_filter, mag_filter)
-        _check_hint(temp_buffer_hint)
+        self.filters = interp_filters(op, RESIZE_FILTERS, interp_type, min_filter, mag_filter)
+        _check_hint(op, temp_buffer_hint)
         if not isinstance(save_attrs, (bool, np.bool_)):
-            raise ArgumentError(f"resize: save_attrs must be a bool, got {save_attrs!r}")
+            raise ArgumentError(f"{op}: save_attrs must be a bool, got {save_attrs!r}")
         self.save_attrs = bool(save_attrs)
         try:
             self.dtype = to_numpy_dtype(dtype) if dtype is not None else None
         except ValueError:
-            raise ArgumentError(f"resize: unknown dtype {dtype!r}") from None
+            raise ArgumentError(f"{op}: unknown dtype {dtype!r}") from None
         self.layout = ""
 
     def output_layout(self, input_layouts: Sequence[str]) -> str:
@@ -264,7 +267,9 @@ class Resize(Operator):
     def bind_inputs(self, count, arg_inputs) -> None:
         """A size is required: a static one, or ``size`` per sample."""
         if not self._sized and "size" not in arg_inputs:
-            raise ArgumentError("resize: give resize_x and/or resize_y, or size, or resize_shorter, or resize_longer")
+            raise ArgumentError(
+                f"{self.schema.name}: give resize_x and/or resize_y, or size, or resize_shorter, or resize_longer"
+            )
 
     @property
     def num_outputs(self) -> int:
@@ -306,7 +311,7 @@ class Resize(Operator):
         volume = self._volume(xp, image, args)
         if volume is not None:
             return volume
-        check_hwc("resize", image)
+        check_hwc(self.schema.name, image)
         width, height = self.target_size(image.shape[1], image.shape[0])
         out = resample(xp, image, width, height, antialias=self.antialias, dtype=self.dtype, filters=self.filters)
         return self._with_attrs(xp, out, image)
@@ -316,7 +321,7 @@ class Resize(Operator):
         volume = self._volume(np, image, args)
         if volume is not None:
             return volume
-        check_hwc("resize", image)
+        check_hwc(self.schema.name, image)
         width, height = self.target_size(image.shape[1], image.shape[0])
         out = host_resample(image, width, height, self.filters, self.antialias, self.dtype)
         return self._with_attrs(np, out, image)

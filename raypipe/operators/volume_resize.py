@@ -31,15 +31,19 @@ def volume_axes(layout: str, ndim: int) -> tuple[int, int, int] | None:
     return (0, 1, 2) if not layout and ndim == 4 else None
 
 
+#: How ``volume_size`` rounds an extent: DALI's ``size_rounding`` policies (``round``: half up).
+ROUNDINGS = {"round": lambda e: np.floor(e + np.float32(0.5)), "truncate": np.floor, "ceil": np.ceil}
+
+
 def volume_size(
-    in_size: Sequence[int], wanted: Sequence[float | None], mode: str = "default"
+    in_size: Sequence[int], wanted: Sequence[float | None], mode: str = "default", rounding: str = "round"
 ) -> tuple[tuple[int, ...], tuple[tuple[float, float], ...]]:
-    """The output ``(d, h, w)`` of a volume of ``in_size`` for the ``wanted`` extents (None: unset),
-    and the source window ``(start, stop)`` of each axis.
+    """The output ``(d, h, w)`` of a volume of ``in_size`` (or of any number of axes) for the ``wanted``
+    extents (None: unset), and the source window ``(start, stop)`` of each axis.
 
     As DALI computes them: the scales are float32 quotients, an extent computed from a scale is held
-    as float32, and where rounding changes it the window is the span the rounded size covers at that
-    scale, centred on the axis (an extent given exactly maps the whole axis)."""
+    as float32, and where rounding (:data:`ROUNDINGS`) changes it the window is the span the rounded
+    size covers at that scale, centred on the axis (an extent given exactly maps the whole axis)."""
     f32 = np.float32
     sizes_in = [f32(n) for n in in_size]
     scales = {k: f32(w) / sizes_in[k] for k, w in enumerate(wanted) if w is not None}
@@ -53,7 +57,7 @@ def volume_size(
         mean = math.prod(float(v) for v in scales.values()) ** (1.0 / len(scales))
         keep = mode == "stretch"
         exact = [f32(w) if w is not None else (n if keep else f32(float(n) * mean)) for w, n in zip(wanted, sizes_in)]
-    sizes = tuple(max(1, int(np.floor(e + f32(0.5)))) for e in exact)
+    sizes = tuple(max(1, int(ROUNDINGS[rounding](e))) for e in exact)
     windows = []
     for n, e, size in zip(sizes_in, exact, sizes):
         if e == size:
@@ -83,14 +87,15 @@ def nearest_positions(size: int, start: float, stop: float, extent: int, walk: b
 def resize_volume(
     xp: ModuleType,
     volume: Any,
-    axes: tuple[int, int, int],
-    out_size: tuple[int, int, int],
+    axes: tuple[int, ...],
+    out_size: tuple[int, ...],
     filters: tuple[int, int],
     antialias: bool,
     dtype: np.dtype | None,
     windows: Sequence[tuple[float, float]] | None = None,
 ) -> Any:
-    """``volume`` resized to ``out_size`` along its ``axes`` (D, H, W) from the source ``windows``
+    """``volume`` resized to ``out_size`` along its ``axes`` (D, H, W; or one or two axes, resampled as
+    a 2-D resize resamples its axes) from the source ``windows``
     (the whole axes by default), as ``dtype`` (the input's type by default; integers rounded half up
     and saturated). Nearest-neighbour axes gather elements of the input's type; other axes filter
     in float32."""
@@ -102,7 +107,7 @@ def resize_volume(
             continue
         kind = axis_kind(filters, stop - start, size)
         if kind == NEAREST:
-            positions = nearest_positions(size, start, stop, extent, walk=k < 2)
+            positions = nearest_positions(size, start, stop, extent, walk=len(axes) == 3 and k < 2)
             out = xp.take(out, xp.asarray(positions), axis=axis)
             continue
         first, weights = resample_weights(extent, size, start, stop, antialias, kind)

@@ -66,7 +66,7 @@ class _WindowDecoder(_Decoder):
         ]
 
 
-def _crop_size(op: str, crop: Any, crop_h: Any, crop_w: Any) -> tuple[int, int]:
+def crop_size(op: str, crop: Any, crop_h: Any, crop_w: Any) -> tuple[int, int]:
     """``(h, w)`` from ``crop`` (a pair, as DALI requires) or ``crop_h`` and ``crop_w``."""
     if crop is not None and (crop_h is not None or crop_w is not None):
         raise ArgumentError(f"{op}: give either crop=(h, w) or crop_h and crop_w, not both")
@@ -103,7 +103,7 @@ class ImageCropDecoder(_WindowDecoder):
         **hints: Any,
     ) -> None:
         self._configure_common(output_type, on_error, use_fast_idct, adjust_orientation, hints)
-        self.crop_h, self.crop_w = _crop_size(self.schema.name, crop, crop_h, crop_w)
+        self.crop_h, self.crop_w = crop_size(self.schema.name, crop, crop_h, crop_w)
         self.crop_pos_x = check_position(self.schema.name, "crop_pos_x", crop_pos_x)
         self.crop_pos_y = check_position(self.schema.name, "crop_pos_y", crop_pos_y)
 
