@@ -5,7 +5,8 @@ The host path is Pillow's ``Image.rotate``; the GPU stage maps every output pixe
 back through the same affine matrix (:func:`rotation`) and samples with Pillow's conventions
 (pixel centres at +0.5, bilinear: clamped neighbours, uint8 results truncated; nearest: the pixel
 under the mapped centre, in Pillow's 16.16 fixed point; samples whose source lies outside the image
-take ``fill_value``).
+take ``fill_value``). Without ``fill_value``, as in DALI, the source coordinates are clamped: the
+border pixels repeat (the array path on the host too, as Pillow has no such border).
 DALI's rotate takes only nearest and linear interpolation (it refuses ``INTERP_CUBIC``), and so
 does this one.
 """
@@ -70,10 +71,11 @@ def quarter_turns(angle: float, width: int, height: int, expand: bool) -> int | 
 
 
 def warp_affine(
-    xp: ModuleType, image: Any, width: int, height: int, matrix: Affine, fill_value: float, kind: int = LINEAR
+    xp: ModuleType, image: Any, width: int, height: int, matrix: Affine, fill_value: float | None, kind: int = LINEAR
 ) -> Any:
     """Sample HWC ``image`` at ``matrix`` applied to each output pixel centre (bilinear, or nearest
-    for ``kind`` :data:`NEAREST`; Pillow rules)."""
+    for ``kind`` :data:`NEAREST`; Pillow rules); outside the image ``fill_value``, or with None the
+    nearest border pixel (clamped coordinates)."""
     if kind == NEAREST:
         return _nearest(xp, image, width, height, matrix, fill_value)
     a, b, c, d, e, f = matrix
@@ -92,7 +94,8 @@ def warp_affine(
     top = pixels[ya, xa] + (pixels[ya, xb] - pixels[ya, xa]) * dx
     bottom = pixels[yb, xa] + (pixels[yb, xb] - pixels[yb, xa]) * dx
     values = top + (bottom - top) * dy
-    values = xp.where(inside[..., None], values, fill_value)
+    if fill_value is not None:
+        values = xp.where(inside[..., None], values, fill_value)
     if np.issubdtype(image.dtype, np.integer):
         info = np.iinfo(image.dtype)
         values = xp.clip(xp.floor(values), info.min, info.max)
@@ -104,10 +107,10 @@ def _fixed(value: float) -> int:
     return math.floor(value * 65536.0 + 0.5)
 
 
-def _nearest(xp: ModuleType, image: Any, width: int, height: int, matrix: Affine, fill_value: float) -> Any:
+def _nearest(xp: ModuleType, image: Any, width: int, height: int, matrix: Affine, fill_value: float | None) -> Any:
     """Nearest-neighbour sampling as Pillow's affine transform computes it (images under 32768 pixels
     a side): source coordinates in 16.16 fixed point, the pixel at their integer part, ``fill_value``
-    where that lies outside the image."""
+    where that lies outside the image (None: the nearest border pixel)."""
     a, b, c, d, e, f = matrix
     in_h, in_w = image.shape[:2]
     xs = xp.arange(width, dtype=xp.int64)[None, :]
@@ -116,6 +119,8 @@ def _nearest(xp: ModuleType, image: Any, width: int, height: int, matrix: Affine
     rows = (_fixed(d) * xs + _fixed(e) * ys + _fixed(f + e * 0.5 + d * 0.5)) >> 16
     inside = (cols >= 0) & (cols < in_w) & (rows >= 0) & (rows < in_h)
     picked = image[xp.clip(rows, 0, in_h - 1), xp.clip(cols, 0, in_w - 1)]
+    if fill_value is None:
+        return picked
     return xp.where(inside[..., None], picked, xp.asarray(_fill(image.dtype, fill_value)))
 
 
@@ -132,20 +137,23 @@ class Rotate(Operator):
     """Rotate HWC images by ``angle`` degrees counter-clockwise (per sample when an argument input).
 
     By default the output grows to fit the rotated image; ``keep_size=True`` keeps the
-    input size. Uncovered pixels take ``fill_value``.
+    input size. Uncovered pixels take ``fill_value``, or, left out, as in DALI, the nearest border
+    pixel's value.
     """
 
     schema = Schema("rotate", devices=("cpu", "gpu"), arg_inputs=("angle",))
 
     def configure(
-        self, angle: float | None = None, keep_size: bool = False, fill_value: float = 0, interp_type=None
+        self, angle: float | None = None, keep_size: bool = False, fill_value: float | None = None, interp_type=None
     ) -> None:
         """``interp_type``: ``types.INTERP_LINEAR`` (the default) or ``types.INTERP_NN``."""
         self.angle = None if angle is None else self._angle(angle)
         self.keep_size = bool(keep_size)
-        if isinstance(fill_value, bool) or not isinstance(fill_value, (int, float, np.integer, np.floating)):
+        if fill_value is not None and (
+            isinstance(fill_value, bool) or not isinstance(fill_value, (int, float, np.integer, np.floating))
+        ):
             raise ArgumentError(f"rotate: fill_value must be a number, got {fill_value!r}")
-        self.fill_value = float(fill_value)
+        self.fill_value = None if fill_value is None else float(fill_value)
         self.kind = LINEAR if interp_type is None else interp_kind("rotate", "interp_type", interp_type, ROTATE_FILTERS)
 
     @staticmethod
@@ -171,14 +179,14 @@ class Rotate(Operator):
             raise ValueError(f"rotate: expects an HWC image, got shape {tuple(image.shape)}")
         angle = self._sample_angle(args)
         turns = quarter_turns(angle, image.shape[1], image.shape[0], not self.keep_size)
-        if self.kind == NEAREST and turns is not None:
+        if turns is not None:  # Pillow, and DALI, turn the pixels whatever the interpolation
             return xp.ascontiguousarray(xp.rot90(image, turns))
         width, height, matrix = rotation(image.shape[1], image.shape[0], angle, not self.keep_size)
         return warp_affine(xp, image, width, height, matrix, self.fill_value, self.kind)
 
     def run_sample(self, inputs, args, ctx):
         image = inputs[0]
-        if image.ndim != 3 or image.dtype != np.uint8:
+        if image.ndim != 3 or image.dtype != np.uint8 or self.fill_value is None:
             return self.compute(np, inputs, args, ctx)
         angle = self._sample_angle(args)
         fill = int(np.clip(math.floor(self.fill_value), 0, 255))

@@ -80,7 +80,7 @@ def test_per_sample_angle(jpeg_files, device):
         jpegs, _ = fn.readers.file(files=jpeg_files[:4])
         images = fn.decoders.image(jpegs)
         angle = fn.random.uniform(range=(-10, 10))
-        return fn.rotate(images, device=device, angle=angle), images, angle
+        return fn.rotate(images, device=device, angle=angle, fill_value=0), images, angle
 
     with pipe() as p:
         out, src, angles = (_samples(tl) for tl in p.run())
@@ -173,3 +173,25 @@ def test_nearest_float_images_take_the_fill_value():
     got = Rotate("cpu", 0, angle=45.0, fill_value=-1.5, interp_type="INTERP_NN").run_sample([image], {}, None)
     assert got.dtype == np.float32 and got[0, 0].tolist() == [-1.5, -1.5]
     assert set(np.unique(got[got != -1.5])) <= set(image.reshape(-1).tolist())
+
+
+@pytest.mark.parametrize("device", ["cpu", "gpu"])
+@pytest.mark.parametrize("interp", ["INTERP_NN", "INTERP_LINEAR"])
+@pytest.mark.parametrize(("angle", "keep_size"), [(30.0, False), (17.3, True), (-45.0, False)])
+def test_without_a_fill_value_the_border_repeats_as_in_dali(ours, dali, device, interp, angle, keep_size):
+    """DALI clamps the source coordinates when ``fill_value`` is left out: corners that the image
+    does not cover repeat its border pixels (not 0). Linear values are truncated here (Pillow's
+    rule) where DALI rounds: at most one level apart; nearest picks differ only where a source point
+    lies on a pixel edge."""
+    image = np.random.default_rng(3).integers(0, 256, (37, 53, 3), dtype=np.uint8)
+
+    def build(x, f, t):
+        return f.rotate(x, angle=angle, keep_size=keep_size, interp_type=getattr(t, interp))
+
+    ((mine, _),) = ours([image], lambda x: build(x.gpu() if device == "gpu" else x, fn, types), layout="HWC")
+    ((theirs, _),) = dali([image], build, layout="HWC")
+    diff = np.abs(mine[0].astype(np.int32) - theirs[0])
+    assert mine[0].shape == theirs[0].shape
+    assert (diff <= 1).mean() >= 0.99 and diff.mean() < 0.6
+    corner = mine[0][0, 0]
+    assert corner.any(), "a corner outside the rotated image repeats a border pixel instead of 0"
