@@ -31,12 +31,14 @@ STRIPPED=(ray/jars ray/rllib ray/serve ray/tune ray/data ray/llm ray/dashboard/c
 RAY_NEEDED=(ray/__init__.py ray/_raylet.so ray/core/src/ray/raylet/raylet ray/core/src/ray/gcs/gcs_server
     "ray-$RAY_VERSION.dist-info/METADATA")
 # Wheels the kit must hold, as file-name patterns (wheel names use underscores):
-# GPU decode (CUDA 13), raypipe's own dependencies, and Ray's that the GPU machine may lack.
+# GPU decode (CUDA 13), raypipe's own dependencies, Ray's that the GPU machine may lack, and py-spy.
 WHEELS_NEEDED=(nvidia_nvimgcodec_cu13-0.9 nvidia_nvjpeg-13. lmdb- crc32c- turbojpeg- jsonschema-
-    jsonschema_specifications- referencing- rpds_py- click- requests-)
+    jsonschema_specifications- referencing- rpds_py- click- requests- py_spy-)
 # What pip downloads for them: requirement, one per wheel (no dependencies are resolved).
 REQUIREMENTS=("nvidia-nvimgcodec-cu13>=0.9,<0.10" "nvidia-nvjpeg>=13,<14" lmdb crc32c turbojpeg jsonschema
     jsonschema-specifications referencing rpds-py click requests
+    # the sampling profiler of gpu_session.sh's profile step
+    py-spy
     # small, and present there in all likelihood (aiohttp, torch or pytest need them); the session
     # installs each only where it is missing
     attrs filelock packaging urllib3 certifi charset-normalizer idna)

@@ -18,7 +18,8 @@
 # decode_rate (benchmarks/gpu_decode_rate.py: nvImageCodec alone on the recipe's crops, one to
 # three decoders at once, and a decode split into its host and library parts), nvimgcodec_gil
 # (benchmarks/nvimgcodec_gil.py: which per-image nvImageCodec calls give up the GIL, and their cost
-# beside busy Python threads).
+# beside busy Python threads). One step runs only when named, profile: the recipe in this process under
+# py-spy, and where each thread's samples went (benchmarks/profile_summary.py).
 # The pytest steps preload the kit's native crash tracer (segv_trace.so, from benchmarks/segv_trace.c)
 # when the kit has it: a process that dies of SIGSEGV, SIGBUS, SIGILL, SIGFPE or SIGABRT writes its
 # native frames (library+offset, symbols where exported) after Python's faulthandler traceback, to
@@ -235,6 +236,23 @@ decode_rate() {
 
 nvimgcodec_gil() { "$PY" benchmarks/nvimgcodec_gil.py; }
 
+# The recipe in this process under the kit's py-spy (native frames where it can unwind them, else
+# Python's alone), then where each thread's samples went (benchmarks/profile_summary.py); the raw
+# profile stays in the logs.
+profile() {
+    local spy bench=(examples/bench_gpu.py --images 2560 --epochs 2 --batch-size 256 --threads 4 --where process
+        --cpu-images 256)
+    spy="$("$PY" -c 'import sysconfig; print(sysconfig.get_path("scripts"))')/py-spy"
+    if [[ ! -x $spy ]]; then
+        echo "no py-spy at $spy: build the kit again (bash benchmarks/gpu_kit.sh) and rerun setup" >&2
+        return 1
+    fi
+    "$spy" record --idle --threads --native --rate 250 --format raw -o "$LOGS/profile.txt" -- "$PY" "${bench[@]}" \
+        || "$spy" record --idle --threads --rate 250 --format raw -o "$LOGS/profile.txt" -- "$PY" "${bench[@]}" \
+        || return 1
+    "$PY" benchmarks/profile_summary.py "$LOGS/profile.txt" --top 10
+}
+
 # Ray processes a killed step may have left behind.
 ray_stop() { timeout 30 "$PY" -m ray.scripts.scripts stop --force >/dev/null 2>&1 || true; }
 
@@ -288,7 +306,7 @@ printf 'step\tstatus\texit\tseconds\n' >"$SUMMARY"
 echo "raypipe GPU session: logs in $LOGS${OUT:+ (packed into $OUT/logs.tgz)}, budget ${BUDGET_S} s"
 
 declare -A LIMIT_S=([setup]=120 [machine]=60 [pytest_gpu]=150 [pytest_kernels]=100 [service]=120 [bench]=150
-    [cpu_costs]=60 [ops_gpu]=90 [crash_trace]=120 [decode_rate]=90 [nvimgcodec_gil]=60)
+    [cpu_costs]=60 [ops_gpu]=90 [crash_trace]=120 [decode_rate]=90 [nvimgcodec_gil]=60 [profile]=120)
 read -ra STEPS <<<"${GPU_SESSION_STEPS:-setup machine pytest_gpu ops_gpu pytest_kernels service bench decode_rate nvimgcodec_gil cpu_costs}"
 for name in "${STEPS[@]}"; do
     if [[ -z ${LIMIT_S[$name]:-} ]]; then

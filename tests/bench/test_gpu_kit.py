@@ -19,6 +19,7 @@ import re
 import shutil
 import subprocess
 import sys
+import sysconfig
 import tarfile
 from pathlib import Path
 
@@ -48,6 +49,7 @@ WHEELS = [
     "rpds_py-2026.9.1-cp312-cp312-manylinux2014_x86_64.whl",
     "click-8.5.1-py3-none-any.whl",
     "requests-2.34.2-py3-none-any.whl",
+    "py_spy-0.4.3-py2.py3-none-manylinux1_x86_64.manylinux_2_5_x86_64.whl",
 ]
 # The wheels the kit's build downloads beyond WHEELS (present in a kit, they need no download).
 BUILD_ONLY_WHEELS = [
@@ -246,6 +248,17 @@ def test_the_crash_trace_step_is_known_but_runs_only_when_named(tmp_path):
     assert "crash_trace" in header
     default_steps = re.search(r"GPU_SESSION_STEPS:-([^}]*)\}", SESSION_SCRIPT.read_text()).group(1).split()
     assert "crash_trace" not in default_steps and "pytest_gpu" in default_steps
+
+
+def test_the_profile_step_is_known_but_runs_only_when_named(tmp_path):
+    default_steps = re.search(r"GPU_SESSION_STEPS:-([^}]*)\}", SESSION_SCRIPT.read_text()).group(1).split()
+    assert "profile" not in default_steps
+    result = _session(tmp_path, GPU_SESSION_STEPS="profile", PYTHON=sys.executable)
+    assert "unknown step" not in result.stderr
+    spy = Path(sysconfig.get_path("scripts")) / "py-spy"
+    if not spy.exists():  # as on a machine without the kit: the step says what to do
+        assert [row[:2] for row in _summary(tmp_path)[1:]] == [["profile", "failed"]]
+        assert "build the kit again" in (tmp_path / "logs" / "profile.log").read_text()
 
 
 # ---------------------------------------------------------------- the native crash tracer
