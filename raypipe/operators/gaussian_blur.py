@@ -54,20 +54,35 @@ def window_parameters(sigma: float, size: int) -> tuple[float, int]:
     return sigma, size
 
 
+def border_indices(extent: int, before: int, after: int, border: str = "reflect_101") -> np.ndarray:
+    """The source index of each position from ``-before`` to ``extent + after - 1`` along an axis of
+    ``extent`` values, under DALI's (OpenCV's) border modes, however far out: ``reflect_101``
+    (``dcb|abcd|cba``), ``reflect_1001`` (``cba|abcd|dcb``), ``wrap`` (``bcd|abcd|abc``) and
+    ``clamp`` (``aaa|abcd|ddd``); ``constant`` marks the positions outside with -1."""
+    index = np.arange(-before, extent + after)
+    if border == "constant":
+        return np.where((index >= 0) & (index < extent), index, -1)
+    if border == "clamp":
+        return np.clip(index, 0, extent - 1)
+    if border == "wrap":
+        return index % extent
+    if border == "reflect_1001":
+        index = index % (2 * extent)
+        return np.where(index >= extent, 2 * extent - 1 - index, index)
+    if extent == 1:
+        return np.zeros_like(index)
+    period = 2 * (extent - 1)
+    index = index % period
+    return np.where(index >= extent, period - index, index)
+
+
 def blur_axis(xp: ModuleType, data: Any, axis: int, weights: np.ndarray) -> Any:
     """``data`` (float32) filtered along ``axis`` with ``weights``, mirrored at the borders."""
     radius = len(weights) // 2
     if radius == 0:
         return data * weights[0]
     extent = data.shape[axis]
-    index = np.arange(-radius, extent + radius)
-    if extent == 1:
-        index = np.zeros_like(index)
-    else:
-        period = 2 * (extent - 1)
-        index = np.abs((index + period * (radius // period + 1)) % period)
-        index = np.where(index >= extent, period - index, index)
-    padded = xp.take(data, xp.asarray(index), axis=axis)
+    padded = xp.take(data, xp.asarray(border_indices(extent, radius, radius)), axis=axis)
     out = None
     for k, weight in enumerate(weights):
         window = [slice(None)] * data.ndim
