@@ -11,30 +11,23 @@ import pytest
 import raypipe as rp
 from raypipe import fn
 from raypipe.errors import ArgumentError, RaypipeError
+from tests.operators.outputs import assert_same
 
 RAGGED = [np.arange(k + 1, dtype=np.int16) * (k + 1) for k in range(5)]
-
-
-def _same(mine, theirs) -> None:
-    for (a, a_layout), (b, b_layout) in zip(mine, theirs, strict=True):
-        assert a_layout == b_layout
-        for x, y in zip(a, b, strict=True):
-            assert x.dtype == y.dtype and x.shape == y.shape
-            np.testing.assert_array_equal(x, y)
 
 
 @pytest.mark.parametrize("indices", [[4, 4, 0, 1, 2], [0, 1, 2, 3, 4], [3, 2, 1, 0, 0]])
 def test_permute_batch_matches_dali(ours, dali, indices):
     mine = ours(RAGGED, lambda x: fn.permute_batch(x, indices=indices), layout="W")
     assert [s.tolist() for s in mine[0][0]] == [RAGGED[i].tolist() for i in indices]
-    _same(mine, dali(RAGGED, lambda x, f, t: f.permute_batch(x, indices=indices), layout="W"))
+    assert_same(mine, dali(RAGGED, lambda x, f, t: f.permute_batch(x, indices=indices), layout="W"))
 
 
 def test_per_sample_indices_match_dali(ours, dali):
     indices = [[np.array(i, np.int32) for i in (2, 0, 4, 4, 1)]]
     mine = ours(RAGGED, lambda x, i: fn.permute_batch(x, indices=i), layout="W", per_sample=indices)
     assert [s.tolist() for s in mine[0][0]] == [RAGGED[i].tolist() for i in (2, 0, 4, 4, 1)]
-    _same(mine, dali(RAGGED, lambda x, f, t, i: f.permute_batch(x, indices=i), layout="W", per_sample=indices))
+    assert_same(mine, dali(RAGGED, lambda x, f, t, i: f.permute_batch(x, indices=i), layout="W", per_sample=indices))
 
 
 def _permutations(batch_size: int, count: int, threads: int = 1, **args) -> list[list[int]]:

@@ -10,6 +10,7 @@ import pytest
 
 from raypipe import fn, types
 from raypipe.errors import ArgumentError, SampleError
+from tests.operators.outputs import assert_same
 
 RNG = np.random.default_rng(0)
 UINT8 = [RNG.integers(0, 256, (37, 53, 3), dtype=np.uint8), RNG.integers(0, 256, (20, 11, 1), dtype=np.uint8)]
@@ -26,24 +27,18 @@ CASES = [
 ]
 
 
-def _same(mine, theirs) -> None:
-    for (a_samples, a_layout), (b_samples, b_layout) in zip(mine, theirs, strict=True):
-        assert a_layout == b_layout == "HWC"
-        for a, b in zip(a_samples, b_samples, strict=True):
-            assert a.dtype == b.dtype and a.shape == b.shape
-            np.testing.assert_array_equal(a, b)
-
-
 @pytest.mark.parametrize("samples", [UINT8, FLOAT], ids=["uint8", "float32"])
 @pytest.mark.parametrize(("name", "build"), CASES, ids=[c[0] for c in CASES])
 def test_values_are_dalis(ours, dali, name, build, samples):
     mine = ours(samples, lambda x: build(x, fn, types), layout="HWC")
-    _same(mine, dali(samples, build, layout="HWC"))
+    assert_same(mine, dali(samples, build, layout="HWC"), layout="HWC")
 
 
 @pytest.mark.parametrize(("name", "build"), CASES[1:2] + CASES[5:], ids=["water", "sphere"])
 def test_real_jpegs_are_dalis(ours, dali, images, name, build):
-    _same(ours(images, lambda x: build(x, fn, types), layout="HWC"), dali(images, build, layout="HWC"))
+    assert_same(
+        ours(images, lambda x: build(x, fn, types), layout="HWC"), dali(images, build, layout="HWC"), layout="HWC"
+    )
 
 
 def test_a_per_sample_mask_passes_samples_through(ours, dali):
@@ -56,13 +51,13 @@ def test_a_per_sample_mask_passes_samples_through(ours, dali):
     for samples, _ in mine:
         np.testing.assert_array_equal(samples[0], UINT8[0])
         assert not np.array_equal(samples[1], UINT8[1])
-    _same(mine, dali(UINT8, build, layout="HWC", per_sample=[masks]))
+    assert_same(mine, dali(UINT8, build, layout="HWC", per_sample=[masks]), layout="HWC")
 
 
 @pytest.mark.parametrize(("name", "build"), CASES, ids=[c[0] for c in CASES])
 def test_the_gpu_device_gives_the_cpu_result(ours, name, build):
     cpu = ours(UINT8, lambda x: build(x, fn, types), layout="HWC")
-    _same(ours(UINT8, lambda x: build(x.gpu(), fn, types), layout="HWC"), cpu)
+    assert_same(ours(UINT8, lambda x: build(x.gpu(), fn, types), layout="HWC"), cpu, layout="HWC")
 
 
 @pytest.mark.parametrize("op", ["water", "sphere"])

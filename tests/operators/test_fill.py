@@ -10,6 +10,7 @@ import pytest
 import raypipe as rp
 from raypipe import fn, types
 from raypipe.errors import ArgumentError
+from tests.operators.outputs import assert_same
 
 SAMPLES = [np.arange(6, dtype=np.uint8).reshape(2, 3), np.arange(4, dtype=np.uint8).reshape(1, 4)]
 INT16 = [np.arange(6, dtype=np.int16).reshape(2, 3) - 3, np.arange(4, dtype=np.int16).reshape(1, 4)]
@@ -41,20 +42,11 @@ CASES = {
 }
 
 
-def _same(mine, theirs) -> None:
-    assert len(mine) == len(theirs)
-    for (a_samples, a_layout), (b_samples, b_layout) in zip(mine, theirs, strict=True):
-        assert a_layout == b_layout
-        for a, b in zip(a_samples, b_samples, strict=True):
-            assert a.dtype == b.dtype and a.shape == b.shape
-            np.testing.assert_array_equal(a, b)
-
-
 @pytest.mark.parametrize("case", sorted(CASES))
 def test_fills_match_dali(ours, dali, case):
     build = CASES[case]
     mine = ours(SAMPLES, lambda x: build(x, fn, types), layout="HW")
-    _same(mine, dali(SAMPLES, build, layout="HW"))
+    assert_same(mine, dali(SAMPLES, build, layout="HW"))
 
 
 def test_fills_give_the_values_asked_for(ours):
@@ -76,7 +68,7 @@ def test_shapes_and_fill_values_per_sample_match_dali(ours, dali):
     mine = ours(SAMPLES, lambda x, s, v: build(x, fn, types, s, v), per_sample=[SHAPES, FILLS])
     assert [a.tolist() for a in mine[0][0]] == [[[1, 2], [1, 2]], [[3, 3, 3]]]
     assert [a.shape for a in mine[1][0]] == [(2, 2), (1, 3)] and mine[1][0][0].dtype == np.int16
-    _same(mine, dali(SAMPLES, build, per_sample=[SHAPES, FILLS]))
+    assert_same(mine, dali(SAMPLES, build, per_sample=[SHAPES, FILLS]))
 
 
 def test_copy_on_the_gpu_stage_is_the_input(ours):

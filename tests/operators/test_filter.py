@@ -16,6 +16,7 @@ import pytest
 import raypipe as rp
 from raypipe import fn, types
 from raypipe.errors import ArgumentError
+from tests.operators.outputs import case_samples, on_both
 
 
 def assert_close(got: np.ndarray, expected: np.ndarray) -> None:
@@ -79,21 +80,9 @@ CASES = [
 @pytest.mark.parametrize("device", ["cpu", "gpu"])
 @pytest.mark.parametrize("case, samples, layout, inputs, values, build", CASES, ids=[c[0] for c in CASES])
 def test_against_dali(ours, dali, images, case, samples, layout, inputs, values, build, device):
-    if samples is None:
-        samples = images
-    elif samples == "chw":
-        samples = [np.ascontiguousarray(i.transpose(2, 0, 1)) for i in images]
+    samples = case_samples(samples, images)
     extra = [batch[: len(samples)] for batch in inputs + values]
-    ((theirs, their_layout),) = dali(
-        samples, lambda x, fn, types, *a: build(x, fn, types, "cpu", *a), layout, per_sample=extra
-    )
-    ((mine, my_layout),) = ours(
-        samples,
-        lambda x, *a: build(x.gpu() if device == "gpu" else x, fn, types, device, *a),
-        layout,
-        per_sample=extra,
-    )
-    assert my_layout == their_layout == layout
+    theirs, mine = on_both(ours, dali, samples, build, device, layout, per_sample=extra)
     for their, my in zip(theirs, mine, strict=True):
         assert_close(my, their)
 

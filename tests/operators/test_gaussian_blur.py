@@ -14,10 +14,11 @@ import numpy as np
 import pytest
 
 import raypipe as rp
-from raypipe import fn, types
+from raypipe import fn
 from raypipe.errors import ArgumentError
 from raypipe.operators.gaussian_blur import GaussianBlur
 from raypipe.sample_contexts import SampleContexts
+from tests.operators.outputs import case_samples, on_both
 
 
 def assert_close(got: np.ndarray, expected: np.ndarray) -> None:
@@ -56,21 +57,9 @@ CASES = [
 @pytest.mark.parametrize("device", ["cpu", "gpu"])
 @pytest.mark.parametrize("case, samples, layout, values, build", CASES, ids=[c[0] for c in CASES])
 def test_against_dali(ours, dali, images, case, samples, layout, values, build, device):
-    if samples is None:
-        samples = images
-    elif samples == "chw":
-        samples = [np.ascontiguousarray(i.transpose(2, 0, 1)) for i in images]
-    values = values[: len(samples)]
-    ((theirs, their_layout),) = dali(
-        samples, lambda x, fn, types, *a: build(x, fn, types, "cpu", *a), layout, per_sample=values
-    )
-    ((mine, my_layout),) = ours(
-        samples,
-        lambda x, *a: build(x.gpu() if device == "gpu" else x, fn, types, device, *a),
-        layout,
-        per_sample=values,
-    )
-    assert my_layout == their_layout == layout
+    samples = case_samples(samples, images)
+    values = [batch[: len(samples)] for batch in values]
+    theirs, mine = on_both(ours, dali, samples, build, device, layout, per_sample=values)
     for their, my in zip(theirs, mine, strict=True):
         assert_close(my, their)
 

@@ -10,6 +10,7 @@ import pytest
 import raypipe as rp
 from raypipe import fn
 from raypipe.errors import ArgumentError, SampleError
+from tests.operators.outputs import assert_same
 
 RNG = np.random.default_rng(0)
 IMAGES = [RNG.integers(1, 255, (37, 53, 3)).astype(np.uint8), RNG.integers(1, 255, (64, 48, 1)).astype(np.uint8)]
@@ -23,20 +24,12 @@ CASES = [
 ]
 
 
-def _same(mine, theirs) -> None:
-    for (a, a_layout), (b, b_layout) in zip(mine, theirs, strict=True):
-        assert a_layout == b_layout == "HWC"
-        for x, y in zip(a, b, strict=True):
-            assert x.dtype == y.dtype and x.shape == y.shape
-            np.testing.assert_array_equal(x, y)
-
-
 @pytest.mark.parametrize("device", ["cpu", "gpu"])
 @pytest.mark.parametrize("samples", [IMAGES, FLOATS], ids=["uint8", "float32"])
 @pytest.mark.parametrize("args", CASES, ids=range(len(CASES)))
 def test_grid_mask_matches_dali(ours, dali, samples, args, device):
     mine = ours(samples, lambda x: fn.grid_mask(x.gpu() if device == "gpu" else x, **args), layout="HWC")
-    _same(mine, dali(samples, lambda x, f, t: f.grid_mask(x, **args), layout="HWC"))
+    assert_same(mine, dali(samples, lambda x, f, t: f.grid_mask(x, **args), layout="HWC"), layout="HWC")
 
 
 def test_arguments_per_sample_match_dali(ours, dali):
@@ -46,7 +39,7 @@ def test_arguments_per_sample_match_dali(ours, dali):
         return f.grid_mask(x, tile=tile, angle=angle, ratio=0.6)
 
     mine = ours(IMAGES, lambda x, tile, angle: build(x, fn, None, tile, angle), layout="HWC", per_sample=per_sample)
-    _same(mine, dali(IMAGES, build, layout="HWC", per_sample=per_sample))
+    assert_same(mine, dali(IMAGES, build, layout="HWC", per_sample=per_sample), layout="HWC")
 
 
 def test_an_unrotated_grid_zeroes_its_squares(ours):

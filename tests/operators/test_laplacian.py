@@ -13,6 +13,7 @@ from raypipe import fn, types
 from raypipe.errors import ArgumentError
 from raypipe.operators.laplacian import Laplacian, derivative_window, smoothing_window
 from raypipe.sample_contexts import SampleContexts
+from tests.operators.outputs import case_samples, on_both
 
 _RNG = np.random.default_rng(11)
 INT16 = [(_RNG.random(s) * 600 - 300).astype(np.int16) for s in ((23, 31, 3), (17, 12, 3))]
@@ -65,21 +66,9 @@ CASES = [
 @pytest.mark.parametrize("device", ["cpu", "gpu"])
 @pytest.mark.parametrize("case, samples, layout, values, build", CASES, ids=[c[0] for c in CASES])
 def test_against_dali(ours, dali, images, case, samples, layout, values, build, device):
-    if samples is None:
-        samples = images
-    elif samples == "chw":
-        samples = [np.ascontiguousarray(i.transpose(2, 0, 1)) for i in images]
+    samples = case_samples(samples, images)
     values = [batch[: len(samples)] for batch in values]
-    ((theirs, their_layout),) = dali(
-        samples, lambda x, fn, types, *a: build(x, fn, types, "cpu", *a), layout, per_sample=values
-    )
-    ((mine, my_layout),) = ours(
-        samples,
-        lambda x, *a: build(x.gpu() if device == "gpu" else x, fn, types, device, *a),
-        layout,
-        per_sample=values,
-    )
-    assert my_layout == their_layout == layout
+    theirs, mine = on_both(ours, dali, samples, build, device, layout, per_sample=values)
     for their, my in zip(theirs, mine, strict=True):
         assert my.dtype == their.dtype and my.shape == their.shape
         np.testing.assert_array_equal(my, their)

@@ -11,6 +11,7 @@ import pytest
 import raypipe as rp
 from raypipe import fn, types
 from raypipe.errors import ArgumentError
+from tests.operators.outputs import assert_same
 
 RNG = np.random.default_rng(0)
 SMALL = [RNG.integers(1, 255, (4, 5, 1)).astype(np.uint8), RNG.integers(1, 255, (3, 6, 1)).astype(np.uint8)]
@@ -79,22 +80,14 @@ def _build(names: list[str], static: dict, device: str = "cpu"):
     return build
 
 
-def _same(mine, theirs) -> None:
-    for (a_samples, a_layout), (b_samples, b_layout) in zip(mine, theirs, strict=True):
-        assert a_layout == b_layout == "HWC"
-        for a, b in zip(a_samples, b_samples, strict=True):
-            assert a.dtype == b.dtype and a.shape == b.shape
-            np.testing.assert_array_equal(a, b)
-
-
 @pytest.mark.parametrize(("name", "per_sample", "static"), CASES, ids=[c[0] for c in CASES])
 def test_multi_paste_matches_dali(ours, dali, name, per_sample, static):
     names, batches = list(per_sample), list(per_sample.values())
     build = _build(names, static)
     mine = ours(SMALL, lambda x, *b: build(x, fn, types, *b), layout="HWC", per_sample=batches)
     gpu = _build(names, static, "gpu")
-    _same(ours(SMALL, lambda x, *b: gpu(x, fn, types, *b), layout="HWC", per_sample=batches), mine)
-    _same(mine, dali(SMALL, build, layout="HWC", per_sample=batches))
+    assert_same(ours(SMALL, lambda x, *b: gpu(x, fn, types, *b), layout="HWC", per_sample=batches), mine, layout="HWC")
+    assert_same(mine, dali(SMALL, build, layout="HWC", per_sample=batches), layout="HWC")
 
 
 def test_pastes_from_several_inputs_match_dali(ours, dali):
@@ -107,7 +100,7 @@ def test_pastes_from_several_inputs_match_dali(ours, dali):
     mine = ours(SMALL, lambda x, s, a: build(x, fn, types, s, a), layout="HWC", per_sample=[shapes, anchors])
     flipped = SMALL[0][:, ::-1, 0]
     assert mine[0][0][0][1:3, 1:3, 0].tolist() == flipped[:2, :2].tolist(), "the second paste covers the first"
-    _same(mine, dali(SMALL, build, layout="HWC", per_sample=[shapes, anchors]))
+    assert_same(mine, dali(SMALL, build, layout="HWC", per_sample=[shapes, anchors]), layout="HWC")
 
 
 def test_a_mosaic_of_four_real_images_matches_dali(ours, dali, images):
@@ -124,7 +117,7 @@ def test_a_mosaic_of_four_real_images_matches_dali(ours, dali, images):
         images, lambda x, i, s, a: build(x, fn, types, i, s, a), layout="HWC", per_sample=[ids, shapes, anchors]
     )
     assert mine[0][0][1][:40, :50].tolist() == images[3][:40, :50].tolist()
-    _same(mine, dali(images, build, layout="HWC", per_sample=[ids, shapes, anchors]))
+    assert_same(mine, dali(images, build, layout="HWC", per_sample=[ids, shapes, anchors]), layout="HWC")
 
 
 @pytest.mark.parametrize(

@@ -11,6 +11,7 @@ import pytest
 import raypipe as rp
 from raypipe import fn
 from raypipe.errors import ArgumentError, SampleError
+from tests.operators.outputs import assert_same
 
 SAMPLES = [np.arange(6, dtype=np.float32).reshape(2, 3), np.ones((1, 2), np.float32), np.full((3, 1), 7, np.float32)]
 
@@ -86,18 +87,9 @@ def _dalis(build):
     return [([np.asarray(o[i]) for i in range(len(SAMPLES))], o.layout()) for o in p.run()]
 
 
-def _same(mine, theirs) -> None:
-    assert len(mine) == len(theirs)
-    for (a_samples, a_layout), (b_samples, b_layout) in zip(mine, theirs):
-        assert a_layout == b_layout
-        for a, b in zip(a_samples, b_samples, strict=True):
-            assert a.dtype == b.dtype and a.shape == b.shape
-            np.testing.assert_array_equal(a, b)
-
-
 @pytest.mark.parametrize(("name", "build"), CASES, ids=[c[0] for c in CASES])
 def test_outputs_and_layouts_are_dalis(name, build):
-    _same(_ours(build), _dalis(build))
+    assert_same(_ours(build), _dalis(build))
 
 
 @pytest.mark.parametrize("batch_processing", [False, True])
@@ -108,7 +100,7 @@ def test_on_the_gpu_with_batch_processing_given_the_values_are_the_cpus(batch_pr
     def build(f, x):
         return f.python_function(x, function=function, num_outputs=outputs, batch_processing=batch_processing)
 
-    _same(_ours(build, "gpu"), _ours(build))
+    assert_same(_ours(build, "gpu"), _ours(build))
 
 
 def test_on_the_gpu_the_function_gets_the_batch_by_default():
