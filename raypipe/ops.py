@@ -44,6 +44,7 @@ _CLASS_NAMES = {
     "segmentation.random_object_bbox": "RandomObjectBBox",
     "random_bbox_crop": "RandomBBoxCrop",
     "bbox_paste": "BBoxPaste",
+    "bbox_rotate": "BBoxRotate",
     "ssd_random_crop": "SSDRandomCrop",
     "reductions.rms": "RMS",
     "dl_tensor_python_function": "DLTensorPythonFunction",
