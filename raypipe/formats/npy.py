@@ -32,28 +32,39 @@ class NpyHeader:
 
 def read_header(fd: int, path: str) -> NpyHeader:
     """The header of the open ``.npy`` file ``fd`` (ValueError naming ``path`` when it is not one)."""
-    prefix = os.pread(fd, 12, 0)
+    return _header(lambda size, at: os.pread(fd, size, at), repr(path))
+
+
+def header_of(data: np.ndarray, where: str) -> NpyHeader:
+    """The header of an ``.npy`` file held in memory as uint8 ``data`` (ValueError naming ``where``)."""
+    view = memoryview(np.ascontiguousarray(data)).cast("B")
+    return _header(lambda size, at: bytes(view[at : at + size]), where)
+
+
+def _header(read, where: str) -> NpyHeader:
+    """The header through ``read(size, offset)`` (bytes, fewer at the end)."""
+    prefix = read(12, 0)
     if len(prefix) < 10 or prefix[:6] != b"\x93NUMPY":
-        raise ValueError(f"{path!r} is not a .npy file (no NUMPY magic)")
+        raise ValueError(f"{where} is not a .npy file (no NUMPY magic)")
     major = prefix[6]
     if major == 1:
         length, start = int.from_bytes(prefix[8:10], "little"), 10
     elif major in (2, 3) and len(prefix) == 12:
         length, start = int.from_bytes(prefix[8:12], "little"), 12
     else:
-        raise ValueError(f"{path!r}: unsupported .npy format version {major}")
-    text = os.pread(fd, length, start)
+        raise ValueError(f"{where}: unsupported .npy format version {major}")
+    text = read(length, start)
     if len(text) < length:
-        raise ValueError(f"{path!r}: the .npy header is cut short")
+        raise ValueError(f"{where}: the .npy header is cut short")
     try:
         meta = _safe_eval(text.decode("utf-8" if major == 3 else "latin1"))
         dtype = np.lib.format.descr_to_dtype(meta["descr"])
         shape = tuple(int(s) for s in meta["shape"])
         fortran = bool(meta["fortran_order"])
     except (KeyError, TypeError, ValueError, SyntaxError) as exc:
-        raise ValueError(f"{path!r}: cannot parse the .npy header: {exc}") from None
+        raise ValueError(f"{where}: cannot parse the .npy header: {exc}") from None
     if dtype.hasobject:
-        raise ValueError(f"{path!r}: arrays of Python objects cannot be read")
+        raise ValueError(f"{where}: arrays of Python objects cannot be read")
     return NpyHeader(shape, dtype, fortran, start + length)
 
 

@@ -46,6 +46,7 @@ from . import (  # noqa: F401
     noise,
     nonsilent_region,
     normalize,
+    numpy_decoder,
     numpy_reader,
     one_hot,
     pad,
