@@ -67,6 +67,7 @@ from . import (  # noqa: F401
     rotate,
     segmentation,
     select_masks,
+    sequence_ops,
     shape_ops,
     slice,
     spectrogram,
