@@ -18,6 +18,8 @@ RNG = np.random.default_rng(7)
 IMAGES = [RNG.integers(0, 256, (h, w, 3), dtype=np.uint8) for h, w in ((6, 9), (11, 4), (8, 8), (5, 13))]
 FLOATS = [RNG.standard_normal((h, w, 3)).astype(np.float32) for h, w in ((6, 9), (11, 4), (8, 8), (5, 13))]
 INTS = [RNG.integers(-5, 9, (h, w), dtype=np.int32) for h, w in ((6, 9), (11, 4), (8, 8), (5, 13))]
+BAYER = [RNG.integers(0, 256, (h, w), dtype=np.uint8) for h, w in ((6, 8), (4, 10), (8, 8), (2, 4))]
+KERNEL = np.array([[0.0, 1.0, 0.5], [2.0, -1.0, 0.25]], np.float32)
 
 
 def _ids(*ids: list[int]) -> list[np.ndarray]:
@@ -65,6 +67,13 @@ CASES = [
     ("noise.gaussian", FLOATS, lambda x: fn.noise.gaussian(x, stddev=0.5, seed=11), ()),
     ("noise.salt_and_pepper", IMAGES, lambda x: fn.noise.salt_and_pepper(x, prob=0.3, per_channel=True, seed=12), ()),
     ("noise.shot", IMAGES, lambda x: fn.noise.shot(x, factor=2.0, seed=14), ()),
+    ("water", IMAGES, lambda x: fn.water(x, ampl_x=2.5, freq_y=0.3, interp_type=types.INTERP_LINEAR), ()),
+    ("sphere", IMAGES, lambda x: fn.sphere(x, fill_value=7), ()),
+    ("laplacian", IMAGES, lambda x: fn.laplacian(x, window_size=5, dtype=types.FLOAT), ()),
+    ("filter", IMAGES, lambda x: fn.filter(x, KERNEL, border="wrap"), ()),
+    ("debayer", BAYER, lambda x: fn.debayer(x, blue_position=[0, 1]), ()),
+    ("tensor_resize", IMAGES, lambda x: fn.tensor_resize(x, sizes=[5, 7], axes=[0, 1]), ()),
+    ("resize_crop_mirror", IMAGES, lambda x: fn.resize_crop_mirror(x, size=[12, 10], crop=(6, 5), mirror=1), ()),
 ]
 
 
