@@ -60,6 +60,7 @@ OLD_NAMES: dict[str, tuple[str, str]] = {
     "readers.mxnet": ("MXNetReader", "mxnet_reader"),
     "readers.numpy": ("NumpyReader", "numpy_reader"),
     "readers.coco": ("COCOReader", "coco_reader"),
+    "readers.sequence": ("SequenceReader", "sequence_reader"),
     "decoders.image": ("ImageDecoder", "image_decoder"),
     "decoders.image_random_crop": ("ImageDecoderRandomCrop", "image_decoder_random_crop"),
     "decoders.image_crop": ("ImageDecoderCrop", "image_decoder_crop"),

@@ -192,6 +192,7 @@ def _tf(where, on_error):
         ("MXNet", "MXNetReader"),
         ("File", "FileReader"),
         ("Webdataset", None),
+        ("Sequence", "SequenceReader"),
     ],
 )
 def test_ops_classes_and_dalis_aliases_are_one_class(name, alias):
