@@ -161,7 +161,9 @@ def _pil_decode(
 ) -> np.ndarray:
     image = source.pil
     mode = "L" if output_type is DALIImageType.GRAY else "RGB"
-    if denom > 1:  # these sizes make Pillow pick exactly 1/denom
+    if denom > 1 or mode == "L":  # these sizes make Pillow pick exactly 1/denom
+        # a JPEG drafted to "L" decodes its luma (Y) channel, as DALI's gray output does; decoding to
+        # RGB and converting would weigh R, G and B again and differ by up to ~20 levels
         image.draft(mode, (max(1, source.width // denom), max(1, source.height // denom)))
     try:
         image.load()

@@ -206,11 +206,6 @@ class SequenceReader(ShardedReader):
         except OSError as exc:
             raise ReaderError(f"{OP}: cannot read {path!r}: {exc.strerror or exc}") from None
         try:
-            source = open_source(data, self.image_type)
-            if source.pil is not None and source.pil.format == "JPEG" and self.image_type is DALIImageType.GRAY:
-                # DALI's grey JPEG frames are the decoded luma (libjpeg's grey output), not a
-                # conversion of the RGB pixels (which differs by up to 8 levels)
-                source.pil.draft("L", source.pil.size)
-            return decode(source, self.image_type)
+            return decode(open_source(data, self.image_type), self.image_type)
         except DecodeError as exc:
             raise ReaderError(f"{OP}: cannot decode {path!r}: {exc}") from None

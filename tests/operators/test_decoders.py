@@ -32,10 +32,30 @@ def test_image_matches_pillow(jpeg_files, device, output_type, mode):
     assert images.device == ("gpu" if device == "mixed" else "cpu")
     images = images.as_cpu()
     for i, path in enumerate(jpeg_files[:4]):
-        ref = np.asarray(Image.open(path).convert(mode))
+        image = Image.open(path)
+        image.draft(mode, image.size)  # gray: the JPEG's luma channel, as DALI decodes it
+        ref = np.asarray(image.convert(mode))
         ref = ref[:, :, None] if mode == "L" else ref
         ref = ref[:, :, ::-1] if output_type is types.BGR else ref
         assert np.array_equal(images.at(i), ref)  # exact: the same libjpeg-turbo
+
+
+@pytest.mark.parametrize("decoder", ["image", "image_crop"])
+def test_gray_is_the_luma_channel_as_in_dali(ours, dali, jpeg_files, decoder):
+    """DALI's gray output of a JPEG is its decoded luma (Y) channel, not a weighing of the RGB
+    decode, which differs by up to ~20 levels."""
+    data = [np.fromfile(path, np.uint8) for path in jpeg_files[:4]]
+
+    def build(x, f, t):
+        if decoder == "image":
+            return f.decoders.image(x, output_type=t.GRAY)
+        return f.decoders.image_crop(x, output_type=t.GRAY, crop=(100, 120), crop_pos_x=0.3, crop_pos_y=0.7)
+
+    ((mine, _),) = ours(data, lambda x: build(x, fn, types))
+    ((theirs, _),) = dali(data, build)
+    for a, b in zip(mine, theirs, strict=True):
+        assert a.shape == b.shape and a.shape[2] == 1
+        np.testing.assert_array_equal(a, b)
 
 
 @rp.pipeline_def(batch_size=4, num_threads=2, seed=11)
