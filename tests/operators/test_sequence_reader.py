@@ -69,15 +69,8 @@ def _ours(root: str, batch_size: int = 1, batches: int | None = None, **kwargs) 
     def pipe():
         return fn.readers.sequence(file_root=root, name="Reader", **kwargs)
 
-    p = pipe()
-    with p:
-        size = p.epoch_size("Reader")
-        out, layout = [], ""
-        for _ in range(batches if batches is not None else -(-size // batch_size)):
-            (seqs,) = p.run()
-            layout = seqs.layout()
-            out += [np.asarray(seqs.at(i)) for i in range(len(seqs))]
-    return size, out, layout
+    with pipe() as p:
+        return _epoch(p, batch_size, batches)
 
 
 def _dalis(root: str, batch_size: int = 1, batches: int | None = None, **kwargs) -> tuple[int, list[np.ndarray], str]:
@@ -92,6 +85,12 @@ def _dalis(root: str, batch_size: int = 1, batches: int | None = None, **kwargs)
 
     p = pipe()
     p.build()
+    return _epoch(p, batch_size, batches)
+
+
+def _epoch(p, batch_size: int, batches: int | None) -> tuple[int, list[np.ndarray], str]:
+    """The reader's epoch size, the sequences of ``batches`` batches (a whole epoch by default) and
+    their layout, from a built raypipe or DALI pipeline."""
     size = p.epoch_size("Reader")
     out, layout = [], ""
     for _ in range(batches if batches is not None else -(-size // batch_size)):
