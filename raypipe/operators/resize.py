@@ -134,7 +134,7 @@ def _size_arg(op: str, name: str, value: float | None) -> float | None:
     return float(value)
 
 
-def _check_hint(op: str, value: Any) -> int:
+def check_temp_buffer_hint(op: str, value: Any) -> int:
     """``temp_buffer_hint``: a byte count DALI sizes a scratch buffer with (no pixel changes)."""
     if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or value < 0:
         raise ArgumentError(f"{op}: temp_buffer_hint must be a non-negative int, got {value!r}")
@@ -227,7 +227,7 @@ class Resize(Operator):
         )
         self.antialias = bool(antialias)
         self.filters = interp_filters(op, RESIZE_FILTERS, interp_type, min_filter, mag_filter)
-        _check_hint(op, temp_buffer_hint)
+        check_temp_buffer_hint(op, temp_buffer_hint)
         if not isinstance(save_attrs, (bool, np.bool_)):
             raise ArgumentError(f"{op}: save_attrs must be a bool, got {save_attrs!r}")
         self.save_attrs = bool(save_attrs)

@@ -26,7 +26,7 @@ from ..errors import ArgumentError
 from ..operator import Operator, Schema, register
 from ..types import to_numpy_dtype
 from .resample import RESIZE_FILTERS, interp_filters
-from .resize import MODES
+from .resize import MODES, check_temp_buffer_hint
 from .volume_resize import ROUNDINGS, resize_volume, volume_size
 
 OP = "tensor_resize"
@@ -77,12 +77,7 @@ class TensorResize(Operator):
         self.rounding = size_rounding
         self.antialias = bool(antialias)
         self.filters = interp_filters(OP, RESIZE_FILTERS, interp_type, min_filter, mag_filter)
-        if (
-            isinstance(temp_buffer_hint, bool)
-            or not isinstance(temp_buffer_hint, (int, np.integer))
-            or temp_buffer_hint < 0
-        ):
-            raise ArgumentError(f"{OP}: temp_buffer_hint must be a non-negative int, got {temp_buffer_hint!r}")
+        check_temp_buffer_hint(OP, temp_buffer_hint)
         try:
             self.dtype = to_numpy_dtype(dtype) if dtype is not None else None
         except ValueError:
