@@ -36,7 +36,7 @@ import numpy as np
 
 from raypipe.backend import gpu_available, gpu_unavailable_reason
 from raypipe.datasets import make_jpeg_folder
-from raypipe.gpu_decode import OPTIONS_ENV, GpuImageDecoder, nvimgcodec_available
+from raypipe.gpu_decode import OPTIONS_ENV, GpuImageDecoder, code_stream, nvimgcodec_available
 from raypipe.jpeg_header import frame_size
 from raypipe.operators.crop_window import DRAWS, random_crop_windows
 from raypipe.operators.readers import list_file_root, read_file
@@ -132,13 +132,13 @@ def part_rows(batches: list, threads: int, seconds: float) -> list:
 
     decoder = GpuImageDecoder(0, threads, 1.0, decoders=1)
     stream = cupy.cuda.Stream(non_blocking=True)
-    made = [[decoder._code_stream(d, w) for d, w in zip(*batch)] for batch in batches]
+    made = [[code_stream(d, w) for d, w in zip(*batch)] for batch in batches]
     turn = [0]
 
     def streams_only(_: int) -> int:
         data, windows = batches[turn[0] % len(batches)]
         turn[0] += 1
-        return len([decoder._code_stream(d, w) for d, w in zip(data, windows)])
+        return len([code_stream(d, w) for d, w in zip(data, windows)])
 
     def decode_only(_: int) -> int:
         cupy.cuda.Device(0).use()

@@ -4,7 +4,7 @@ other Python threads of the process are busy: the Mixed stage's host time on a G
     python benchmarks/nvimgcodec_gil.py [--images 256] [--busy 0 1 2] [--threads 0 4 8] [--rounds 3]
 
 The Mixed stage makes, per image of a batch, a ``CodeStream`` over the file's bytes and a sub code
-stream cut to the crop window (``GpuImageDecoder._code_stream``). A call that releases the GIL
+stream cut to the crop window (``raypipe.gpu_decode.code_stream``). A call that releases the GIL
 must get it back from whichever thread took it meanwhile; in a pipeline those are the CPU stage's
 thread (file reads, JPEG headers, crop windows: :func:`gpu_decode_rate.cpu_stage_work`, run here
 by ``--busy`` threads) and the GPU stage's. Each row times one batch's calls (median of

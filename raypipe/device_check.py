@@ -140,6 +140,20 @@ def describe_failure(exc: BaseException) -> str:
     return text
 
 
+def simulated_decode() -> bool:
+    """``RAYPIPE_GPU_DECODE=host`` with nvImageCodec installed: under ``RAYPIPE_DEVICE=simulator``
+    the Mixed stage decodes the mixed decoders' batches with nvImageCodec's CPU backend, so the GPU
+    path's decode (code streams from the CPU stage, one buffer per batch, a packed batch to the
+    GPU stage) runs whole on a machine without a GPU. For tests; no effect on a GPU."""
+    if os.environ.get(DECODE_ENV, "").strip().lower() != "host":
+        return False
+    try:
+        from nvidia import nvimgcodec  # noqa: F401
+    except ImportError:
+        return False
+    return True
+
+
 def decoder(device_id: int) -> Check:
     """Whether nvImageCodec decodes JPEGs on GPU ``device_id``, and with which GPU backends (the
     decode check is made once per device; ``RAYPIPE_GPU_DECODE=0`` is read at every call)."""

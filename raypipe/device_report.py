@@ -11,6 +11,7 @@ from typing import Any
 
 from . import device_check
 from .backend import DeviceContext, gpu_unavailable_reason, simulated
+from .gpu_decode import code_streams_in
 from .graph import StagedGraph
 from .operator import Operator
 from .stage_threads import StageThreads
@@ -23,7 +24,9 @@ def device_report(
     use (None and ``reason`` when on the host), the decoder's and the kernels' path with their
     checks' detail, per GPU-stage operator label how it runs (``"kernels"``, ``"cupy per sample"``,
     ``"host"``, or ``"simulator"`` under ``RAYPIPE_DEVICE=simulator``), and the CPU stage's
-    ``{"threads", "detail"}`` (``cpu_threads``). ``requested`` is the pipeline's ``device_id``."""
+    ``{"threads", "detail"}`` (``cpu_threads``). On the GPU the decoder's entry also names its backends
+    and the stage that makes its code streams (``RAYPIPE_GPU_CODE_STREAMS``). ``requested`` is the
+    pipeline's ``device_id``."""
     mixed_decoders = [n for n in staged.decode_plans if n.device == "mixed"]
     report: dict[str, Any] = {
         "device_id": device.device_id,
@@ -61,6 +64,12 @@ def _decoder_path(device: DeviceContext, staged: StagedGraph, has_mixed: bool) -
     if not has_mixed:
         return {"path": None, "detail": "no mixed decoder"}
     if not device.on_gpu:
+        if staged.deferred:
+            return {
+                "path": "simulator",
+                "detail": "RAYPIPE_GPU_DECODE=host: nvImageCodec's CPU backend decodes in the Mixed stage",
+                "code_streams": f"{code_streams_in()} stage",
+            }
         return {"path": "host", "detail": "no GPU: decoded on the host"}
     check = device_check.decoder(device.device_id)
     if not check.ok:
@@ -68,7 +77,12 @@ def _decoder_path(device: DeviceContext, staged: StagedGraph, has_mixed: bool) -
             "decoder", f"GPU decoding is not used: {check.detail}; mixed decoders decode on the host (CPU stage)"
         )
         return {"path": "host", "detail": check.detail}
-    return {"path": "gpu", "detail": check.detail, "backends": list(check.backends)}
+    return {
+        "path": "gpu",
+        "detail": check.detail,
+        "backends": list(check.backends),
+        "code_streams": f"{code_streams_in()} stage",
+    }
 
 
 def _kernels_path(device: DeviceContext, has_gpu_nodes: bool) -> dict[str, Any]:

@@ -15,6 +15,7 @@ import weakref
 from collections.abc import Callable, Iterable
 from typing import Any
 
+from . import device_check
 from .aligned_readers import check_aligned
 from .backend import DeviceContext
 from .batch_buffers import Allocator
@@ -79,7 +80,9 @@ class Engine:
         self._define = define
         self._split = {
             "on_gpu": device.batched,
-            "decode_on_gpu": device.on_gpu and nvimgcodec_available(device.device_id),
+            "decode_on_gpu": nvimgcodec_available(device.device_id)
+            if device.on_gpu
+            else device.batched and device_check.simulated_decode(),
         }
         self._batch_size = batch_size
         self.staged = staged_graph(define, **self._split, batch_size=batch_size)

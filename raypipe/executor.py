@@ -49,8 +49,9 @@ from .batch_spec import BatchSpec
 from .blas_threads import limit_host_blas
 from .cpu_stage import CpuStage, SkippedSample
 from .errors import DecodeError, DeviceError, SampleError
-from .gpu_decode import GpuImageDecoder, decode_into_buffer, decoder_count
+from .gpu_decode import GpuImageDecoder, code_stream, code_streams_in, decode_into_buffer, decoder_count
 from .graph import DataNode, StagedGraph
+from .kernels.launch import Packed
 from .keyed_random import SampleContext
 from .offload import Offload, RemoteWorker, Unit
 from .profile import Profile
@@ -168,6 +169,8 @@ class Executor:
         self._pool: ThreadPoolExecutor | None = None
         self._decoder: GpuImageDecoder | None = None
         self._decoders = decoder_count() if graph.deferred else 1  # a bad setting fails here, not on batch 1
+        #: Whether the CPU stage's threads make the deferred samples' code streams (else the Mixed stage).
+        self._code_streams_here = bool(graph.deferred) and code_streams_in() == "cpu"
         if graph.deferred:
             decode_into_buffer()
         self._buffers = BufferPool(self._pool_capacity(0))
@@ -402,11 +405,26 @@ class Executor:
                 self._pool.submit(self._offload.run_local, self._stop)
             self._pending.put(_InCpuStage(spec, [u.future for u in units], outputs))
             return
+        run = self._run_chunk if self._code_streams_here else self._stage.run_chunk
         futures = [
-            self._pool.submit(self._stage.run_chunk, ctxs[first : first + step], first, outputs, self._stop)
+            self._pool.submit(run, ctxs[first : first + step], first, outputs, self._stop)
             for first in range(0, len(ctxs), step)
         ]
         self._pending.put(_InCpuStage(spec, futures, outputs))
+
+    def _run_chunk(self, ctxs: list[SampleContext], first: int, outputs: BatchOutputs, stop: threading.Event) -> list:
+        """A chunk through the CPU stage, then its deferred samples' nvImageCodec code streams, made
+        here: each gives up the GIL twice, which costs the Mixed stage, the GPU pipeline's bottleneck,
+        a wait each time it takes the GIL back (``RAYPIPE_GPU_CODE_STREAMS=mixed`` leaves them to it)."""
+        results = self._stage.run_chunk(ctxs, first, outputs, stop)
+        began = time.perf_counter()
+        for result in results:
+            if not isinstance(result, SkippedSample):
+                for d in self._graph.deferred:
+                    result[d] = result[d].with_code_stream(code_stream)
+        if self.profile is not None:
+            self.profile.add("cpu", "code streams for the GPU decoder", time.perf_counter() - began, calls=len(results))
+        return results
 
     def _mixed_stage(self) -> None:
         _mark_stage_thread()
@@ -471,7 +489,9 @@ class Executor:
             return {}
         if self._decoder is None:
             hw_load = self._graph.deferred[0].producer.op.hw_decoder_load
-            self._decoder = GpuImageDecoder(self._device.device_id, self._num_threads, hw_load, self._decoders)
+            self._decoder = GpuImageDecoder(
+                self._device.device_id, self._num_threads, hw_load, self._decoders, on_host=not self._device.on_gpu
+            )
         stream = self._device.copy_stream
         try:
             decoded = {
@@ -486,6 +506,8 @@ class Executor:
             ) from exc
         failed: dict[int, tuple[DataNode, DecodeError]] = {}
         for d, values in decoded.items():
+            if isinstance(values, Packed):  # every sample decoded into the batch's buffer
+                continue
             for i, value in enumerate(values):
                 if isinstance(value, DecodeError):
                     failed.setdefault(i, (d, value))
@@ -497,7 +519,10 @@ class Executor:
                 raise self._stage.sample_error(d.producer.label, ctx, error) from error
             skipped.append(SkippedSample(ctx.epoch, ctx.sample_index, self._source_of(ctx.sample_index), str(error)))
         kept[:] = [k for i, k in enumerate(kept) if i not in failed]
-        return {d: [v for i, v in enumerate(values) if i not in failed] for d, values in decoded.items()}
+        return {
+            d: [v for i, v in enumerate(values.samples() if isinstance(values, Packed) else values) if i not in failed]
+            for d, values in decoded.items()
+        }
 
     def _gpu_stage(self) -> None:
         _mark_stage_thread()

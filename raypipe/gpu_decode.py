@@ -14,15 +14,24 @@ nvImageCodec is imported lazily and only where a GPU is usable: without a GPU,
 without the package, when it fails its start-up check (:mod:`raypipe.device_check`)
 or with ``RAYPIPE_GPU_DECODE=0``, the CPU stage decodes on the host and the Mixed
 stage copies the images to the device instead.
+
+The Mixed stage's host work per batch is what limits a GPU pipeline (its thread shares the
+process's GIL with the CPU and GPU stages), so each batch costs it as few Python calls as can be:
+the code streams come made by the CPU stage (:func:`code_stream`, ``RAYPIPE_GPU_CODE_STREAMS``),
+the outputs are described to nvImageCodec by plain interface records rather than array views, and a
+batch that decodes entirely into its buffer goes on as one :class:`~raypipe.kernels.launch.Packed`
+batch, with nothing made per image.
 """
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import os
 import warnings
 from collections.abc import Sequence
 from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
 from types import ModuleType
 from typing import Any
 
@@ -30,6 +39,7 @@ import numpy as np
 
 from . import device_check
 from .errors import ArgumentError, DeviceError
+from .kernels.launch import Packed
 
 Window = tuple[int, int, int, int]  # x, y, width, height
 DECODE_ENV = device_check.DECODE_ENV
@@ -37,6 +47,9 @@ DECODE_ENV = device_check.DECODE_ENV
 DECODERS_ENV = "RAYPIPE_GPU_DECODERS"
 #: ``0`` lets nvImageCodec allocate each decoded image instead of decoding a batch into one buffer.
 INTO_ENV = "RAYPIPE_GPU_DECODE_INTO"
+#: Who makes each sample's nvImageCodec code stream: ``cpu`` (the default), the CPU stage's thread
+#: that read the sample; ``mixed``, the Mixed stage when it decodes the batch (see :func:`code_streams_in`).
+CODE_STREAMS_ENV = "RAYPIPE_GPU_CODE_STREAMS"
 #: nvImageCodec decoder options added to raypipe's own (``:fancy_upsampling=1``).
 OPTIONS_ENV = "RAYPIPE_NVIMGCODEC_OPTIONS"
 #: The share of each batch for the hardware JPEG decoder where the GPU has one (DALI's default).
@@ -80,41 +93,58 @@ class GpuImageDecoder:
     decoder options (for example ``nvjpeg_cuda_decoder:hybrid_huffman_threshold=0``, nvJPEG's
     Huffman decoding on the GPU for every image). Owns the library's decoder state (CUDA streams,
     nvJPEG handles, host threads); :meth:`close` releases it, and so does dropping the object.
+
+    ``on_host=True`` decodes with nvImageCodec's CPU backend into numpy arrays instead (``stream``
+    None): the same batch logic, buffers and code streams without a GPU, which is how this class
+    is tested on machines that have none.
     """
 
     def __init__(
-        self, device_id: int, num_threads: int = 0, hw_load: float = DEFAULT_HW_LOAD, decoders: int | None = None
+        self,
+        device_id: int,
+        num_threads: int = 0,
+        hw_load: float = DEFAULT_HW_LOAD,
+        decoders: int | None = None,
+        *,
+        on_host: bool = False,
     ):
         count = decoder_count() if decoders is None else decoders
         if isinstance(count, bool) or not isinstance(count, int) or count < 1:
             raise ValueError(f"GpuImageDecoder: decoders must be a positive int, got {count!r}")
         nv = _nvimgcodec()
-        check = device_check.decoder(device_id)
-        if nv is None or not check.ok:
-            raise RuntimeError(
-                f"GPU decoding is not usable here: {check.detail} (pip install raypipe[gpu-cu12] or raypipe[gpu-cu13])"
-            )
-        import cupy
+        if on_host:
+            if nv is None:
+                raise RuntimeError("nvImageCodec is not installed (pip install raypipe[gpu-cu12] or raypipe[gpu-cu13])")
+            backends = [nv.Backend(nv.BackendKind.CPU_ONLY)]
+            device_id, self.backends, self._cp, self._xp = nv.NVIMGCODEC_DEVICE_CPU_ONLY, ("cpu",), None, np
+        else:
+            check = device_check.decoder(device_id)
+            if nv is None or not check.ok:
+                raise RuntimeError(
+                    f"GPU decoding is not usable here: {check.detail} "
+                    "(pip install raypipe[gpu-cu12] or raypipe[gpu-cu13])"
+                )
+            import cupy
 
+            self.backends = check.backends
+            self._cp = self._xp = cupy
+            # the hardware decoder takes hw_load of a batch when nvJPEG's CUDA decoder can take the rest,
+            # else all of it (nvImageCodec would hand the rest to its CPU backend)
+            hw_share = float(hw_load) if "gpu" in check.backends else 1.0
+            backends = [
+                device_check.backend_of(nv, name, hw_share if name == "hw_gpu" else 1.0) for name in check.backends
+            ] + [nv.Backend(nv.BackendKind.CPU_ONLY)]
         self._nv = nv
-        self._cp = cupy
         self._device_id = device_id
-        self.backends = check.backends
-        # the hardware decoder takes hw_load of a batch when nvJPEG's CUDA decoder can take the rest,
-        # else all of it (nvImageCodec would hand the rest to its CPU backend)
-        hw_share = float(hw_load) if "gpu" in check.backends else 1.0
-        backends = [
-            device_check.backend_of(nv, name, hw_share if name == "hw_gpu" else 1.0) for name in check.backends
-        ] + [nv.Backend(nv.BackendKind.CPU_ONLY)]
         options = " ".join([":fancy_upsampling=1", os.environ.get(OPTIONS_ENV, "").strip()]).strip()
         self._decoders = [
             nv.Decoder(device_id=device_id, max_num_cpu_threads=num_threads, backends=backends, options=options)
             for _ in range(count)
         ]
-        self._streams = [cupy.cuda.Stream(non_blocking=True) for _ in range(count - 1)]
+        self._streams = [None if on_host else self._cp.cuda.Stream(non_blocking=True) for _ in range(count - 1)]
         self._threads = ThreadPoolExecutor(count - 1, thread_name_prefix="raypipe-gpu-decode") if count > 1 else None
         color = nv.ColorSpec.SRGB if hasattr(nv.ColorSpec, "SRGB") else nv.ColorSpec.RGB  # RGB before 0.7
-        #: Whether batches decode into one buffer raypipe allocates (see :meth:`decode`).
+        #: Whether batches decode into one buffer raypipe allocates (see :meth:`decode_batch`).
         self.into_given = hasattr(nv, "as_images") and decode_into_buffer()
         self._buffer_bytes = 0
         self._params = {
@@ -134,117 +164,153 @@ class GpuImageDecoder:
         gray: bool,
         stream: Any,
         sizes: Sequence[tuple[int, int]] | None = None,
+        code_streams: Sequence[Any] | None = None,
     ) -> list[Any | None]:
+        """:meth:`decode_batch` as one HWC array (or None) per source."""
+        batch = self.decode_batch(sources, windows, gray, stream, sizes, code_streams)
+        return batch.samples() if isinstance(batch, Packed) else batch
+
+    def decode_batch(
+        self,
+        sources: Sequence[np.ndarray],
+        windows: Sequence[Window | None],
+        gray: bool,
+        stream: Any,
+        sizes: Sequence[tuple[int, int]] | None = None,
+        code_streams: Sequence[Any] | None = None,
+    ) -> Packed | list[Any | None]:
         """Decode ``sources`` (encoded bytes as uint8 arrays), each cut to its ``window`` (None: the
         whole image), to HWC uint8 cupy arrays (3 channels RGB, or 1 when ``gray``), in one batched
         call per decoder, ordered on the cupy ``stream``. The arrays may be used on ``stream`` at
-        once: no host synchronisation. A source that cannot be decoded gives None at its position.
+        once: no host synchronisation. ``code_streams``: the sources' code streams where already
+        made (:func:`code_stream`; None entries are made here).
 
         With ``sizes``, each output's ``(width, height)`` (the window's, or the image's where the
         window is None), the batch decodes into one buffer allocated for it from cupy's pool on
         ``stream`` (:func:`packed_layout`): no allocation per image, and the memory counts in the
-        pipeline's pool. Should nvImageCodec refuse the given outputs, this decoder warns once and
-        lets nvImageCodec allocate each image from then on.
+        pipeline's pool. When every source decodes into it the result is that buffer as one
+        :class:`~raypipe.kernels.launch.Packed` batch; otherwise a list with one array per source,
+        None where a source could not be decoded. Should nvImageCodec refuse the given outputs, this
+        decoder warns once and lets nvImageCodec allocate each image from then on.
 
         nvImageCodec reports every failure as None, its own (out of memory, a sticky CUDA error, a
         lost plugin) as well as the sample's: when not one source of a batch decodes although
         nvImageCodec parsed them, that is the device's failure, raised as :class:`DeviceError`."""
         if not self._decoders:
             raise RuntimeError("this GpuImageDecoder was closed")
-        streams = [self._code_stream(np.ascontiguousarray(s, dtype=np.uint8), w) for s, w in zip(sources, windows)]
-        valid = [i for i, code_stream in enumerate(streams) if code_stream is not None]
-        out: list[Any | None] = [None] * len(streams)
+        made = code_streams if code_streams is not None else [None] * len(sources)
+        streams = [
+            given if given is not None else code_stream(s, w, self._nv) for given, s, w in zip(made, sources, windows)
+        ]
+        valid = [i for i, stream_i in enumerate(streams) if stream_i is not None]
         if not valid:
-            return out
-        params = self._params[gray]
-        given = [streams[i] for i in valid]
-        arrays = None
+            return [None] * len(streams)
+        given = [streams[i] for i in valid] if len(valid) < len(streams) else streams
+        channels = 1 if gray else 3
+        layout = None
         if sizes is not None and self.into_given:
-            arrays = self._outputs([sizes[i] for i in valid], 1 if gray else 3, stream)
-        decoded = self._decode_parts(given, arrays, params, stream)
-        if all(array is None for array in decoded):
+            layout = self._buffer([sizes[i] for i in valid], channels, stream)
+        decoded = self._decode_parts(given, None if layout is None else layout.targets, self._params[gray], stream)
+        if all(image is None for image in decoded):
             raise DeviceError(
                 f"the GPU decoder decoded none of the {len(valid)} images of this batch although it parsed them: "
                 "the device failed the batch (out of memory or a CUDA error; see RAYPIPE_GPU_MEMORY_MB)"
             )
-        for i, array in zip(valid, decoded):
-            out[i] = array
+        if layout is not None and len(valid) == len(streams) and all(image is _INTO for image in decoded):
+            return layout.packed
+        out: list[Any | None] = [None] * len(streams)
+        for k, (i, image) in enumerate(zip(valid, decoded)):
+            out[i] = layout.packed[k] if image is _INTO else image
         return out
 
-    def _decode_parts(self, code_streams: list, arrays: list | None, params: Any, stream: Any) -> list[Any | None]:
-        """Each decoder decodes an equal, consecutive part of ``code_streams``, the first on
-        ``stream`` in this thread, the others on their own streams and threads, which start after
-        the work queued on ``stream`` so far (the outputs' allocation) and which ``stream`` then
-        waits for."""
+    def _decode_parts(self, code_streams: list, targets: list | None, params: Any, stream: Any) -> list[Any]:
+        """Each decoder decodes an equal, consecutive part of ``code_streams`` (:meth:`_decode_part`),
+        the first on ``stream`` in this thread, the others on their own streams and threads, which
+        start after the work queued on ``stream`` so far (the outputs' allocation) and which
+        ``stream`` then waits for."""
         bounds = np.linspace(0, len(code_streams), len(self._decoders) + 1).astype(int).tolist()
         parts = [(a, b) for a, b in zip(bounds, bounds[1:]) if b > a]
         if len(parts) == 1:
-            return self._decode_part(self._decoders[0], code_streams, arrays, params, stream)
-        allocated = stream.record()
+            return self._decode_part(self._decoders[0], code_streams, targets, params, stream)
+        allocated = stream.record() if stream is not None else None
         futures = []
         for k, (a, b) in enumerate(parts[1:], start=1):
             side = self._streams[k - 1]
-            side.wait_event(allocated)
-            part_arrays = None if arrays is None else arrays[a:b]
+            if side is not None:
+                side.wait_event(allocated)
+            part = None if targets is None else targets[a:b]
             futures.append(
-                self._threads.submit(self._decode_part, self._decoders[k], code_streams[a:b], part_arrays, params, side)
+                self._threads.submit(self._decode_part, self._decoders[k], code_streams[a:b], part, params, side)
             )
         a, b = parts[0]
         decoded = self._decode_part(
-            self._decoders[0], code_streams[a:b], None if arrays is None else arrays[a:b], params, stream
+            self._decoders[0], code_streams[a:b], None if targets is None else targets[a:b], params, stream
         )
         for k, future in enumerate(futures):
             decoded += future.result()
-            stream.wait_event(self._streams[k].record())
+            if stream is not None:
+                stream.wait_event(self._streams[k].record())
         return decoded
 
     def _decode_part(
-        self, decoder: Any, code_streams: list, arrays: list | None, params: Any, stream: Any
-    ) -> list[Any | None]:
-        """``decoder``'s cupy arrays for ``code_streams`` on ``stream``: into ``arrays`` where given
-        and taken, else allocated by nvImageCodec; None for an image it could not decode. An image
-        that does not decode into its given array (a format only a CPU backend reads, say) is
-        decoded again the usual way."""
-        with self._cp.cuda.Device(self._device_id):
-            images = None if arrays is None else self._decode_into(decoder, code_streams, arrays, params, stream)
+        self, decoder: Any, code_streams: list, targets: list | None, params: Any, stream: Any
+    ) -> list[Any]:
+        """``decoder``'s results for ``code_streams`` on ``stream``: :data:`_INTO` for an image
+        decoded into its target, where ``targets`` are given and taken, else an array nvImageCodec
+        allocated; None for an image it could not decode. An image that does not decode into its
+        target (a format only a CPU backend reads, say) is decoded again the usual way."""
+        with self._on_device():
+            images = None if targets is None else self._decode_into(decoder, code_streams, targets, params, stream)
             if images is None:
                 images = self._decode_batch(decoder, code_streams, params, stream)
-                return [self._to_cupy(image, stream) for image in images]
-            out = [array if image is not None else None for array, image in zip(arrays, images)]
+                return [self._to_array(image, stream) for image in images]
+            out = [_INTO if image is not None else None for image in images]
             missing = [k for k, image in enumerate(images) if image is None]
             if missing:
                 again = self._decode_batch(decoder, [code_streams[k] for k in missing], params, stream)
                 for k, image in zip(missing, again):
-                    out[k] = self._to_cupy(image, stream)
+                    out[k] = self._to_array(image, stream)
             return out
+
+    def _on_device(self) -> Any:
+        return contextlib.nullcontext() if self._cp is None else self._cp.cuda.Device(self._device_id)
 
     def _decode_batch(self, decoder: Any, code_streams: list, params: Any, stream: Any) -> list:
         """nvImageCodec's images for ``code_streams``, each allocated by nvImageCodec."""
         try:
-            return decoder.decode(code_streams, params=params, cuda_stream=stream.ptr)
+            return decoder.decode(code_streams, params=params, cuda_stream=_pointer(stream))
         except RuntimeError:  # a stream that fails late fails the batch call: find it one by one
             return [self._decode_one(decoder, code_stream, params, stream) for code_stream in code_streams]
 
-    def _outputs(self, sizes: list[tuple[int, int]], channels: int, stream: Any) -> list[Any]:
-        """HWC uint8 views, one per ``(width, height)``, into one buffer from cupy's pool on ``stream``."""
+    def _buffer(self, sizes: list[tuple[int, int]], channels: int, stream: Any) -> _BatchBuffer:
+        """One buffer for HWC uint8 images of ``sizes`` (``(width, height)``), from cupy's pool on
+        ``stream`` (numpy on the host), and a target per image for nvImageCodec to decode into: a
+        plain record of the image's interface, far cheaper to make than an array view."""
         offsets, total = packed_layout(sizes, channels)
         self._buffer_bytes = buffer_bytes(total, self._buffer_bytes)
-        with stream:
-            buffer = self._cp.empty(self._buffer_bytes, self._cp.uint8)
-        return [
-            buffer[offset : offset + h * w * channels].reshape(h, w, channels)
-            for offset, (w, h) in zip(offsets.tolist(), sizes)
+        if self._cp is None:
+            buffer = np.empty(self._buffer_bytes, np.uint8)
+            base, target = buffer.ctypes.data, _HostTarget
+        else:
+            with stream:
+                buffer = self._cp.empty(self._buffer_bytes, self._cp.uint8)
+            base, target = buffer.data.ptr, _DeviceTarget
+        dims = np.asarray(sizes, dtype=np.int64).reshape(-1, 2)
+        shapes = np.column_stack([dims[:, 1], dims[:, 0], np.full(len(dims), channels, np.int64)])
+        targets = [
+            target({"shape": (h, w, channels), "typestr": "|u1", "data": (base + offset, False), "version": 3}, buffer)
+            for offset, (w, h) in zip(offsets.tolist(), dims.tolist())
         ]
+        return _BatchBuffer(Packed(buffer, shapes, offsets), targets)
 
-    def _decode_into(self, decoder: Any, code_streams: list, arrays: list, params: Any, stream: Any) -> list | None:
-        """nvImageCodec's images for ``code_streams`` decoded into ``arrays``; None to decode them
+    def _decode_into(self, decoder: Any, code_streams: list, targets: list, params: Any, stream: Any) -> list | None:
+        """nvImageCodec's images for ``code_streams`` decoded into ``targets``; None to decode them
         the usual way instead. That is when a stream fails late (it fails the batch call), and, from
         then on, when nvImageCodec refuses the given outputs: it raises, or decodes none of them
         into them but some into its own. A refusal is warned of once."""
         try:
-            with stream:  # cupy's array interface names the current stream, and nvImageCodec takes that one
-                targets = self._nv.as_images(arrays, cuda_stream=stream.ptr)
-            images = decoder.decode(code_streams, images=targets, params=params, cuda_stream=stream.ptr)
+            images = self._nv.as_images(targets, cuda_stream=_pointer(stream))
+            images = decoder.decode(code_streams, images=images, params=params, cuda_stream=_pointer(stream))
         except RuntimeError:
             return None
         except (ValueError, TypeError) as exc:
@@ -270,39 +336,19 @@ class GpuImageDecoder:
 
     def _decode_one(self, decoder: Any, code_stream: Any, params: Any, stream: Any) -> Any:
         try:
-            return decoder.decode(code_stream, params=params, cuda_stream=stream.ptr)
+            return decoder.decode(code_stream, params=params, cuda_stream=_pointer(stream))
         except RuntimeError:
             return None
 
-    def _code_stream(self, data: np.ndarray, window: Window | None) -> Any:
-        """A code stream over ``data`` restricted to ``window``, through whichever API this
-        nvImageCodec has (``get_sub_code_stream`` from 0.7, ``getSubCodeStream`` in 0.6,
-        ``DecodeSource`` in 0.5); None when nvImageCodec cannot parse the stream."""
-        nv = self._nv
-        region = None
-        if window is not None:
-            x, y, w, h = window
-            region = nv.Region(start_y=y, start_x=x, end_y=y + h, end_x=x + w)
-        try:
-            if hasattr(nv, "DecodeSource"):
-                return nv.DecodeSource(data, region=region)
-            stream = nv.CodeStream(data)
-            if region is None:
-                return stream
-            sub = getattr(stream, "get_sub_code_stream", None) or stream.getSubCodeStream
-            return sub(region=region)
-        except RuntimeError:  # nvImageCodec reports an unparsable stream this way
-            return None
-
-    def _to_cupy(self, image: Any, stream: Any) -> Any:
-        """A decoded image as an HWC cupy array viewing nvImageCodec's buffer through its
-        ``__cuda_array_interface__``: no DLPack exchange and no synchronisation (the decode was
-        queued on the stream the Mixed stage goes on with); None for a failed decode. The array keeps
-        the image and then the decode's ``stream`` alive (:class:`ImageOwner`)."""
+    def _to_array(self, image: Any, stream: Any) -> Any:
+        """A decoded image as an HWC array: on the GPU a cupy array viewing nvImageCodec's buffer
+        through its ``__cuda_array_interface__``, with no DLPack exchange and no synchronisation
+        (the decode was queued on the stream the Mixed stage goes on with); None for a failed
+        decode. The array keeps the image and then the decode's ``stream`` alive (:class:`ImageOwner`)."""
         if image is None:
             return None
         if image.buffer_kind == self._nv.ImageBufferKind.STRIDED_HOST:
-            array = self._cp.asarray(np.asarray(image))
+            array = self._xp.asarray(np.asarray(image))
         else:
             array = device_view(self._cp, image.__cuda_array_interface__, ImageOwner(image, stream))
         return array[:, :, None] if array.ndim == 2 else array
@@ -313,6 +359,81 @@ class GpuImageDecoder:
             self._threads.shutdown(wait=True)
             self._threads = None
         self._decoders = []
+
+
+#: :meth:`GpuImageDecoder._decode_part`'s mark for an image decoded into its target in the batch's buffer.
+_INTO = object()
+
+
+@dataclass(frozen=True)
+class _BatchBuffer:
+    """A batch's buffer as the :class:`Packed` batch it becomes, and nvImageCodec's target per image."""
+
+    packed: Packed
+    targets: list
+
+
+class _DeviceTarget:
+    """One image's place in a batch's device buffer, as nvImageCodec's ``as_images`` reads it; keeps
+    the buffer alive as long as the image nvImageCodec wraps around it."""
+
+    __slots__ = ("__cuda_array_interface__", "owner")
+
+    def __init__(self, interface: dict[str, Any], owner: Any):
+        self.__cuda_array_interface__ = interface
+        self.owner = owner
+
+
+class _HostTarget:
+    """:class:`_DeviceTarget` for a host buffer (``on_host`` decoders)."""
+
+    __slots__ = ("__array_interface__", "owner")
+
+    def __init__(self, interface: dict[str, Any], owner: Any):
+        self.__array_interface__ = interface
+        self.owner = owner
+
+
+def _pointer(stream: Any) -> int:
+    """A cupy stream's handle for nvImageCodec; 0 for None (host decoding)."""
+    return 0 if stream is None else stream.ptr
+
+
+def code_stream(data: np.ndarray, window: Window | None, nv: ModuleType | None = None) -> Any:
+    """nvImageCodec's code stream over ``data`` (encoded bytes) restricted to ``window`` (None: the
+    whole image), through whichever API this nvImageCodec has (``get_sub_code_stream`` from 0.7,
+    ``getSubCodeStream`` in 0.6, ``DecodeSource`` in 0.5); None when nvImageCodec cannot parse it
+    or is not installed. It keeps ``data`` alive. Making one gives up the GIL twice, so a GPU
+    pipeline's CPU stage makes them (:func:`code_streams_in`), not the Mixed stage."""
+    nv = nv or _nvimgcodec()
+    if nv is None:
+        return None
+    data = np.ascontiguousarray(data, dtype=np.uint8)
+    region = None
+    if window is not None:
+        x, y, w, h = window
+        region = nv.Region(start_y=y, start_x=x, end_y=y + h, end_x=x + w)
+    try:
+        if hasattr(nv, "DecodeSource"):
+            return nv.DecodeSource(data, region=region)
+        stream = nv.CodeStream(data)
+        if region is None:
+            return stream
+        sub = getattr(stream, "get_sub_code_stream", None) or stream.getSubCodeStream
+        return sub(region=region)
+    except RuntimeError:  # nvImageCodec reports an unparsable stream this way
+        return None
+
+
+def code_streams_in() -> str:
+    """``RAYPIPE_GPU_CODE_STREAMS``: which stage makes each sample's code stream for the GPU
+    decoder: ``"cpu"`` (the default; the CPU stage's thread that read the sample, while the Mixed
+    stage, the GPU pipeline's bottleneck, waits for no GIL on them) or ``"mixed"`` (the Mixed stage,
+    as a batch is decoded). Samples a CPU helper prepared get theirs in the Mixed stage."""
+    value = os.environ.get(CODE_STREAMS_ENV, "").strip().lower() or "cpu"
+    if value not in ("cpu", "mixed"):
+        raise ArgumentError(f"{CODE_STREAMS_ENV} must be cpu or mixed, got {value!r}")
+    return value
 
 
 class ImageOwner:

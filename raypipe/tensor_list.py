@@ -50,11 +50,10 @@ class TensorList:
         """Stack samples into one dense array when their shapes and dtypes agree (into
         ``allocate(shape, dtype)`` when given, for host samples); an array that already holds
         the whole batch is taken as it is, and so is a packed batch of the GPU stage
-        (:class:`raypipe.kernels.launch.Packed`; viewed as one array when its shapes agree)."""
+        (:class:`raypipe.kernels.launch.Packed`; viewed as one array when :meth:`~Packed.dense`)."""
         if isinstance(samples, Packed):
-            if len(samples) and _same_shapes(samples.shapes):
-                return cls(samples.data.reshape(len(samples), *samples.shapes[0].tolist()), device, layout)
-            return cls(samples, device, layout)
+            dense = samples.dense()
+            return cls(samples if dense is None else dense, device, layout)
         if not isinstance(samples, (list, tuple)):
             return cls(samples, device, layout)
         if samples and _uniform(samples):

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import importlib.util
+
 import numpy as np
 import pytest
 from PIL import Image
@@ -14,6 +16,7 @@ from raypipe.errors import ArgumentError
 from raypipe.gpu_decode import (
     BUFFER_GRANULE,
     BUFFER_HEADROOM,
+    CODE_STREAMS_ENV,
     DECODE_ENV,
     DECODERS_ENV,
     IMAGE_ALIGNMENT,
@@ -21,11 +24,14 @@ from raypipe.gpu_decode import (
     GpuImageDecoder,
     ImageOwner,
     buffer_bytes,
+    code_stream,
+    code_streams_in,
     decode_into_buffer,
     decoder_count,
     nvimgcodec_available,
     packed_layout,
 )
+from raypipe.kernels.launch import Packed
 
 needs_nvimgcodec = pytest.mark.skipif(not nvimgcodec_available(), reason="needs a CUDA GPU and nvImageCodec")
 
@@ -212,3 +218,117 @@ def test_a_png_among_jpegs_decodes_when_the_batch_decodes_into_one_buffer(jpeg_f
     assert np.array_equal(images[1], pixels)
     for path, image in zip([jpeg_files[0], jpeg_files[1]], [images[0], images[2]]):
         _assert_close(image, np.asarray(Image.open(path).convert("RGB")))
+
+
+# nvImageCodec's CPU backend runs the decoder's batch logic (buffers, targets, code streams, splits,
+# fallbacks) on a machine without a GPU; the cupy path runs the same code under `pytest -m gpu`.
+needs_nvimgcodec_package = pytest.mark.skipif(
+    importlib.util.find_spec("nvidia.nvimgcodec") is None, reason="needs the nvImageCodec package"
+)
+WINDOWS = [None, (10, 20, 100, 80), None, (0, 0, 64, 64), (33, 7, 64, 100), (5, 5, 31, 17)]
+
+
+def _host_decode(files, windows, *, decoders=1, gray=False, made=False, into=True):
+    decoder = GpuImageDecoder(0, num_threads=1, decoders=decoders, on_host=True)
+    decoder.into_given = into
+    try:
+        data = [np.fromfile(f, np.uint8) for f in files]
+        sizes = [Image.open(f).size if w is None else w[2:] for f, w in zip(files, windows)]
+        streams = [code_stream(d, w) for d, w in zip(data, windows)] if made else None
+        return decoder.decode_batch(data, windows, gray, None, sizes, streams)
+    finally:
+        decoder.close()
+
+
+def _pixels(batch) -> list:
+    return [None if image is None else np.asarray(image) for image in batch]
+
+
+@needs_nvimgcodec_package
+def test_a_batch_that_decodes_into_its_buffer_is_one_packed_batch_of_the_same_pixels(jpeg_files):
+    files = jpeg_files[: len(WINDOWS)]
+    packed = _host_decode(files, WINDOWS)
+    assert isinstance(packed, Packed) and len(packed) == len(files)
+    assert all(int(offset) % IMAGE_ALIGNMENT == 0 for offset in packed.offsets)
+    own = _host_decode(files, WINDOWS, into=False)
+    assert isinstance(own, list) and len(own) == len(files)
+    for path, window, a, b in zip(files, WINDOWS, packed.samples(), own):
+        assert np.array_equal(a, b)
+        ref = np.asarray(Image.open(path).convert("RGB"))
+        if window is not None:
+            x, y, w, h = window
+            ref = ref[y : y + h, x : x + w]
+        _assert_close(a, ref)
+
+
+@needs_nvimgcodec_package
+def test_code_streams_made_beforehand_decode_as_those_the_decoder_makes(jpeg_files):
+    files = jpeg_files[: len(WINDOWS)]
+    for gray in (False, True):
+        inside = _host_decode(files, WINDOWS, gray=gray)
+        before = _host_decode(files, WINDOWS, gray=gray, made=True)
+        assert np.array_equal(inside.shapes, before.shapes) and inside.shapes[0, 2] == (1 if gray else 3)
+        for a, b in zip(inside.samples(), before.samples()):
+            assert np.array_equal(a, b)
+
+
+@needs_nvimgcodec_package
+@pytest.mark.parametrize("decoders", [2, 3])
+def test_a_batch_split_between_host_decoders_is_the_same_packed_batch(jpeg_files, decoders):
+    files = jpeg_files[: len(WINDOWS)]
+    one, split = _host_decode(files, WINDOWS), _host_decode(files, WINDOWS, decoders=decoders, made=True)
+    assert isinstance(split, Packed)
+    assert np.array_equal(one.shapes, split.shapes) and np.array_equal(one.offsets, split.offsets)
+    for a, b in zip(one.samples(), split.samples()):
+        assert np.array_equal(a, b)
+
+
+@needs_nvimgcodec_package
+def test_an_undecodable_sample_leaves_a_list_with_none_in_its_place(jpeg_files, tmp_path):
+    bad = tmp_path / "bad.jpg"
+    bad.write_bytes(open(jpeg_files[0], "rb").read()[:300])
+    files = [jpeg_files[0], str(bad), jpeg_files[1]]
+    good = _host_decode([jpeg_files[0], jpeg_files[1]], [None, None])
+    data = [np.fromfile(f, np.uint8) for f in files]
+    decoder = GpuImageDecoder(0, num_threads=1, on_host=True)
+    try:
+        sizes = [Image.open(jpeg_files[0]).size, (8, 8), Image.open(jpeg_files[1]).size]
+        out = decoder.decode_batch(data, [None] * 3, False, None, sizes)
+    finally:
+        decoder.close()
+    assert isinstance(out, list) and out[1] is None
+    assert np.array_equal(out[0], good[0]) and np.array_equal(out[2], good[1])
+
+
+@needs_nvimgcodec_package
+def test_a_png_among_jpegs_decodes_into_the_batch_buffer_or_beside_it(jpeg_files, tmp_path):
+    png = tmp_path / "lossless.png"
+    pixels = np.random.default_rng(5).integers(0, 256, (37, 53, 3), dtype=np.uint8)
+    Image.fromarray(pixels).save(png)
+    batch = _pixels(_host_decode([jpeg_files[0], str(png)], [None, None]))
+    assert np.array_equal(batch[1], pixels)
+    _assert_close(batch[0], np.asarray(Image.open(jpeg_files[0]).convert("RGB")))
+
+
+@needs_nvimgcodec_package
+def test_bytes_nvimgcodec_cannot_parse_decode_to_none_wherever_their_stream_was_made(jpeg_files):
+    garbage = np.frombuffer(b"not an image at all", np.uint8)  # nvImageCodec 0.9 parses it when decoding
+    good = np.fromfile(jpeg_files[0], np.uint8)
+    size = Image.open(jpeg_files[0]).size
+    decoder = GpuImageDecoder(0, num_threads=1, on_host=True)
+    try:
+        for streams in (None, [code_stream(garbage, None), code_stream(good, None)]):
+            out = decoder.decode_batch([garbage, good], [None, None], False, None, [(4, 4), size], streams)
+            assert isinstance(out, list) and out[0] is None and out[1].shape == (size[1], size[0], 3)
+    finally:
+        decoder.close()
+
+
+def test_code_streams_are_made_by_the_cpu_stage_unless_the_environment_says_mixed(monkeypatch):
+    monkeypatch.delenv(CODE_STREAMS_ENV, raising=False)
+    assert code_streams_in() == "cpu"
+    monkeypatch.setenv(CODE_STREAMS_ENV, "Mixed")
+    assert code_streams_in() == "mixed"
+    monkeypatch.setenv(CODE_STREAMS_ENV, "gpu")
+    with pytest.raises(ArgumentError, match=f"{CODE_STREAMS_ENV} must be cpu or mixed, got 'gpu'"):
+        code_streams_in()

@@ -1,12 +1,16 @@
 """The GPU path's host work per batch does not grow with the batch.
 
 A whole pipeline (random-crop decode in the Mixed stage, resize and crop_mirror_normalize in the GPU
-stage) runs with ``RAYPIPE_DEVICE=simulator``: its graph is staged as on a GPU and its kernels run
-in numba's CUDA simulator. For batch 4 and batch 32 the GPU stage's kernel launches and the Python
-function calls it makes outside the simulator are counted per batch: they must be equal.
+stage) runs with ``RAYPIPE_DEVICE=simulator`` (the crops decoded on the host and uploaded, or, with
+nvImageCodec, decoded in the Mixed stage into one buffer as on a GPU): its graph is staged as on a
+GPU and its kernels run in numba's CUDA simulator. For batch 4 and batch 32 the GPU stage's kernel
+launches and the Python function calls it makes outside the simulator are counted per batch: they
+must be equal.
 """
 
 from __future__ import annotations
+
+import importlib.util
 
 import pytest
 
@@ -56,8 +60,22 @@ def _count_gpu_stage(monkeypatch, files: list[str], batch_size: int, batches: in
     return counts[1:batches]
 
 
-def test_gpu_stage_host_work_is_the_same_for_batch_4_and_32(tmp_path, monkeypatch):
+@pytest.mark.parametrize(
+    "decode",
+    [
+        "1",
+        pytest.param(
+            "host",
+            marks=pytest.mark.skipif(
+                importlib.util.find_spec("nvidia.nvimgcodec") is None, reason="needs nvImageCodec"
+            ),
+        ),
+    ],
+    ids=["host-decoded upload", "decoded in the Mixed stage"],
+)
+def test_gpu_stage_host_work_is_the_same_for_batch_4_and_32(tmp_path, monkeypatch, decode):
     monkeypatch.setenv("RAYPIPE_DEVICE", "simulator")
+    monkeypatch.setenv("RAYPIPE_GPU_DECODE", decode)  # host: nvImageCodec's CPU backend in the Mixed stage
     assert launch.simulator_enabled(), "tests/conftest.py enables the CUDA simulator when no GPU is usable"
     files = make_jpeg_folder(str(tmp_path), num_classes=2, per_class=32, size=(12, 10), progress=False)
     small = _count_gpu_stage(monkeypatch, files, 4, 3)

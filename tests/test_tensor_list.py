@@ -118,3 +118,12 @@ def test_matches_dalis_tensor_list_cpu(batch):
             with pytest.raises(IndexError):
                 ours[index]
         assert np.array_equal(theirs.as_array(), ours.as_array())
+
+
+def test_a_packed_batch_with_gaps_between_equal_samples_keeps_each_sample():
+    data = np.arange(48, dtype=np.uint8)
+    packed = launch.Packed(data, np.array([[2, 2, 3]] * 2, np.int64), np.array([0, 32], np.int64))
+    batch = TensorList.from_samples(packed, "gpu", "HWC")
+    assert batch.is_dense_tensor()
+    assert np.array_equal(batch.at(1), data[32:44].reshape(2, 2, 3))
+    assert np.array_equal(batch.as_tensor(), np.stack([data[:12], data[32:44]]).reshape(2, 2, 2, 3))

@@ -150,6 +150,17 @@ class Packed:
         """Every sample as a view of the buffer (one call per sample: for user-facing ragged outputs)."""
         return list(self)
 
+    def dense(self) -> Any | None:
+        """The batch as one ``(N, ...)`` array viewing ``data`` when every sample has the same shape
+        and the samples lie back to back from its start (as :func:`allocate` lays them out); None
+        otherwise (a batch decoded into one buffer keeps each image aligned, with gaps between)."""
+        if not len(self) or not (self.shapes == self.shapes[0]).all():
+            return None
+        size = int(np.prod(self.shapes[0]))
+        if not (self.offsets == np.arange(len(self), dtype=np.int64) * size).all():
+            return None
+        return self.data[: size * len(self)].reshape(len(self), *self.shapes[0].tolist())
+
 
 def pack(xp: ModuleType, batch: Any, op: str) -> Packed:
     """A batch as a :class:`Packed` one: itself when it is one; a view for a batch array; one

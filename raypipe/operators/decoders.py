@@ -18,7 +18,9 @@ from __future__ import annotations
 
 import threading
 import warnings
-from dataclasses import dataclass
+from collections.abc import Callable
+from contextlib import nullcontext
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
@@ -28,6 +30,7 @@ from ..errors import ArgumentError, DecodeError
 from ..exif import ExifOrientationWarning, orientation, tiff_orientation
 from ..gpu_decode import DEFAULT_HW_LOAD
 from ..jpeg_header import Frame, JpegHeaderError, read_frame
+from ..kernels.launch import Packed
 from ..operator import Operator, Schema, Skip, register
 from ..types import DALIImageType
 from .crop_window import DRAWS, random_crop_window, random_crop_windows, window_arguments
@@ -69,12 +72,22 @@ CACHE_TYPES = ("", "threshold", "largest")
 @dataclass(frozen=True)
 class EncodedImage:
     """What the CPU stage hands the Mixed stage when decoding is deferred to the GPU: the encoded
-    bytes, the image's size from its header and the window to decode (None: all of it)."""
+    bytes, the image's size from its header, the window to decode (None: all of it) and, where the
+    CPU stage made it, nvImageCodec's code stream for that window (:func:`raypipe.gpu_decode.code_stream`;
+    it stays in the process: a copy sent elsewhere, from a CPU helper say, goes without it)."""
 
     data: np.ndarray
     width: int
     height: int
     window: tuple[int, int, int, int] | None = None
+    code_stream: Any = field(default=None, compare=False, repr=False)
+
+    def __reduce__(self) -> tuple:
+        return (EncodedImage, (self.data, self.width, self.height, self.window))
+
+    def with_code_stream(self, make: Callable[[np.ndarray, tuple[int, int, int, int] | None], Any]) -> EncodedImage:
+        """This image with the code stream ``make(data, window)`` gives."""
+        return EncodedImage(self.data, self.width, self.height, self.window, make(self.data, self.window))
 
     @property
     def out_size(self) -> tuple[int, int]:
@@ -190,16 +203,28 @@ class _Decoder(Operator):
         """:meth:`window` of many samples, ``sizes`` their ``(width, height)``."""
         return [None] * len(ctxs)
 
-    def decode_on_device(self, decoder: GpuImageDecoder, encoded: list[EncodedImage], stream: Any) -> list[Any]:
+    def decode_on_device(
+        self, decoder: GpuImageDecoder, encoded: list[EncodedImage], stream: Any
+    ) -> Packed | list[Any]:
         """Decode a batch of :meth:`encoded` samples with ``decoder`` (a
         :class:`~raypipe.gpu_decode.GpuImageDecoder`) on the cupy ``stream``, into one buffer for the
-        batch: per sample an HWC device array in ``output_type``, or a :class:`DecodeError` for the
-        executor to raise or skip."""
+        batch: the whole batch as one :class:`~raypipe.kernels.launch.Packed` batch of HWC images
+        when every sample decoded into it (no call per sample), else per sample an HWC device array
+        in ``output_type`` or a :class:`DecodeError` for the executor to raise or skip."""
         gray = self.output_type is DALIImageType.GRAY
-        decoded = decoder.decode(
-            [e.data for e in encoded], [e.window for e in encoded], gray, stream, [e.out_size for e in encoded]
+        decoded = decoder.decode_batch(
+            [e.data for e in encoded],
+            [e.window for e in encoded],
+            gray,
+            stream,
+            [e.out_size for e in encoded],
+            [e.code_stream for e in encoded],
         )
-        with stream:
+        if isinstance(decoded, Packed):
+            if self.output_type is not DALIImageType.BGR:
+                return decoded
+            decoded = decoded.samples()
+        with nullcontext() if stream is None else stream:
             return [self._device_result(image, e) for image, e in zip(decoded, encoded)]
 
     def _device_result(self, image: Any, encoded: EncodedImage) -> Any:

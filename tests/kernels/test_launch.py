@@ -213,3 +213,14 @@ def test_a_ragged_gpu_output_reaches_the_user_as_one_packed_batch(xp, tmp_path, 
     for got, image in zip(out.as_cpu(), images, strict=True):
         ref = np.asarray(Image.fromarray(image).resize(got.shape[1::-1], Image.BILINEAR))
         assert np.abs(got.astype(np.int16) - ref).max() <= 2
+
+
+def test_a_packed_batch_is_dense_only_when_its_equal_samples_lie_back_to_back():
+    data = np.arange(64, dtype=np.uint8)
+    shapes = np.array([[2, 3, 1]] * 3, np.int64)
+    dense = launch.Packed(data, shapes, np.array([0, 6, 12], np.int64)).dense()
+    assert np.array_equal(dense, data[:18].reshape(3, 2, 3, 1))
+    gapped = launch.Packed(data, shapes, np.array([0, 16, 32], np.int64))  # aligned images, as decoded
+    assert gapped.dense() is None
+    assert np.array_equal(gapped[1], data[16:22].reshape(2, 3, 1))
+    assert launch.Packed(data, np.array([[2, 3, 1], [3, 2, 1]]), np.array([0, 6])).dense() is None

@@ -316,6 +316,16 @@ def test_device_result_checks_shape_cuts_ignored_regions_and_orders_channels():
     assert isinstance(op._device_result(None, encoded), rp.DecodeError)
 
 
+def test_an_encoded_image_sent_to_another_process_goes_without_its_code_stream():
+    import pickle
+
+    made = EncodedImage(np.arange(4, dtype=np.uint8), 30, 20, (4, 5, 10, 8)).with_code_stream(lambda d, w: (d, w))
+    assert made.code_stream[1] == (4, 5, 10, 8) and made.code_stream[0] is made.data
+    sent = pickle.loads(pickle.dumps(made))
+    assert sent.code_stream is None and (sent.width, sent.height, sent.window) == (30, 20, (4, 5, 10, 8))
+    assert np.array_equal(sent.data, made.data)
+
+
 @pytest.mark.gpu
 @pytest.mark.skipif(not nvimgcodec_available(), reason="needs a CUDA GPU and nvImageCodec")
 @pytest.mark.parametrize("decoder", ["image", "image_random_crop"])

@@ -1,0 +1,111 @@
+"""The Mixed stage's GPU decode, run whole without a GPU.
+
+With ``RAYPIPE_DEVICE=simulator`` and ``RAYPIPE_GPU_DECODE=host`` a pipeline is staged as on a GPU
+and its mixed decoder is deferred: the CPU stage reads headers, draws windows and makes nvImageCodec's
+code streams, the Mixed stage decodes each batch into one buffer with nvImageCodec's CPU backend and
+hands it to the GPU stage as one packed batch, whose kernels run in numba's CUDA simulator. The
+results must not depend on which stage makes the code streams, and must match the host decode.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+
+import numpy as np
+import pytest
+
+import raypipe as rp
+from raypipe import fn, types
+from raypipe.backend import gpu_available
+from raypipe.device_check import DECODE_MEAN_TOLERANCE, DECODE_P99_TOLERANCE
+from raypipe.errors import SampleError
+from raypipe.gpu_decode import CODE_STREAMS_ENV
+from raypipe.kernels.launch import Packed
+
+pytestmark = [
+    pytest.mark.skipif(gpu_available(), reason="simulates the GPU path of a machine without a GPU"),
+    pytest.mark.skipif(importlib.util.find_spec("nvidia.nvimgcodec") is None, reason="needs nvImageCodec"),
+]
+
+
+@rp.pipeline_def(batch_size=6, num_threads=1, seed=11, device_id=0, prefetch_queue_depth=1)
+def cropped(files, output_type=types.RGB, on_error="raise"):
+    jpegs, labels = fn.readers.file(files=files, name="Reader")
+    images = fn.decoders.image_random_crop(jpegs, device="mixed", output_type=output_type, on_error=on_error)
+    flipped = fn.crop_mirror_normalize(
+        images, mirror=fn.random.coin_flip(), dtype=types.FLOAT, mean=[0.0], std=[1.0], output_layout="HWC"
+    )
+    return images, flipped, labels
+
+
+def _epoch(files, monkeypatch, *, decode: str, code_streams: str = "cpu", batches: int = 2, **kwargs):
+    """Each batch's (decoded images, flipped images, labels) on the host, and the device report."""
+    monkeypatch.setenv("RAYPIPE_DEVICE", "simulator")
+    monkeypatch.setenv("RAYPIPE_GPU_DECODE", decode)
+    monkeypatch.setenv(CODE_STREAMS_ENV, code_streams)
+    out = []
+    with cropped(files, **kwargs) as pipe:
+        report = pipe.device_report()
+        for _ in range(batches):
+            images, flipped, labels = pipe.run()
+            out.append(([np.asarray(i) for i in images.as_cpu()], [np.asarray(f) for f in flipped.as_cpu()], labels))
+    return out, report
+
+
+@pytest.fixture
+def files(tmp_path):
+    from raypipe.datasets import make_jpeg_folder
+
+    return make_jpeg_folder(str(tmp_path), num_classes=2, per_class=6, size=(40, 30), progress=False)
+
+
+def test_the_mixed_stage_decodes_with_nvimgcodec_and_code_streams_from_either_stage_agree(files, monkeypatch):
+    by_cpu, report = _epoch(files, monkeypatch, decode="host", code_streams="cpu")
+    assert report["decoder"]["path"] == "simulator" and report["decoder"]["code_streams"] == "cpu stage", report
+    by_mixed, report = _epoch(files, monkeypatch, decode="host", code_streams="mixed")
+    assert report["decoder"]["code_streams"] == "mixed stage", report
+    for (a_images, a_flipped, a_labels), (b_images, b_flipped, b_labels) in zip(by_cpu, by_mixed):
+        assert all(np.array_equal(a, b) for a, b in zip(a_images, b_images))
+        assert all(np.array_equal(a, b) for a, b in zip(a_flipped, b_flipped))
+        assert np.array_equal(np.asarray(a_labels.as_tensor()), np.asarray(b_labels.as_tensor()))
+
+
+@pytest.mark.parametrize("output_type", [types.RGB, types.BGR, types.GRAY])
+def test_the_simulated_gpu_decode_matches_the_host_decode(files, monkeypatch, output_type):
+    gpu, _ = _epoch(files, monkeypatch, decode="host", output_type=output_type)
+    host, report = _epoch(files, monkeypatch, decode="1", output_type=output_type)
+    assert report["decoder"]["path"] == "host", report
+    for (g_images, g_flipped, _), (h_images, h_flipped, _) in zip(gpu, host):
+        for g, h, gf, hf in zip(g_images, h_images, g_flipped, h_flipped):
+            assert g.shape == h.shape and g.shape[2] == (1 if output_type is types.GRAY else 3)
+            diff = np.abs(g.astype(np.int16) - h.astype(np.int16))
+            assert diff.mean() <= DECODE_MEAN_TOLERANCE and np.percentile(diff, 99) <= DECODE_P99_TOLERANCE
+            mirrored = not np.array_equal(gf, g.astype(np.float32))
+            assert np.array_equal(gf, (g[:, ::-1] if mirrored else g).astype(np.float32))
+            assert np.array_equal(hf, (h[:, ::-1] if mirrored else h).astype(np.float32))
+
+
+def test_a_batch_decoded_into_one_buffer_reaches_the_gpu_stage_as_one_packed_batch(files, monkeypatch):
+    from raypipe.executor import Executor
+
+    seen = []
+    run_gpu = Executor._run_gpu
+
+    def spy(self, xp, batch):
+        seen.extend(type(v) for v in batch.device.values())
+        return run_gpu(self, xp, batch)
+
+    monkeypatch.setattr(Executor, "_run_gpu", spy)
+    _epoch(files, monkeypatch, decode="host", batches=1)
+    assert seen and set(seen) == {Packed}  # every batch, including any prefetched
+
+
+def test_an_undecodable_sample_in_the_mixed_stage_is_named_or_skipped(files, monkeypatch, tmp_path):
+    bad = tmp_path / "truncated.jpg"
+    bad.write_bytes(open(files[0], "rb").read()[:400])
+    with pytest.raises(SampleError, match="truncated.jpg"):
+        _epoch([*files[:3], str(bad), *files[3:5]], monkeypatch, decode="host", batches=1)
+    out, _ = _epoch([*files[:3], str(bad), *files[3:5]], monkeypatch, decode="host", batches=1, on_error="skip")
+    kept, _ = _epoch(files[:3], monkeypatch, decode="host", batches=1)  # windows are keyed by sample index
+    assert len(out[0][0]) == 5  # skipped, not replaced (the pipeline's default)
+    assert all(np.array_equal(a, b) for a, b in zip(out[0][0][:3], kept[0][0][:3]))
