@@ -154,16 +154,21 @@ def part_rows(batches: list, threads: int, seconds: float) -> list:
     return rows
 
 
-def cpu_stage_work(paths: list[str], stop: threading.Event, chunk: int = 64) -> int:
+def cpu_stage_work(paths: list[str], stop: threading.Event, chunk: int = 64, code_streams: bool = False) -> int:
     """A CPU stage's work on the GPU path until ``stop``: read each file, walk its JPEG header and
-    draw crop windows, a chunk of files at a time; returns how many files it read."""
+    draw crop windows, a chunk of files at a time, and with ``code_streams`` make each file's
+    nvImageCodec code stream for its window, as the pipeline's CPU stage does by default; returns
+    how many files it read."""
     rng = np.random.default_rng(1)
     k = 0
     while not stop.is_set():
         part = [paths[(k + i) % len(paths)] for i in range(chunk)]
         k += chunk
-        sizes = np.array([frame_size(read_file(path)) for path in part], dtype=np.int64).T
-        random_crop_windows(sizes, (0.08, 1.0), (3 / 4, 4 / 3), rng.random((DRAWS, ATTEMPTS, chunk)))
+        data = [read_file(path) for path in part]
+        sizes = np.array([frame_size(d) for d in data], dtype=np.int64).T
+        windows = random_crop_windows(sizes, (0.08, 1.0), (3 / 4, 4 / 3), rng.random((DRAWS, ATTEMPTS, chunk)))
+        if code_streams:
+            [code_stream(d, tuple(w)) for d, w in zip(data, windows.tolist())]
     return k
 
 

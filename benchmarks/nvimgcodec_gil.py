@@ -32,6 +32,7 @@ from typing import Any
 from gpu_decode_rate import batches_of, cpu_stage_work
 
 from raypipe.datasets import make_jpeg_folder
+from raypipe.gpu_decode import GpuImageDecoder, code_stream
 from raypipe.operators.readers import list_file_root
 
 
@@ -59,10 +60,34 @@ def split(work: Callable[[list, list], object], pool: ThreadPoolExecutor | None,
     )
 
 
-def timed(work: Callable, batch: tuple[list, list], busy: int, paths: list[str]) -> float:
-    """Milliseconds ``work`` takes on ``batch`` while ``busy`` threads run a CPU stage's work."""
+def mixed_stage(nv: Any, streams_here: bool) -> Callable[[list, list], object]:
+    """The Mixed stage's host calls for a batch outside nvImageCodec's decode: its code streams
+    when ``streams_here`` (``RAYPIPE_GPU_CODE_STREAMS=mixed``), then the batch's buffer with one
+    target per image (:class:`GpuImageDecoder`, here on nvImageCodec's CPU backend) and the
+    images nvImageCodec wraps around them."""
+    decoder = GpuImageDecoder(0, num_threads=1, on_host=True)
+
+    def work(data: list, windows: list) -> object:
+        if streams_here:
+            [code_stream(d, w, nv) for d, w in zip(data, windows)]
+        layout = decoder._buffer([w[2:] for w in windows], 3, None)
+        return nv.as_images(layout.targets)
+
+    return work
+
+
+#: Where a batch's code streams are made: the rows of the Mixed stage's table.
+ARRANGEMENTS = {
+    "code streams in the Mixed stage (RAYPIPE_GPU_CODE_STREAMS=mixed)": True,
+    "code streams in the CPU stage (the default)": False,
+}
+
+
+def timed(work: Callable, batch: tuple[list, list], busy: int, paths: list[str], code_streams: bool = False) -> float:
+    """Milliseconds ``work`` takes on ``batch`` while ``busy`` threads run a CPU stage's work (with
+    its code streams when ``code_streams``)."""
     stop = threading.Event()
-    workers = [threading.Thread(target=cpu_stage_work, args=(paths, stop)) for _ in range(busy)]
+    workers = [threading.Thread(target=cpu_stage_work, args=(paths, stop, 64, code_streams)) for _ in range(busy)]
     for worker in workers:
         worker.start()
     time.sleep(0.05)
@@ -100,6 +125,11 @@ def main(argv: list[str] | None = None) -> int:
     for _ in range(args.rounds):
         for name, k, busy in grid:
             times[(name, k, busy)].append(timed(split(calls(nv)[name], pools[k], k), batch, busy, paths))
+    mixed = {name: mixed_stage(nv, here) for name, here in ARRANGEMENTS.items()}
+    mixed_times: dict[tuple, list[float]] = {(name, busy): [] for name in mixed for busy in args.busy}
+    for _ in range(args.rounds):
+        for name, busy in mixed_times:
+            mixed_times[(name, busy)].append(timed(mixed[name], batch, busy, paths, not ARRANGEMENTS[name]))
     for pool in pools.values():
         if pool is not None:
             pool.shutdown()
@@ -109,6 +139,11 @@ def main(argv: list[str] | None = None) -> int:
         ms = statistics.median(times[(name, k, busy)])
         idle = statistics.median(times[(name, k, 0)]) if 0 in args.busy else ms
         print(f"{name:<58}{k or 1:>8}{busy:>6}{ms:>10.2f}{1000 * ms / args.images:>10.1f}{ms / idle:>8.1f}x")
+    print("\nthe Mixed stage's host calls per batch outside the decode, beside busy CPU-stage threads")
+    print(f"{'arrangement':<68}{'busy':>6}{'ms/batch':>10}{'us/image':>10}")
+    for name, busy in mixed_times:
+        ms = statistics.median(mixed_times[(name, busy)])
+        print(f"{name:<68}{busy:>6}{ms:>10.2f}{1000 * ms / args.images:>10.1f}")
     return 0
 
 

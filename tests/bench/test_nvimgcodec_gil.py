@@ -1,6 +1,6 @@
 """benchmarks/nvimgcodec_gil.py on the host: each way of making a batch's code streams makes one
-per image, cut to its window, split over threads or not; its table has a row per case; without
-nvImageCodec it says why and measures nothing."""
+per image, cut to its window, split over threads or not; the Mixed stage's work wraps one image
+per window; its tables have a row per case; without nvImageCodec it says why and measures nothing."""
 
 from __future__ import annotations
 
@@ -44,9 +44,21 @@ def test_each_way_makes_one_code_stream_per_image(bench, jpeg_root, parts):
 def test_the_table_has_a_row_per_call_thread_count_and_busy_count(bench, capsys):
     pytest.importorskip("nvidia.nvimgcodec")
     assert bench.main(["--images", "16", "--busy", "0", "1", "--threads", "0", "2", "--rounds", "1"]) == 0
-    rows = [line for line in capsys.readouterr().out.splitlines() if "per image" in line]
+    out = capsys.readouterr().out.splitlines()
+    rows = [line for line in out if "per image" in line]
     assert len(rows) == 3 * 2 * 2
     assert all(float(row.split()[-2]) > 0 for row in rows)  # microseconds per image
+    mixed = [line for line in out if line.startswith("code streams in the")]
+    assert len(mixed) == len(bench.ARRANGEMENTS) * 2
+    assert all(float(row.split()[-1]) > 0 for row in mixed)
+
+
+@pytest.mark.parametrize("streams_here", [True, False])
+def test_the_mixed_stage_work_wraps_one_image_per_window(bench, jpeg_root, streams_here):
+    nv = pytest.importorskip("nvidia.nvimgcodec")
+    data, windows = bench.batches_of(jpeg_root, images=8, batch=8)[0]
+    images = bench.mixed_stage(nv, streams_here)(data, windows)
+    assert [(image.height, image.width) for image in images] == [(w[3], w[2]) for w in windows]
 
 
 def test_without_nvimgcodec_it_says_why(bench, capsys, monkeypatch):
