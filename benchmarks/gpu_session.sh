@@ -137,8 +137,9 @@ service() { "$PY" benchmarks/gpu_service_check.py --json "$LOGS/service_check.js
 # GPU_SESSION_WHERE=process skips the pipeline-actor rows; GPU_SESSION_HW_LOADS the hardware decoder's
 # shares, GPU_SESSION_DECODERS the numbers of nvImageCodec decoders sharing each batch,
 # GPU_SESSION_THREADS the CPU-stage threads (default: the pipeline's choice) and
-# GPU_SESSION_SWITCH_MS Python's GIL switch intervals (default: Python's) and GPU_SESSION_DECODE_INTO
-# ("1 0": a batch into one buffer, and images nvImageCodec allocates) of the in-process rows.
+# GPU_SESSION_SWITCH_MS Python's GIL switch intervals (default: Python's), GPU_SESSION_DECODE_INTO
+# ("1 0": a batch into one buffer, and images nvImageCodec allocates) and GPU_SESSION_CODE_STREAMS
+# ("cpu mixed": the stage that makes nvImageCodec's code streams) of the in-process rows.
 bench() {
     local loads decoders extra=() more=()
     read -ra loads <<<"${GPU_SESSION_HW_LOADS:-0.65 1}"
@@ -146,6 +147,7 @@ bench() {
     [[ -n ${GPU_SESSION_THREADS:-} ]] && read -ra extra <<<"--mixed-threads $GPU_SESSION_THREADS"
     [[ -n ${GPU_SESSION_SWITCH_MS:-} ]] && read -ra more <<<"--switch-ms $GPU_SESSION_SWITCH_MS"
     [[ -n ${GPU_SESSION_DECODE_INTO:-} ]] && read -ra more <<<"${more[*]} --decode-into $GPU_SESSION_DECODE_INTO"
+    [[ -n ${GPU_SESSION_CODE_STREAMS:-} ]] && read -ra more <<<"${more[*]} --code-streams $GPU_SESSION_CODE_STREAMS"
     "$PY" examples/bench_gpu.py --images 2560 --epochs 2 --batch-size 256 --threads 4 \
         --where "${GPU_SESSION_WHERE:-both}" --hw-load "${loads[@]}" --decoders "${decoders[@]}" \
         "${extra[@]}" "${more[@]}"

@@ -20,6 +20,7 @@ process's; ``both`` runs the two in one go.
     python examples/bench_gpu.py --hw-load 0.65 0.9 1  # the hardware decoder's share of each batch
     python examples/bench_gpu.py --decoders 1 2        # nvImageCodec decoders sharing each batch
     python examples/bench_gpu.py --decode-into 1 0     # a batch into one buffer, or images allocated
+    python examples/bench_gpu.py --code-streams cpu mixed  # which stage makes the code streams
     python examples/bench_gpu.py --mixed-threads 1 4 --switch-ms 5 0.5
                                    # CPU-stage threads of the mixed rows; Python's GIL switch interval
 
@@ -39,7 +40,7 @@ import time
 
 from raypipe.backend import gpu_available, gpu_unavailable_reason
 from raypipe.datasets import make_jpeg_folder
-from raypipe.gpu_decode import DECODERS_ENV, INTO_ENV, nvimgcodec_available
+from raypipe.gpu_decode import CODE_STREAMS_ENV, DECODERS_ENV, INTO_ENV, nvimgcodec_available
 from raypipe.presets import resnet50_train
 from raypipe.stage_threads import THREADS_ENV
 
@@ -58,11 +59,13 @@ def run(
     switch_ms: float | None = None,
     cpu_threads: int | None = None,
     decode_into: bool = True,
+    code_streams: str = "cpu",
 ) -> dict:
     """Time ``batches`` batches per epoch after one warm-up batch, with ``decoders`` nvImageCodec
     decoders sharing each batch, ``cpu_threads`` CPU-stage threads (None: the pipeline's choice),
     Python's GIL switch interval at ``switch_ms`` (None: as it is) and each batch decoded into one
-    buffer (``decode_into``) or into images nvImageCodec allocates; returns rates and memory."""
+    buffer (``decode_into``) or into images nvImageCodec allocates, the code streams made by the
+    ``code_streams`` stage (``cpu`` or ``mixed``); returns rates and memory."""
     device_id = 0 if decoder_device == "mixed" and gpu_available() else None
     interval = sys.getswitchinterval()
     if switch_ms is not None:
@@ -71,6 +74,7 @@ def run(
         DECODERS_ENV: str(decoders),
         THREADS_ENV: None if cpu_threads is None else str(cpu_threads),
         INTO_ENV: str(int(decode_into)),
+        CODE_STREAMS_ENV: code_streams,
     }
     previous = {name: os.environ.get(name) for name in settings}
     for name, value in settings.items():  # read where the pipeline is built and makes its decoder
@@ -237,6 +241,11 @@ def main() -> None:
         help="1: each batch decodes into one buffer from the pipeline's pool (RAYPIPE_GPU_DECODE_INTO); "
         "0: nvImageCodec allocates each image; both give one row each",
     )  # fmt: skip
+    parser.add_argument(
+        "--code-streams", nargs="+", choices=("cpu", "mixed"), default=["cpu"],
+        help="the stage that makes nvImageCodec's code streams (RAYPIPE_GPU_CODE_STREAMS): the CPU stage "
+        "(the default) or the Mixed stage; both give one row each",
+    )  # fmt: skip
     args = parser.parse_args()
     mixed_threads = args.mixed_threads or [None]
     switches = args.switch_ms or [None]
@@ -261,16 +270,19 @@ def main() -> None:
     sizes = (args.batch_size, args.threads)
     rows = [("cpu (reference)", lambda: cpu)]
     if args.where in ("process", "both"):
-        grid = itertools.product(args.hw_load, args.decoders, mixed_threads, switches, args.decode_into)
-        for share, count, threads, switch, into in grid:
+        grid = itertools.product(
+            args.hw_load, args.decoders, mixed_threads, switches, args.decode_into, args.code_streams
+        )
+        for share, count, threads, switch, into, streams in grid:
             name = "mixed, in this process" + (f" (hw {share:g})" if len(args.hw_load) > 1 else "")
             name += f" ({count} decoders)" if len(args.decoders) > 1 else ""
             name += f" ({threads} CPU-stage threads)" if threads is not None else ""
             name += f" (switch {switch:g} ms)" if switch is not None else ""
             name += "" if len(args.decode_into) == 1 else (" (one buffer)" if into else " (images allocated)")
+            name += "" if len(args.code_streams) == 1 else f" (code streams: {streams} stage)"
             measure = functools.partial(
                 run, root, "mixed", args.batch_size, args.threads, batches, args.epochs, share, count, switch, threads,
-                bool(into),
+                bool(into), streams,
             )  # fmt: skip
             rows.append((name, measure))
     if args.where in ("actor", "both"):
