@@ -38,6 +38,7 @@ from raypipe.backend import gpu_available, gpu_unavailable_reason
 from raypipe.datasets import make_jpeg_folder
 from raypipe.gpu_decode import OPTIONS_ENV, GpuImageDecoder, code_stream, nvimgcodec_available
 from raypipe.jpeg_header import frame_size
+from raypipe.kernels.launch import Packed
 from raypipe.operators.crop_window import DRAWS, random_crop_windows
 from raypipe.operators.readers import list_file_root, read_file
 
@@ -100,9 +101,9 @@ def decode_rate(
         data, windows = batches[turn[k] % len(batches)]
         turn[k] += 1
         sizes = [window[2:] for window in windows] if into_given else None
-        images = pool[k].decode(data, windows, False, streams[k], sizes)
+        images = pool[k].decode_batch(data, windows, False, streams[k], sizes)  # as the Mixed stage
         streams[k].synchronize()
-        return sum(image is not None for image in images)
+        return len(images) if isinstance(images, Packed) else sum(image is not None for image in images)
 
     try:
         return timed(work, count, seconds)
