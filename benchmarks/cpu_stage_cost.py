@@ -19,7 +19,6 @@ with the whole stage.
 from __future__ import annotations
 
 import argparse
-import importlib.util
 import os
 import sys
 import time
@@ -31,7 +30,7 @@ import numpy as np
 from raypipe.bench.dataset import prepare
 from raypipe.cpu_stage import CpuStage
 from raypipe.executor import chunk_size
-from raypipe.gpu_decode import code_stream
+from raypipe.gpu_decode import code_stream, nvimgcodec_installed
 from raypipe.jpeg_header import frame_size, read_frame
 from raypipe.keyed_random import SampleContext
 from raypipe.operators.crop_window import DRAWS, random_crop_windows
@@ -113,7 +112,7 @@ def parts_of(root: str, batch: int, threads: int, samples: int) -> dict[str, Par
         COIN: lambda f, n: coin.run_chunk([], {}, ctxs[f : f + n]),
         WHOLE: lambda f, n: stage.run_chunk(ctxs[f : f + n], 0, None),
     }
-    if importlib.util.find_spec("nvidia.nvimgcodec") is not None:  # as the executor's CPU stage on a GPU node
+    if nvimgcodec_installed():  # as the executor's CPU stage on a GPU node
         windows = [e.window for f in range(0, samples, chunk) for e in works[DECODER](f, min(chunk, samples - f))]
         works[STREAMS] = lambda f, n: [code_stream(d, w) for d, w in zip(data[f : f + n], windows[f : f + n])]
         works[WHOLE_STREAMS] = lambda f, n: with_code_streams(stage, stage.run_chunk(ctxs[f : f + n], 0, None))

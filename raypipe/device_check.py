@@ -147,11 +147,9 @@ def simulated_decode() -> bool:
     GPU stage) runs whole on a machine without a GPU. For tests; no effect on a GPU."""
     if os.environ.get(DECODE_ENV, "").strip().lower() != "host":
         return False
-    try:
-        from nvidia import nvimgcodec  # noqa: F401
-    except ImportError:
-        return False
-    return True
+    from .gpu_decode import nvimgcodec_installed  # gpu_decode imports this module
+
+    return nvimgcodec_installed()
 
 
 def decoder(device_id: int) -> Check:

@@ -75,6 +75,11 @@ def _nvimgcodec() -> ModuleType | None:
     return nvimgcodec
 
 
+def nvimgcodec_installed() -> bool:
+    """Whether the nvImageCodec package imports here, GPU or not (its CPU backend decodes without one)."""
+    return _nvimgcodec() is not None
+
+
 def nvimgcodec_available(device_id: int = 0) -> bool:
     """True when nvImageCodec passed its start-up check on GPU ``device_id`` (it decodes a JPEG with a
     GPU backend, close to the host decode: :func:`raypipe.device_check.decoder`); False without a GPU,

@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import importlib.util
-
 import numpy as np
 import pytest
 from PIL import Image
@@ -29,6 +27,7 @@ from raypipe.gpu_decode import (
     decode_into_buffer,
     decoder_count,
     nvimgcodec_available,
+    nvimgcodec_installed,
     packed_layout,
 )
 from raypipe.kernels.launch import Packed
@@ -222,9 +221,7 @@ def test_a_png_among_jpegs_decodes_when_the_batch_decodes_into_one_buffer(jpeg_f
 
 # nvImageCodec's CPU backend runs the decoder's batch logic (buffers, targets, code streams, splits,
 # fallbacks) on a machine without a GPU; the cupy path runs the same code under `pytest -m gpu`.
-needs_nvimgcodec_package = pytest.mark.skipif(
-    importlib.util.find_spec("nvidia.nvimgcodec") is None, reason="needs the nvImageCodec package"
-)
+needs_nvimgcodec_package = pytest.mark.skipif(not nvimgcodec_installed(), reason="needs the nvImageCodec package")
 WINDOWS = [None, (10, 20, 100, 80), None, (0, 0, 64, 64), (33, 7, 64, 100), (5, 5, 31, 17)]
 
 

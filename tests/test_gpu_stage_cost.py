@@ -10,8 +10,6 @@ must be equal.
 
 from __future__ import annotations
 
-import importlib.util
-
 import pytest
 
 import raypipe as rp
@@ -19,6 +17,7 @@ from raypipe import fn, types
 from raypipe.backend import gpu_available
 from raypipe.datasets import make_jpeg_folder
 from raypipe.executor import Executor
+from raypipe.gpu_decode import nvimgcodec_installed
 from raypipe.kernels import launch
 from tests.kernels.counting import counting
 
@@ -66,9 +65,7 @@ def _count_gpu_stage(monkeypatch, files: list[str], batch_size: int, batches: in
         "1",
         pytest.param(
             "host",
-            marks=pytest.mark.skipif(
-                importlib.util.find_spec("nvidia.nvimgcodec") is None, reason="needs nvImageCodec"
-            ),
+            marks=pytest.mark.skipif(not nvimgcodec_installed(), reason="needs nvImageCodec"),
         ),
     ],
     ids=["host-decoded upload", "decoded in the Mixed stage"],

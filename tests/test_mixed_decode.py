@@ -9,8 +9,6 @@ results must not depend on which stage makes the code streams, and must match th
 
 from __future__ import annotations
 
-import importlib.util
-
 import numpy as np
 import pytest
 
@@ -19,12 +17,12 @@ from raypipe import fn, types
 from raypipe.backend import gpu_available
 from raypipe.device_check import DECODE_MEAN_TOLERANCE, DECODE_P99_TOLERANCE
 from raypipe.errors import SampleError
-from raypipe.gpu_decode import CODE_STREAMS_ENV
+from raypipe.gpu_decode import CODE_STREAMS_ENV, nvimgcodec_installed
 from raypipe.kernels.launch import Packed
 
 pytestmark = [
     pytest.mark.skipif(gpu_available(), reason="simulates the GPU path of a machine without a GPU"),
-    pytest.mark.skipif(importlib.util.find_spec("nvidia.nvimgcodec") is None, reason="needs nvImageCodec"),
+    pytest.mark.skipif(not nvimgcodec_installed(), reason="needs nvImageCodec"),
 ]
 
 
