@@ -101,7 +101,7 @@ def decode_rate(
         data, windows = batches[turn[k] % len(batches)]
         turn[k] += 1
         sizes = [window[2:] for window in windows] if into_given else None
-        images = pool[k].decode_batch(data, windows, False, streams[k], sizes)  # as the Mixed stage
+        images = pool[k].decode(data, windows, False, streams[k], sizes)  # as the Mixed stage
         streams[k].synchronize()
         return len(images) if isinstance(images, Packed) else sum(image is not None for image in images)
 

@@ -149,7 +149,7 @@ class GpuImageDecoder:
         self._streams = [None if on_host else self._cp.cuda.Stream(non_blocking=True) for _ in range(count - 1)]
         self._threads = ThreadPoolExecutor(count - 1, thread_name_prefix="raypipe-gpu-decode") if count > 1 else None
         color = nv.ColorSpec.SRGB if hasattr(nv.ColorSpec, "SRGB") else nv.ColorSpec.RGB  # RGB before 0.7
-        #: Whether batches decode into one buffer raypipe allocates (see :meth:`decode_batch`).
+        #: Whether batches decode into one buffer raypipe allocates (see :meth:`decode`).
         self.into_given = hasattr(nv, "as_images") and decode_into_buffer()
         self._buffer_bytes = 0
         self._params = {
@@ -163,19 +163,6 @@ class GpuImageDecoder:
         return self._decoders[0] if self._decoders else None
 
     def decode(
-        self,
-        sources: Sequence[np.ndarray],
-        windows: Sequence[Window | None],
-        gray: bool,
-        stream: Any,
-        sizes: Sequence[tuple[int, int]] | None = None,
-        code_streams: Sequence[Any] | None = None,
-    ) -> list[Any | None]:
-        """:meth:`decode_batch` as one HWC array (or None) per source."""
-        batch = self.decode_batch(sources, windows, gray, stream, sizes, code_streams)
-        return batch.samples() if isinstance(batch, Packed) else batch
-
-    def decode_batch(
         self,
         sources: Sequence[np.ndarray],
         windows: Sequence[Window | None],

@@ -117,6 +117,11 @@ def test_decoders_per_batch_come_from_the_environment(monkeypatch):
             decoder_count()
 
 
+def _samples(batch) -> list:
+    """A decoded batch as one array (or None) per source."""
+    return batch.samples() if isinstance(batch, Packed) else batch
+
+
 def _decode(files, windows, gray=False, into_given=False, decoders=1):
     import cupy
 
@@ -128,7 +133,7 @@ def _decode(files, windows, gray=False, into_given=False, decoders=1):
         if into_given:
             whole = [Image.open(f).size for f in files]
             sizes = [size if window is None else window[2:] for size, window in zip(whole, windows)]
-        images = decoder.decode(data, windows, gray, stream, sizes)
+        images = _samples(decoder.decode(data, windows, gray, stream, sizes))
         stream.synchronize()
         return [None if image is None else image.get() for image in images]
     finally:
@@ -186,7 +191,9 @@ def test_decoding_into_one_batch_buffer_gives_the_same_pixels(jpeg_files, recwar
     decoder = GpuImageDecoder(0, num_threads=2)
     stream = cupy.cuda.Stream(non_blocking=True)
     sizes = [Image.open(f).size if w is None else w[2:] for f, w in zip(files, windows)]
-    images = decoder.decode([np.fromfile(f, np.uint8) for f in files], windows, False, stream, sizes)
+    batch = decoder.decode([np.fromfile(f, np.uint8) for f in files], windows, False, stream, sizes)
+    assert isinstance(batch, Packed)
+    images = batch.samples()
     stream.synchronize()
     assert decoder.into_given, [str(w.message) for w in recwarn]
     bases = {image.data.mem.ptr for image in images}
@@ -232,13 +239,13 @@ def _host_decode(files, windows, *, decoders=1, gray=False, made=False, into=Tru
         data = [np.fromfile(f, np.uint8) for f in files]
         sizes = [Image.open(f).size if w is None else w[2:] for f, w in zip(files, windows)]
         streams = [code_stream(d, w) for d, w in zip(data, windows)] if made else None
-        return decoder.decode_batch(data, windows, gray, None, sizes, streams)
+        return decoder.decode(data, windows, gray, None, sizes, streams)
     finally:
         decoder.close()
 
 
 def _pixels(batch) -> list:
-    return [None if image is None else np.asarray(image) for image in batch]
+    return [None if image is None else np.asarray(image) for image in _samples(batch)]
 
 
 @needs_nvimgcodec_package
@@ -290,7 +297,7 @@ def test_an_undecodable_sample_leaves_a_list_with_none_in_its_place(jpeg_files, 
     decoder = GpuImageDecoder(0, num_threads=1, on_host=True)
     try:
         sizes = [Image.open(jpeg_files[0]).size, (8, 8), Image.open(jpeg_files[1]).size]
-        out = decoder.decode_batch(data, [None] * 3, False, None, sizes)
+        out = decoder.decode(data, [None] * 3, False, None, sizes)
     finally:
         decoder.close()
     assert isinstance(out, list) and out[1] is None
@@ -315,7 +322,7 @@ def test_bytes_nvimgcodec_cannot_parse_decode_to_none_wherever_their_stream_was_
     decoder = GpuImageDecoder(0, num_threads=1, on_host=True)
     try:
         for streams in (None, [code_stream(garbage, None), code_stream(good, None)]):
-            out = decoder.decode_batch([garbage, good], [None, None], False, None, [(4, 4), size], streams)
+            out = decoder.decode([garbage, good], [None, None], False, None, [(4, 4), size], streams)
             assert isinstance(out, list) and out[0] is None and out[1].shape == (size[1], size[0], 3)
     finally:
         decoder.close()

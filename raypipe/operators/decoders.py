@@ -212,7 +212,7 @@ class _Decoder(Operator):
         when every sample decoded into it (no call per sample), else per sample an HWC device array
         in ``output_type`` or a :class:`DecodeError` for the executor to raise or skip."""
         gray = self.output_type is DALIImageType.GRAY
-        decoded = decoder.decode_batch(
+        decoded = decoder.decode(
             [e.data for e in encoded],
             [e.window for e in encoded],
             gray,

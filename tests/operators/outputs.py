@@ -21,8 +21,11 @@ def assert_same(mine, theirs, layout: str | None = None) -> None:
 def on_both(ours, dali, samples, build, device: str, layout: str, per_sample=()) -> tuple[list, list]:
     """``build(x, fn, types, device, *extra)`` on ``samples`` in DALI (on the CPU) and in raypipe
     (its input moved to the GPU stage for ``device="gpu"``), with the ``ours`` and ``dali`` fixtures:
-    DALI's samples and raypipe's, both outputs laid out as ``layout``."""
+    DALI's samples and raypipe's, both outputs laid out as ``layout``. Each of ``per_sample``'s
+    argument batches is cut to the samples' count."""
     from raypipe import fn, types
+
+    per_sample = [batch[: len(samples)] for batch in per_sample]
 
     ((theirs, their_layout),) = dali(
         samples, lambda x, f, t, *a: build(x, f, t, "cpu", *a), layout, per_sample=per_sample
