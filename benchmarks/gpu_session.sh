@@ -19,7 +19,8 @@
 # three decoders at once, and a decode split into its host and library parts), nvimgcodec_gil
 # (benchmarks/nvimgcodec_gil.py: which per-image nvImageCodec calls give up the GIL, and their cost
 # beside busy Python threads). One step runs only when named, profile: the recipe in this process under
-# py-spy, and where each thread's samples went (benchmarks/profile_summary.py).
+# py-spy (GPU_SESSION_PROFILE_RATE samples a second, default 50: more slows the recipe itself), and
+# where each thread's samples went (benchmarks/profile_summary.py).
 # The pytest steps preload the kit's native crash tracer (segv_trace.so, from benchmarks/segv_trace.c)
 # when the kit has it: a process that dies of SIGSEGV, SIGBUS, SIGILL, SIGFPE or SIGABRT writes its
 # native frames (library+offset, symbols where exported) after Python's faulthandler traceback, to
@@ -139,7 +140,8 @@ service() { "$PY" benchmarks/gpu_service_check.py --json "$LOGS/service_check.js
 # GPU_SESSION_THREADS the CPU-stage threads (default: the pipeline's choice) and
 # GPU_SESSION_SWITCH_MS Python's GIL switch intervals (default: Python's), GPU_SESSION_DECODE_INTO
 # ("1 0": a batch into one buffer, and images nvImageCodec allocates) and GPU_SESSION_CODE_STREAMS
-# ("cpu mixed": the stage that makes nvImageCodec's code streams) of the in-process rows.
+# ("cpu mixed": the stage that makes nvImageCodec's code streams) of the in-process rows;
+# GPU_SESSION_API ("c python": nvImageCodec's C API and its Python binding) of every mixed row.
 bench() {
     local loads decoders extra=() more=()
     read -ra loads <<<"${GPU_SESSION_HW_LOADS:-0.65 1}"
@@ -148,6 +150,7 @@ bench() {
     [[ -n ${GPU_SESSION_SWITCH_MS:-} ]] && read -ra more <<<"--switch-ms $GPU_SESSION_SWITCH_MS"
     [[ -n ${GPU_SESSION_DECODE_INTO:-} ]] && read -ra more <<<"${more[*]} --decode-into $GPU_SESSION_DECODE_INTO"
     [[ -n ${GPU_SESSION_CODE_STREAMS:-} ]] && read -ra more <<<"${more[*]} --code-streams $GPU_SESSION_CODE_STREAMS"
+    [[ -n ${GPU_SESSION_API:-} ]] && read -ra more <<<"${more[*]} --api $GPU_SESSION_API"
     "$PY" examples/bench_gpu.py --images 2560 --epochs 2 --batch-size 256 --threads 4 \
         --where "${GPU_SESSION_WHERE:-both}" --hw-load "${loads[@]}" --decoders "${decoders[@]}" \
         "${extra[@]}" "${more[@]}"
@@ -249,8 +252,8 @@ profile() {
         echo "no py-spy at $spy: build the kit again (bash benchmarks/gpu_kit.sh) and rerun setup" >&2
         return 1
     fi
-    "$spy" record --idle --threads --native --rate 250 --format raw -o "$LOGS/profile.txt" -- "$PY" "${bench[@]}" \
-        || "$spy" record --idle --threads --rate 250 --format raw -o "$LOGS/profile.txt" -- "$PY" "${bench[@]}" \
+    "$spy" record --idle --threads --native --rate "${GPU_SESSION_PROFILE_RATE:-50}" --format raw -o "$LOGS/profile.txt" -- "$PY" "${bench[@]}" \
+        || "$spy" record --idle --threads --rate "${GPU_SESSION_PROFILE_RATE:-50}" --format raw -o "$LOGS/profile.txt" -- "$PY" "${bench[@]}" \
         || return 1
     "$PY" benchmarks/profile_summary.py "$LOGS/profile.txt" --top 10
 }

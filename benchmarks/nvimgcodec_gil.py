@@ -3,22 +3,28 @@ other Python threads of the process are busy: the Mixed stage's host time on a G
 
     python benchmarks/nvimgcodec_gil.py [--images 256] [--busy 0 1 2] [--threads 0 4 8] [--rounds 3]
 
-The Mixed stage makes, per image of a batch, a ``CodeStream`` over the file's bytes and a sub code
-stream cut to the crop window (``raypipe.gpu_decode.code_stream``). A call that releases the GIL
+The first table: the Python binding's per-image calls for a batch's code streams (a ``CodeStream``
+over the file's bytes and a sub code stream cut to the crop window). A call that releases the GIL
 must get it back from whichever thread took it meanwhile; in a pipeline those are the CPU stage's
 thread (file reads, JPEG headers, crop windows: :func:`gpu_decode_rate.cpu_stage_work`, run here
 by ``--busy`` threads) and the GPU stage's. Each row times one batch's calls (median of
 ``--rounds``, in alternation) with 0 to 2 busy threads; ``--threads`` also splits a batch's code
-streams over that many threads (0: all in the calling thread, as the Mixed stage does now), which
-tells whether threads that wait for the GIL together get it back sooner than one thread alone.
+streams over that many threads (0: all in the calling thread), which tells whether threads that
+wait for the GIL together get it back sooner than one thread alone.
 
-Needs only nvImageCodec (no GPU: code streams are parsed on the host), from the ``gpu-cu12`` /
-``gpu-cu13`` extras or the GPU kit's wheel; without it it says why and exits 0.
+The second table: the Mixed stage's whole decode of the batch into one buffer, on nvImageCodec's
+CPU backend, through its Python binding (which gives up the GIL several times per image inside
+the decode) and through its C API (:mod:`raypipe.nvimgcodec_c`: twice per batch), beside the same
+busy threads. On a GPU the decode itself is far shorter and the waits for the GIL weigh more.
+
+Needs only nvImageCodec (no GPU), from the ``gpu-cu12`` / ``gpu-cu13`` extras or the GPU kit's
+wheel; without it it says why and exits 0.
 """
 
 from __future__ import annotations
 
 import argparse
+import functools
 import os
 import statistics
 import sys
@@ -31,6 +37,7 @@ from typing import Any
 
 from gpu_decode_rate import batches_of, cpu_stage_work
 
+from raypipe import nvimgcodec_c
 from raypipe.datasets import make_jpeg_folder
 from raypipe.gpu_decode import GpuImageDecoder, code_stream
 from raypipe.operators.readers import list_file_root
@@ -60,26 +67,37 @@ def split(work: Callable[[list, list], object], pool: ThreadPoolExecutor | None,
     )
 
 
-def mixed_stage(nv: Any, streams_here: bool) -> Callable[[list, list], object]:
-    """The Mixed stage's host calls for a batch outside nvImageCodec's decode: its code streams
-    when ``streams_here`` (``RAYPIPE_GPU_CODE_STREAMS=mixed``), then the batch's buffer with one
-    target per image (:class:`GpuImageDecoder`, here on nvImageCodec's CPU backend) and the
-    images nvImageCodec wraps around them."""
-    decoder = GpuImageDecoder(0, num_threads=1, on_host=True)
+def mixed_stage(nv: Any, api: str, streams_here: bool, batch: tuple[list, list]) -> Callable[[list, list], object]:
+    """The Mixed stage's whole decode of ``batch`` (:meth:`GpuImageDecoder.decode`, here on
+    nvImageCodec's CPU backend, into one buffer) through nvImageCodec's ``api`` (``c`` or
+    ``python``), making the code streams itself when ``streams_here`` (``RAYPIPE_GPU_CODE_STREAMS=mixed``),
+    else given them as the CPU stage makes them (made here beforehand, not timed)."""
+    previous = os.environ.get(nvimgcodec_c.API_ENV)
+    os.environ[nvimgcodec_c.API_ENV] = api
+    try:
+        decoder = GpuImageDecoder(0, num_threads=1, on_host=True)
+    finally:
+        if previous is None:
+            del os.environ[nvimgcodec_c.API_ENV]
+        else:
+            os.environ[nvimgcodec_c.API_ENV] = previous
+    if decoder.api != api:
+        raise RuntimeError(f"nvImageCodec's {api} API is not usable here: {decoder.api_detail}")
+    make = nvimgcodec_c.code_stream if api == "c" else functools.partial(code_stream, nv=nv)
+    data, windows = batch
+    made = None if streams_here else [make(d, tuple(w)) for d, w in zip(data, windows)]
 
     def work(data: list, windows: list) -> object:
-        if streams_here:
-            [code_stream(d, w, nv) for d, w in zip(data, windows)]
-        layout = decoder._buffer([w[2:] for w in windows], 3, None)
-        return nv.as_images(layout.targets)
+        return decoder.decode(data, [tuple(w) for w in windows], False, None, [tuple(w[2:]) for w in windows], made)
 
     return work
 
 
-#: Where a batch's code streams are made: the rows of the Mixed stage's table.
+#: The rows of the Mixed stage's table: nvImageCodec's API, and whether the stage makes the code streams.
 ARRANGEMENTS = {
-    "code streams in the Mixed stage (RAYPIPE_GPU_CODE_STREAMS=mixed)": True,
-    "code streams in the CPU stage (the default)": False,
+    "Python binding, code streams made here (CODE_STREAMS=mixed)": ("python", True),
+    "Python binding, code streams from the CPU stage": ("python", False),
+    "C API, code streams from the CPU stage (the default)": ("c", False),
 }
 
 
@@ -125,11 +143,11 @@ def main(argv: list[str] | None = None) -> int:
     for _ in range(args.rounds):
         for name, k, busy in grid:
             times[(name, k, busy)].append(timed(split(calls(nv)[name], pools[k], k), batch, busy, paths))
-    mixed = {name: mixed_stage(nv, here) for name, here in ARRANGEMENTS.items()}
+    mixed = {name: mixed_stage(nv, api, here, batch) for name, (api, here) in ARRANGEMENTS.items()}
     mixed_times: dict[tuple, list[float]] = {(name, busy): [] for name in mixed for busy in args.busy}
     for _ in range(args.rounds):
         for name, busy in mixed_times:
-            mixed_times[(name, busy)].append(timed(mixed[name], batch, busy, paths, not ARRANGEMENTS[name]))
+            mixed_times[(name, busy)].append(timed(mixed[name], batch, busy, paths, not ARRANGEMENTS[name][1]))
     for pool in pools.values():
         if pool is not None:
             pool.shutdown()
@@ -139,11 +157,12 @@ def main(argv: list[str] | None = None) -> int:
         ms = statistics.median(times[(name, k, busy)])
         idle = statistics.median(times[(name, k, 0)]) if 0 in args.busy else ms
         print(f"{name:<58}{k or 1:>8}{busy:>6}{ms:>10.2f}{1000 * ms / args.images:>10.1f}{ms / idle:>8.1f}x")
-    print("\nthe Mixed stage's host calls per batch outside the decode, beside busy CPU-stage threads")
-    print(f"{'arrangement':<68}{'busy':>6}{'ms/batch':>10}{'us/image':>10}")
+    print("\nthe Mixed stage's whole decode of a batch (nvImageCodec's CPU backend), beside busy CPU-stage threads")
+    print(f"{'arrangement':<68}{'busy':>6}{'ms/batch':>10}{'us/image':>10}{'vs idle':>9}")
     for name, busy in mixed_times:
         ms = statistics.median(mixed_times[(name, busy)])
-        print(f"{name:<68}{busy:>6}{ms:>10.2f}{1000 * ms / args.images:>10.1f}")
+        idle = statistics.median(mixed_times[(name, 0)]) if 0 in args.busy else ms
+        print(f"{name:<68}{busy:>6}{ms:>10.2f}{1000 * ms / args.images:>10.1f}{ms / idle:>8.2f}x")
     return 0
 
 

@@ -21,6 +21,7 @@ process's; ``both`` runs the two in one go.
     python examples/bench_gpu.py --decoders 1 2        # nvImageCodec decoders sharing each batch
     python examples/bench_gpu.py --decode-into 1 0     # a batch into one buffer, or images allocated
     python examples/bench_gpu.py --code-streams cpu mixed  # which stage makes the code streams
+    python examples/bench_gpu.py --api c python        # nvImageCodec's C API or its Python binding
     python examples/bench_gpu.py --mixed-threads 1 4 --switch-ms 5 0.5
                                    # CPU-stage threads of the mixed rows; Python's GIL switch interval
 
@@ -41,6 +42,7 @@ import time
 from raypipe.backend import gpu_available, gpu_unavailable_reason
 from raypipe.datasets import make_jpeg_folder
 from raypipe.gpu_decode import CODE_STREAMS_ENV, DECODERS_ENV, INTO_ENV, nvimgcodec_available
+from raypipe.nvimgcodec_c import API_ENV
 from raypipe.presets import resnet50_train
 from raypipe.stage_threads import THREADS_ENV
 
@@ -60,12 +62,14 @@ def run(
     cpu_threads: int | None = None,
     decode_into: bool = True,
     code_streams: str = "cpu",
+    api: str = "c",
 ) -> dict:
     """Time ``batches`` batches per epoch after one warm-up batch, with ``decoders`` nvImageCodec
     decoders sharing each batch, ``cpu_threads`` CPU-stage threads (None: the pipeline's choice),
     Python's GIL switch interval at ``switch_ms`` (None: as it is) and each batch decoded into one
     buffer (``decode_into``) or into images nvImageCodec allocates, the code streams made by the
-    ``code_streams`` stage (``cpu`` or ``mixed``); returns rates and memory."""
+    ``code_streams`` stage (``cpu`` or ``mixed``), through nvImageCodec's ``api`` (``c`` or
+    ``python``); returns rates and memory."""
     device_id = 0 if decoder_device == "mixed" and gpu_available() else None
     interval = sys.getswitchinterval()
     if switch_ms is not None:
@@ -75,6 +79,7 @@ def run(
         THREADS_ENV: None if cpu_threads is None else str(cpu_threads),
         INTO_ENV: str(int(decode_into)),
         CODE_STREAMS_ENV: code_streams,
+        API_ENV: api,
     }
     previous = {name: os.environ.get(name) for name in settings}
     for name, value in settings.items():  # read where the pipeline is built and makes its decoder
@@ -143,11 +148,11 @@ def stage_shares(profile: dict, threads: int) -> list[tuple[str, float, float]]:
     return shares
 
 
-def run_actor(root: str, batch_size: int, threads: int, batches: int, epochs: int) -> dict:
+def run_actor(root: str, batch_size: int, threads: int, batches: int, epochs: int, api: str = "c") -> dict:
     """The recipe served by a pipeline actor to this process as rank 0 on GPU 0 (by CUDA IPC;
-    host batches without a GPU): a warm-up epoch, then ``epochs`` timed, each of at most
-    ``batches`` batches. CPU time is this process's and the actor's; memory per epoch is the
-    actor's pool and, with torch on a GPU, the whole device's use."""
+    host batches without a GPU), decoding through nvImageCodec's ``api``: a warm-up epoch, then
+    ``epochs`` timed, each of at most ``batches`` batches. CPU time is this process's and the
+    actor's; memory per epoch is the actor's pool and, with torch on a GPU, the whole device's use."""
     import psutil
     import ray
 
@@ -158,7 +163,15 @@ def run_actor(root: str, batch_size: int, threads: int, batches: int, epochs: in
     except ImportError:
         torch = None
     on_gpu = gpu_available() and torch is not None and torch.cuda.is_available()
-    ray.init(address="local", include_dashboard=False, log_to_driver=False, logging_level="ERROR")
+    previous = os.environ.get(API_ENV)
+    os.environ[API_ENV] = api  # the local cluster's workers inherit it
+    try:
+        ray.init(address="local", include_dashboard=False, log_to_driver=False, logging_level="ERROR")
+    finally:
+        if previous is None:
+            os.environ.pop(API_ENV)
+        else:
+            os.environ[API_ENV] = previous
     try:
         svc = rp.serve(
             resnet50_train, name="bench-gpu", world_size=1, file_root=root, batch_size=batch_size,
@@ -246,6 +259,11 @@ def main() -> None:
         help="the stage that makes nvImageCodec's code streams (RAYPIPE_GPU_CODE_STREAMS): the CPU stage "
         "(the default) or the Mixed stage; both give one row each",
     )  # fmt: skip
+    parser.add_argument(
+        "--api", nargs="+", choices=("c", "python"), default=["c"],
+        help="nvImageCodec's API for the mixed rows (RAYPIPE_NVIMGCODEC_API): its C API (the default) or "
+        "its Python binding; both give one row each, in this process and in an actor",
+    )  # fmt: skip
     args = parser.parse_args()
     mixed_threads = args.mixed_threads or [None]
     switches = args.switch_ms or [None]
@@ -271,22 +289,25 @@ def main() -> None:
     rows = [("cpu (reference)", lambda: cpu)]
     if args.where in ("process", "both"):
         grid = itertools.product(
-            args.hw_load, args.decoders, mixed_threads, switches, args.decode_into, args.code_streams
+            args.hw_load, args.decoders, mixed_threads, switches, args.decode_into, args.code_streams, args.api
         )
-        for share, count, threads, switch, into, streams in grid:
+        for share, count, threads, switch, into, streams, api in grid:
             name = "mixed, in this process" + (f" (hw {share:g})" if len(args.hw_load) > 1 else "")
             name += f" ({count} decoders)" if len(args.decoders) > 1 else ""
             name += f" ({threads} CPU-stage threads)" if threads is not None else ""
             name += f" (switch {switch:g} ms)" if switch is not None else ""
             name += "" if len(args.decode_into) == 1 else (" (one buffer)" if into else " (images allocated)")
             name += "" if len(args.code_streams) == 1 else f" (code streams: {streams} stage)"
+            name += "" if len(args.api) == 1 else f" ({api} API)"
             measure = functools.partial(
                 run, root, "mixed", args.batch_size, args.threads, batches, args.epochs, share, count, switch, threads,
-                bool(into), streams,
+                bool(into), streams, api,
             )  # fmt: skip
             rows.append((name, measure))
     if args.where in ("actor", "both"):
-        rows.append(("mixed, served by an actor", lambda: run_actor(root, *sizes, batches, args.epochs)))
+        for api in args.api:
+            name = "mixed, served by an actor" + ("" if len(args.api) == 1 else f" ({api} API)")
+            rows.append((name, functools.partial(run_actor, root, *sizes, batches, args.epochs, api)))
     for name, measure in rows:
         result = measure()
         ratio = result["img_per_s"] / cpu["img_per_s"]

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from . import device_check
+from . import device_check, nvimgcodec_c
 from .backend import DeviceContext, gpu_unavailable_reason, simulated
 from .gpu_decode import code_streams_in
 from .graph import StagedGraph
@@ -24,8 +24,9 @@ def device_report(
     use (None and ``reason`` when on the host), the decoder's and the kernels' path with their
     checks' detail, per GPU-stage operator label how it runs (``"kernels"``, ``"cupy per sample"``,
     ``"host"``, or ``"simulator"`` under ``RAYPIPE_DEVICE=simulator``), and the CPU stage's
-    ``{"threads", "detail"}`` (``cpu_threads``). On the GPU the decoder's entry also names its backends
-    and the stage that makes its code streams (``RAYPIPE_GPU_CODE_STREAMS``). ``requested`` is the
+    ``{"threads", "detail"}`` (``cpu_threads``). On the GPU the decoder's entry also names its backends,
+    the stage that makes its code streams (``RAYPIPE_GPU_CODE_STREAMS``) and the nvImageCodec API it
+    decodes through (``RAYPIPE_NVIMGCODEC_API``). ``requested`` is the
     pipeline's ``device_id``."""
     mixed_decoders = [n for n in staged.decode_plans if n.device == "mixed"]
     report: dict[str, Any] = {
@@ -69,6 +70,7 @@ def _decoder_path(device: DeviceContext, staged: StagedGraph, has_mixed: bool) -
                 "path": "simulator",
                 "detail": "RAYPIPE_GPU_DECODE=host: nvImageCodec's CPU backend decodes in the Mixed stage",
                 "code_streams": f"{code_streams_in()} stage",
+                "api": _api(),
             }
         return {"path": "host", "detail": "no GPU: decoded on the host"}
     check = device_check.decoder(device.device_id)
@@ -82,7 +84,15 @@ def _decoder_path(device: DeviceContext, staged: StagedGraph, has_mixed: bool) -
         "detail": check.detail,
         "backends": list(check.backends),
         "code_streams": f"{code_streams_in()} stage",
+        "api": _api(),
     }
+
+
+def _api() -> str:
+    """Which nvImageCodec API decodes batches: ``"c"``, or ``"python"`` and why not the C API (the
+    decoder checks the C API again when the Mixed stage first decodes, and warns if it fails)."""
+    problem = nvimgcodec_c.problem()
+    return "c" if problem is None else f"python ({problem})"
 
 
 def _kernels_path(device: DeviceContext, has_gpu_nodes: bool) -> dict[str, Any]:

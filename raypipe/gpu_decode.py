@@ -37,7 +37,7 @@ from typing import Any
 
 import numpy as np
 
-from . import device_check
+from . import device_check, nvimgcodec_c
 from .errors import ArgumentError, DeviceError
 from .kernels.launch import Packed
 
@@ -120,7 +120,7 @@ class GpuImageDecoder:
         if on_host:
             if nv is None:
                 raise RuntimeError("nvImageCodec is not installed (pip install raypipe[gpu-cu12] or raypipe[gpu-cu13])")
-            backends = [nv.Backend(nv.BackendKind.CPU_ONLY)]
+            named = [("cpu", 1.0)]
             device_id, self.backends, self._cp, self._xp = nv.NVIMGCODEC_DEVICE_CPU_ONLY, ("cpu",), None, np
         else:
             check = device_check.decoder(device_id)
@@ -136,9 +136,11 @@ class GpuImageDecoder:
             # the hardware decoder takes hw_load of a batch when nvJPEG's CUDA decoder can take the rest,
             # else all of it (nvImageCodec would hand the rest to its CPU backend)
             hw_share = float(hw_load) if "gpu" in check.backends else 1.0
-            backends = [
-                device_check.backend_of(nv, name, hw_share if name == "hw_gpu" else 1.0) for name in check.backends
-            ] + [nv.Backend(nv.BackendKind.CPU_ONLY)]
+            named = [(name, hw_share if name == "hw_gpu" else 1.0) for name in check.backends] + [("cpu", 1.0)]
+        backends = [
+            nv.Backend(nv.BackendKind.CPU_ONLY) if name == "cpu" else device_check.backend_of(nv, name, share)
+            for name, share in named
+        ]
         self._nv = nv
         self._device_id = device_id
         options = " ".join([":fancy_upsampling=1", os.environ.get(OPTIONS_ENV, "").strip()]).strip()
@@ -156,6 +158,60 @@ class GpuImageDecoder:
             False: nv.DecodeParams(apply_exif_orientation=False, color_spec=color, allow_any_depth=False),
             True: nv.DecodeParams(apply_exif_orientation=False, color_spec=nv.ColorSpec.GRAY, allow_any_depth=False),
         }
+        #: Which nvImageCodec API decodes batches into their buffer: ``"c"`` or ``"python"``, and why.
+        self.api, self.api_detail = "python", nvimgcodec_c.problem() or "the C API passed its check"
+        self._c_decoders: list[nvimgcodec_c.Decoder] = []
+        if self.into_given and nvimgcodec_c.enabled():
+            self._c_decoders = [nvimgcodec_c.Decoder(device_id, num_threads, named, options) for _ in range(count)]
+            failure = self._check_c_api()
+            if failure is None:
+                self.api = "c"
+            else:
+                self._stop_c_api(failure)
+        elif not self.into_given:
+            self.api_detail = "nvImageCodec allocates each image (RAYPIPE_GPU_DECODE_INTO=0): the Python binding"
+
+    def _check_c_api(self) -> str | None:
+        """Why the C API cannot decode here (None when it can): it must decode a small JPEG into a
+        buffer exactly as the Python binding decodes it, on this decoder's backends."""
+        data, _ = device_check.probe_jpeg()
+        source = np.frombuffer(data, np.uint8)
+        try:
+            made = nvimgcodec_c.code_stream(source, None)
+            if made is None:
+                return "it could not parse a JPEG"
+            stream = None if self._cp is None else self._cp.cuda.Stream(non_blocking=True)
+            with self._on_device():
+                made_here = [code_stream(source, None, self._nv)]
+                image = self._decode_batch(self._decoders[0], made_here, self._params[False], stream)[0]
+                reference = self._to_array(image, stream)
+                if reference is None:
+                    return "the Python binding did not decode the check's JPEG either"
+                height, width = reference.shape[:2]
+                layout = self._buffer([(width, height)], 3, stream)
+                offsets, dims = layout.packed.offsets, layout.dims
+                ok = self._c_decoders[0].decode([made], layout.base, offsets, dims, False, _pointer(stream))
+                got = layout.packed[0]
+                if stream is not None:
+                    stream.synchronize()
+                    got, reference = got.get(), reference.get()
+        except (nvimgcodec_c.CApiError, RuntimeError) as exc:
+            return f"{type(exc).__name__}: {exc}"
+        if not ok.all():
+            return "it decoded nothing of a JPEG the Python binding decodes"
+        if not np.array_equal(np.asarray(got), np.asarray(reference)):
+            return "its decode of a JPEG differs from the Python binding's"
+        return None
+
+    def _stop_c_api(self, reason: str) -> None:
+        """Decode through the Python binding from now on, warning once per process why."""
+        for decoder in self._c_decoders:
+            decoder.close()
+        self._c_decoders = []
+        self.api, self.api_detail = "python", f"nvImageCodec's C API failed: {reason}"
+        device_check.warn_once(
+            "nvimgcodec_c", f"nvImageCodec's C API is not used ({reason}); batches decode through its Python binding"
+        )
 
     @property
     def _decoder(self) -> Any:
@@ -175,34 +231,40 @@ class GpuImageDecoder:
         whole image), to HWC uint8 cupy arrays (3 channels RGB, or 1 when ``gray``), in one batched
         call per decoder, ordered on the cupy ``stream``. The arrays may be used on ``stream`` at
         once: no host synchronisation. ``code_streams``: the sources' code streams where already
-        made (:func:`code_stream`; None entries are made here).
+        made (:func:`code_stream`; None entries, and any made for the other API, are made here).
 
         With ``sizes``, each output's ``(width, height)`` (the window's, or the image's where the
         window is None), the batch decodes into one buffer allocated for it from cupy's pool on
         ``stream`` (:func:`packed_layout`): no allocation per image, and the memory counts in the
         pipeline's pool. When every source decodes into it the result is that buffer as one
         :class:`~raypipe.kernels.launch.Packed` batch; otherwise a list with one array per source,
-        None where a source could not be decoded. Should nvImageCodec refuse the given outputs, this
-        decoder warns once and lets nvImageCodec allocate each image from then on.
+        None where a source could not be decoded (a source that does not decode into the buffer is
+        decoded again through the Python binding, into an image nvImageCodec allocates). Should
+        nvImageCodec refuse the given outputs, this decoder warns once and lets nvImageCodec
+        allocate each image from then on.
 
         nvImageCodec reports every failure as None, its own (out of memory, a sticky CUDA error, a
         lost plugin) as well as the sample's: when not one source of a batch decodes although
         nvImageCodec parsed them, that is the device's failure, raised as :class:`DeviceError`."""
         if not self._decoders:
             raise RuntimeError("this GpuImageDecoder was closed")
+        into = sizes is not None and self.into_given
+        in_c = into and bool(self._c_decoders)
         made = code_streams if code_streams is not None else [None] * len(sources)
-        streams = [
-            given if given is not None else code_stream(s, w, self._nv) for given, s, w in zip(made, sources, windows)
-        ]
+        streams = [self._code_stream(given, s, w, in_c) for given, s, w in zip(made, sources, windows)]
         valid = [i for i, stream_i in enumerate(streams) if stream_i is not None]
         if not valid:
             return [None] * len(streams)
         given = [streams[i] for i in valid] if len(valid) < len(streams) else streams
-        channels = 1 if gray else 3
-        layout = None
-        if sizes is not None and self.into_given:
-            layout = self._buffer([sizes[i] for i in valid], channels, stream)
-        decoded = self._decode_parts(given, None if layout is None else layout.targets, self._params[gray], stream)
+        layout = self._buffer([sizes[i] for i in valid], 1 if gray else 3, stream) if into else None
+        try:
+            decoded = self._decode_parts(given, layout, gray, stream)
+        except nvimgcodec_c.CApiError as exc:
+            self._stop_c_api(str(exc))
+            return self.decode(sources, windows, gray, stream, sizes)
+        if in_c and not all(image is _INTO for image in decoded):
+            kept = [sources[i] for i in valid], [windows[i] for i in valid]
+            decoded = self._decode_again(decoded, *kept, gray, stream)
         if all(image is None for image in decoded):
             raise DeviceError(
                 f"the GPU decoder decoded none of the {len(valid)} images of this batch although it parsed them: "
@@ -215,7 +277,29 @@ class GpuImageDecoder:
             out[i] = layout.packed[k] if image is _INTO else image
         return out
 
-    def _decode_parts(self, code_streams: list, targets: list | None, params: Any, stream: Any) -> list[Any]:
+    def _code_stream(self, given: Any, source: np.ndarray, window: Window | None, in_c: bool) -> Any:
+        """``given`` where it is a code stream of the API this batch decodes with, else one made here."""
+        if given is not None and isinstance(given, nvimgcodec_c.CodeStream) == in_c:
+            return given
+        return nvimgcodec_c.code_stream(source, window) if in_c else code_stream(source, window, self._nv)
+
+    def _decode_again(self, decoded: list, sources: list, windows: list, gray: bool, stream: Any) -> list:
+        """``decoded`` with each source the C API did not decode into the buffer decoded again
+        through the Python binding (a format only a CPU backend reads decodes there apart from the
+        buffer), None where that fails too."""
+        missing = [k for k, image in enumerate(decoded) if image is not _INTO]
+        again = [code_stream(sources[k], windows[k], self._nv) for k in missing]
+        parsed = [k for k, made in zip(missing, again) if made is not None]
+        if parsed:
+            with self._on_device():
+                images = self._decode_batch(
+                    self._decoders[0], [m for m in again if m is not None], self._params[gray], stream
+                )
+                for k, image in zip(parsed, images):
+                    decoded[k] = self._to_array(image, stream)
+        return decoded
+
+    def _decode_parts(self, code_streams: list, layout: _BatchBuffer | None, gray: bool, stream: Any) -> list[Any]:
         """Each decoder decodes an equal, consecutive part of ``code_streams`` (:meth:`_decode_part`),
         the first on ``stream`` in this thread, the others on their own streams and threads, which
         start after the work queued on ``stream`` so far (the outputs' allocation) and which
@@ -223,21 +307,16 @@ class GpuImageDecoder:
         bounds = np.linspace(0, len(code_streams), len(self._decoders) + 1).astype(int).tolist()
         parts = [(a, b) for a, b in zip(bounds, bounds[1:]) if b > a]
         if len(parts) == 1:
-            return self._decode_part(self._decoders[0], code_streams, targets, params, stream)
+            return self._decode_part(0, code_streams, layout, 0, len(code_streams), gray, stream)
         allocated = stream.record() if stream is not None else None
         futures = []
         for k, (a, b) in enumerate(parts[1:], start=1):
             side = self._streams[k - 1]
             if side is not None:
                 side.wait_event(allocated)
-            part = None if targets is None else targets[a:b]
-            futures.append(
-                self._threads.submit(self._decode_part, self._decoders[k], code_streams[a:b], part, params, side)
-            )
+            futures.append(self._threads.submit(self._decode_part, k, code_streams, layout, a, b, gray, side))
         a, b = parts[0]
-        decoded = self._decode_part(
-            self._decoders[0], code_streams[a:b], None if targets is None else targets[a:b], params, stream
-        )
+        decoded = self._decode_part(0, code_streams, layout, a, b, gray, stream)
         for k, future in enumerate(futures):
             decoded += future.result()
             if stream is not None:
@@ -245,23 +324,31 @@ class GpuImageDecoder:
         return decoded
 
     def _decode_part(
-        self, decoder: Any, code_streams: list, targets: list | None, params: Any, stream: Any
+        self, k: int, code_streams: list, layout: _BatchBuffer | None, a: int, b: int, gray: bool, stream: Any
     ) -> list[Any]:
-        """``decoder``'s results for ``code_streams`` on ``stream``: :data:`_INTO` for an image
-        decoded into its target, where ``targets`` are given and taken, else an array nvImageCodec
-        allocated; None for an image it could not decode. An image that does not decode into its
-        target (a format only a CPU backend reads, say) is decoded again the usual way."""
+        """Decoder ``k``'s results for ``code_streams[a:b]`` on ``stream``: :data:`_INTO` for an
+        image decoded into its place in ``layout``'s buffer, where given, else an array nvImageCodec
+        allocated; None for an image it could not decode. Through the C API that is the whole of
+        it; through the Python binding an image that does not decode into its place (a format
+        only a CPU backend reads, say) is decoded again the usual way."""
+        part, params = code_streams[a:b], self._params[gray]
         with self._on_device():
-            images = None if targets is None else self._decode_into(decoder, code_streams, targets, params, stream)
+            if layout is not None and self._c_decoders:
+                ok = self._c_decoders[k].decode(
+                    part, layout.base, layout.packed.offsets[a:b], layout.dims[a:b], gray, _pointer(stream)
+                )
+                return [_INTO if good else None for good in ok.tolist()]
+            decoder = self._decoders[k]
+            images = None if layout is None else self._decode_into(decoder, part, layout.targets(a, b), params, stream)
             if images is None:
-                images = self._decode_batch(decoder, code_streams, params, stream)
+                images = self._decode_batch(decoder, part, params, stream)
                 return [self._to_array(image, stream) for image in images]
             out = [_INTO if image is not None else None for image in images]
-            missing = [k for k, image in enumerate(images) if image is None]
+            missing = [j for j, image in enumerate(images) if image is None]
             if missing:
-                again = self._decode_batch(decoder, [code_streams[k] for k in missing], params, stream)
-                for k, image in zip(missing, again):
-                    out[k] = self._to_array(image, stream)
+                again = self._decode_batch(decoder, [part[j] for j in missing], params, stream)
+                for j, image in zip(missing, again):
+                    out[j] = self._to_array(image, stream)
             return out
 
     def _on_device(self) -> Any:
@@ -276,24 +363,19 @@ class GpuImageDecoder:
 
     def _buffer(self, sizes: list[tuple[int, int]], channels: int, stream: Any) -> _BatchBuffer:
         """One buffer for HWC uint8 images of ``sizes`` (``(width, height)``), from cupy's pool on
-        ``stream`` (numpy on the host), and a target per image for nvImageCodec to decode into: a
-        plain record of the image's interface, far cheaper to make than an array view."""
+        ``stream`` (numpy on the host), laid out by :func:`packed_layout`."""
         offsets, total = packed_layout(sizes, channels)
         self._buffer_bytes = buffer_bytes(total, self._buffer_bytes)
         if self._cp is None:
             buffer = np.empty(self._buffer_bytes, np.uint8)
-            base, target = buffer.ctypes.data, _HostTarget
+            base = buffer.ctypes.data
         else:
             with stream:
                 buffer = self._cp.empty(self._buffer_bytes, self._cp.uint8)
-            base, target = buffer.data.ptr, _DeviceTarget
+            base = buffer.data.ptr
         dims = np.asarray(sizes, dtype=np.int64).reshape(-1, 2)
         shapes = np.column_stack([dims[:, 1], dims[:, 0], np.full(len(dims), channels, np.int64)])
-        targets = [
-            target({"shape": (h, w, channels), "typestr": "|u1", "data": (base + offset, False), "version": 3}, buffer)
-            for offset, (w, h) in zip(offsets.tolist(), dims.tolist())
-        ]
-        return _BatchBuffer(Packed(buffer, shapes, offsets), targets)
+        return _BatchBuffer(Packed(buffer, shapes, offsets), base, dims, self._cp is None)
 
     def _decode_into(self, decoder: Any, code_streams: list, targets: list, params: Any, stream: Any) -> list | None:
         """nvImageCodec's images for ``code_streams`` decoded into ``targets``; None to decode them
@@ -350,6 +432,9 @@ class GpuImageDecoder:
         if self._threads is not None:
             self._threads.shutdown(wait=True)
             self._threads = None
+        for decoder in self._c_decoders:
+            decoder.close()
+        self._c_decoders = []
         self._decoders = []
 
 
@@ -359,10 +444,24 @@ _INTO = object()
 
 @dataclass(frozen=True)
 class _BatchBuffer:
-    """A batch's buffer as the :class:`Packed` batch it becomes, and nvImageCodec's target per image."""
+    """A batch's buffer as the :class:`Packed` batch it becomes: its address, and each image's
+    ``(width, height)``; :meth:`targets` describes images to nvImageCodec's Python binding."""
 
     packed: Packed
-    targets: list
+    base: int
+    dims: np.ndarray
+    on_host: bool
+
+    def targets(self, a: int, b: int) -> list:
+        """Images ``a`` to ``b`` as the Python binding's ``as_images`` reads them: plain records of
+        their interfaces, far cheaper to make than array views, each keeping the buffer alive."""
+        target = _HostTarget if self.on_host else _DeviceTarget
+        channels = int(self.packed.shapes[0, 2]) if len(self.packed.shapes) else 3
+        buffer, base = self.packed.data, self.base
+        return [
+            target({"shape": (h, w, channels), "typestr": "|u1", "data": (base + offset, False), "version": 3}, buffer)
+            for offset, (w, h) in zip(self.packed.offsets[a:b].tolist(), self.dims[a:b].tolist())
+        ]
 
 
 class _DeviceTarget:
@@ -393,10 +492,14 @@ def _pointer(stream: Any) -> int:
 
 def code_stream(data: np.ndarray, window: Window | None, nv: ModuleType | None = None) -> Any:
     """nvImageCodec's code stream over ``data`` (encoded bytes) restricted to ``window`` (None: the
-    whole image), through whichever API this nvImageCodec has (``get_sub_code_stream`` from 0.7,
-    ``getSubCodeStream`` in 0.6, ``DecodeSource`` in 0.5); None when nvImageCodec cannot parse it
-    or is not installed. It keeps ``data`` alive. Making one gives up the GIL twice, so a GPU
-    pipeline's CPU stage makes them (:func:`code_streams_in`), not the Mixed stage."""
+    whole image); None when nvImageCodec cannot parse it or is not installed. It keeps ``data``
+    alive. Through the C API (:mod:`raypipe.nvimgcodec_c`) where it is usable and ``nv`` is not
+    given; else through the Python module ``nv`` (default: the installed one) with whichever API it
+    has (``get_sub_code_stream`` from 0.7, ``getSubCodeStream`` in 0.6, ``DecodeSource`` in 0.5),
+    which gives up the GIL twice per code stream: a GPU pipeline's CPU stage makes them
+    (:func:`code_streams_in`), not the Mixed stage."""
+    if nv is None and nvimgcodec_c.enabled():
+        return nvimgcodec_c.code_stream(data, window)
     nv = nv or _nvimgcodec()
     if nv is None:
         return None

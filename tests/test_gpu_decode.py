@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
+import os
+
 import numpy as np
 import pytest
 from PIL import Image
 
-from raypipe import device_check
+from raypipe import device_check, nvimgcodec_c
 from raypipe.backend import gpu_available
 from raypipe.device_check import DECODE_MEAN_TOLERANCE as MEAN_TOLERANCE
 from raypipe.device_check import DECODE_P99_TOLERANCE as P99_TOLERANCE
@@ -33,6 +35,13 @@ from raypipe.gpu_decode import (
 from raypipe.kernels.launch import Packed
 
 needs_nvimgcodec = pytest.mark.skipif(not nvimgcodec_available(), reason="needs a CUDA GPU and nvImageCodec")
+
+
+@pytest.fixture(params=["c", "python"])
+def api(request, monkeypatch) -> str:
+    """Each decoding test through nvImageCodec's C API (the default) and through its Python binding."""
+    monkeypatch.setenv(nvimgcodec_c.API_ENV, request.param)
+    return request.param
 
 
 def _assert_close(got: np.ndarray, ref: np.ndarray) -> None:
@@ -142,6 +151,7 @@ def _decode(files, windows, gray=False, into_given=False, decoders=1):
 
 @pytest.mark.gpu
 @needs_nvimgcodec
+@pytest.mark.usefixtures("api")
 def test_batch_decode_matches_pillow(jpeg_files):
     files = jpeg_files[:8]
     images = _decode(files, [None] * len(files))
@@ -151,6 +161,7 @@ def test_batch_decode_matches_pillow(jpeg_files):
 
 @pytest.mark.gpu
 @needs_nvimgcodec
+@pytest.mark.usefixtures("api")
 def test_region_decode_matches_pillow_crop(jpeg_files):
     files = jpeg_files[:8]
     rng = np.random.default_rng(0)
@@ -167,6 +178,7 @@ def test_region_decode_matches_pillow_crop(jpeg_files):
 
 @pytest.mark.gpu
 @needs_nvimgcodec
+@pytest.mark.usefixtures("api")
 def test_gray_and_undecodable_samples(jpeg_files, tmp_path):
     bad = tmp_path / "bad.jpg"
     bad.write_bytes(open(jpeg_files[0], "rb").read()[:300])
@@ -179,6 +191,7 @@ def test_gray_and_undecodable_samples(jpeg_files, tmp_path):
 
 @pytest.mark.gpu
 @needs_nvimgcodec
+@pytest.mark.usefixtures("api")
 def test_decoding_into_one_batch_buffer_gives_the_same_pixels(jpeg_files, recwarn):
     import cupy
 
@@ -203,6 +216,7 @@ def test_decoding_into_one_batch_buffer_gives_the_same_pixels(jpeg_files, recwar
 
 @pytest.mark.gpu
 @needs_nvimgcodec
+@pytest.mark.usefixtures("api")
 @pytest.mark.parametrize("into_given", [False, True])
 def test_a_batch_split_between_decoders_gives_the_same_pixels_in_order(jpeg_files, into_given):
     files = jpeg_files[:7]
@@ -215,6 +229,7 @@ def test_a_batch_split_between_decoders_gives_the_same_pixels_in_order(jpeg_file
 
 @pytest.mark.gpu
 @needs_nvimgcodec
+@pytest.mark.usefixtures("api")
 def test_a_png_among_jpegs_decodes_when_the_batch_decodes_into_one_buffer(jpeg_files, tmp_path):
     png = tmp_path / "lossless.png"
     pixels = np.random.default_rng(5).integers(0, 256, (37, 53, 3), dtype=np.uint8)
@@ -234,6 +249,7 @@ WINDOWS = [None, (10, 20, 100, 80), None, (0, 0, 64, 64), (33, 7, 64, 100), (5, 
 
 def _host_decode(files, windows, *, decoders=1, gray=False, made=False, into=True):
     decoder = GpuImageDecoder(0, num_threads=1, decoders=decoders, on_host=True)
+    assert decoder.api == os.environ[nvimgcodec_c.API_ENV] or not into
     decoder.into_given = into
     try:
         data = [np.fromfile(f, np.uint8) for f in files]
@@ -249,6 +265,7 @@ def _pixels(batch) -> list:
 
 
 @needs_nvimgcodec_package
+@pytest.mark.usefixtures("api")
 def test_a_batch_that_decodes_into_its_buffer_is_one_packed_batch_of_the_same_pixels(jpeg_files):
     files = jpeg_files[: len(WINDOWS)]
     packed = _host_decode(files, WINDOWS)
@@ -266,6 +283,7 @@ def test_a_batch_that_decodes_into_its_buffer_is_one_packed_batch_of_the_same_pi
 
 
 @needs_nvimgcodec_package
+@pytest.mark.usefixtures("api")
 def test_code_streams_made_beforehand_decode_as_those_the_decoder_makes(jpeg_files):
     files = jpeg_files[: len(WINDOWS)]
     for gray in (False, True):
@@ -277,6 +295,7 @@ def test_code_streams_made_beforehand_decode_as_those_the_decoder_makes(jpeg_fil
 
 
 @needs_nvimgcodec_package
+@pytest.mark.usefixtures("api")
 @pytest.mark.parametrize("decoders", [2, 3])
 def test_a_batch_split_between_host_decoders_is_the_same_packed_batch(jpeg_files, decoders):
     files = jpeg_files[: len(WINDOWS)]
@@ -288,6 +307,7 @@ def test_a_batch_split_between_host_decoders_is_the_same_packed_batch(jpeg_files
 
 
 @needs_nvimgcodec_package
+@pytest.mark.usefixtures("api")
 def test_an_undecodable_sample_leaves_a_list_with_none_in_its_place(jpeg_files, tmp_path):
     bad = tmp_path / "bad.jpg"
     bad.write_bytes(open(jpeg_files[0], "rb").read()[:300])
@@ -305,6 +325,7 @@ def test_an_undecodable_sample_leaves_a_list_with_none_in_its_place(jpeg_files, 
 
 
 @needs_nvimgcodec_package
+@pytest.mark.usefixtures("api")
 def test_a_png_among_jpegs_decodes_into_the_batch_buffer_or_beside_it(jpeg_files, tmp_path):
     png = tmp_path / "lossless.png"
     pixels = np.random.default_rng(5).integers(0, 256, (37, 53, 3), dtype=np.uint8)
@@ -315,6 +336,7 @@ def test_a_png_among_jpegs_decodes_into_the_batch_buffer_or_beside_it(jpeg_files
 
 
 @needs_nvimgcodec_package
+@pytest.mark.usefixtures("api")
 def test_bytes_nvimgcodec_cannot_parse_decode_to_none_wherever_their_stream_was_made(jpeg_files):
     garbage = np.frombuffer(b"not an image at all", np.uint8)  # nvImageCodec 0.9 parses it when decoding
     good = np.fromfile(jpeg_files[0], np.uint8)

@@ -13,7 +13,7 @@ import numpy as np
 import pytest
 
 import raypipe as rp
-from raypipe import fn, types
+from raypipe import fn, nvimgcodec_c, types
 from raypipe.backend import gpu_available
 from raypipe.device_check import DECODE_MEAN_TOLERANCE, DECODE_P99_TOLERANCE
 from raypipe.errors import SampleError
@@ -55,6 +55,19 @@ def files(tmp_path):
     from raypipe.datasets import make_jpeg_folder
 
     return make_jpeg_folder(str(tmp_path), num_classes=2, per_class=6, size=(40, 30), progress=False)
+
+
+def test_nvimgcodecs_c_api_and_python_binding_give_the_same_batches(files, monkeypatch):
+    monkeypatch.setenv(nvimgcodec_c.API_ENV, "c")
+    through_c, report = _epoch(files, monkeypatch, decode="host")
+    assert report["decoder"]["api"] == "c", report
+    monkeypatch.setenv(nvimgcodec_c.API_ENV, "python")
+    through_python, report = _epoch(files, monkeypatch, decode="host")
+    assert report["decoder"]["api"] == f"python ({nvimgcodec_c.API_ENV}=python)", report
+    for (a_images, a_flipped, a_labels), (b_images, b_flipped, b_labels) in zip(through_c, through_python):
+        assert all(np.array_equal(a, b) for a, b in zip(a_images, b_images))
+        assert all(np.array_equal(a, b) for a, b in zip(a_flipped, b_flipped))
+        assert np.array_equal(np.asarray(a_labels.as_tensor()), np.asarray(b_labels.as_tensor()))
 
 
 def test_the_mixed_stage_decodes_with_nvimgcodec_and_code_streams_from_either_stage_agree(files, monkeypatch):

@@ -1,0 +1,176 @@
+"""nvImageCodec's C API through ctypes against its Python binding, on the library's CPU backend
+(the same calls decode on the GPU under ``pytest -m gpu``, see tests/test_gpu_decode.py)."""
+
+from __future__ import annotations
+
+import ctypes
+import os
+import shutil
+import subprocess
+import warnings
+
+import numpy as np
+import pytest
+from PIL import Image
+
+from raypipe import device_check, nvimgcodec_c
+from raypipe.errors import ArgumentError
+from raypipe.gpu_decode import GpuImageDecoder, code_stream, nvimgcodec_installed, packed_layout
+
+needs_nvimgcodec = pytest.mark.skipif(not nvimgcodec_installed(), reason="needs the nvImageCodec package")
+WINDOWS = [None, (10, 20, 100, 80), (0, 0, 64, 64), (33, 7, 64, 100), (5, 5, 31, 17), None]
+
+
+def test_the_structures_have_the_sizes_of_nvimgcodec_0_9s_header():
+    sizes = {
+        "ImageInfo": nvimgcodec_c._ImageInfo,
+        "CodeStreamView": nvimgcodec_c._View,
+        "ExecutionParams": nvimgcodec_c._ExecutionParams,
+        "ImagePlaneInfo": nvimgcodec_c._Plane,
+        "Region": nvimgcodec_c._Region,
+    }
+    assert {name: ctypes.sizeof(struct) for name, struct in sizes.items()} == nvimgcodec_c.HEADER_SIZES
+    assert nvimgcodec_c._INFO.itemsize == nvimgcodec_c.HEADER_SIZES["ImageInfo"]
+
+
+@needs_nvimgcodec
+def test_the_structures_match_the_installed_header_compiled(tmp_path):
+    from nvidia import nvimgcodec
+
+    include = os.path.join(os.path.dirname(nvimgcodec.__file__), "include")
+    if shutil.which("cc") is None or not os.path.exists(os.path.join(include, "nvimgcodec.h")):
+        pytest.skip("needs a C compiler and nvImageCodec's header")
+    (tmp_path / "cuda_runtime_api.h").write_text("typedef void* cudaStream_t;\n")  # all the header takes from CUDA
+    fields = [
+        ("nvimgcodecImageInfo_t", "ImageInfo"),
+        ("nvimgcodecCodeStreamView_t", "CodeStreamView"),
+        ("nvimgcodecExecutionParams_t", "ExecutionParams"),
+        ("nvimgcodecImagePlaneInfo_t", "ImagePlaneInfo"),
+        ("nvimgcodecRegion_t", "Region"),
+    ]
+    offsets = [("nvimgcodecImageInfo_t", name) for name in ("plane_info", "buffer", "buffer_kind", "cuda_stream")]
+    source = tmp_path / "sizes.c"
+    source.write_text(
+        "#include <stdio.h>\n#include <stddef.h>\n#include <nvimgcodec.h>\nint main(void) {\n"
+        + "".join(f'  printf("%zu\\n", sizeof({c}));\n' for c, _ in fields)
+        + "".join(f'  printf("%zu\\n", offsetof({c}, {f}));\n' for c, f in offsets)
+        + "  return 0;\n}\n"
+    )
+    binary = tmp_path / "sizes"
+    subprocess.run(["cc", f"-I{tmp_path}", f"-I{include}", str(source), "-o", str(binary)], check=True)
+    printed = [int(line) for line in subprocess.run([str(binary)], capture_output=True, text=True).stdout.split()]
+    assert printed[: len(fields)] == [nvimgcodec_c.HEADER_SIZES[name] for _, name in fields]
+    assert printed[len(fields) :] == [getattr(nvimgcodec_c._ImageInfo, f).offset for _, f in offsets]
+
+
+def test_the_api_comes_from_the_environment_and_a_bad_value_is_refused(monkeypatch):
+    monkeypatch.setenv(nvimgcodec_c.API_ENV, "python")
+    assert nvimgcodec_c.problem() == f"{nvimgcodec_c.API_ENV}=python" and not nvimgcodec_c.enabled()
+    monkeypatch.setenv(nvimgcodec_c.API_ENV, "cuda")
+    with pytest.raises(ArgumentError, match=f"{nvimgcodec_c.API_ENV} must be c or python, got 'cuda'"):
+        nvimgcodec_c.problem()
+    monkeypatch.delenv(nvimgcodec_c.API_ENV)
+    assert (nvimgcodec_c.problem() is None) == (nvimgcodec_c.library() is not None)
+
+
+def _decode_c(decoder, data, windows, sizes, gray):
+    channels = 1 if gray else 3
+    offsets, total = packed_layout(sizes, channels)
+    buffer = np.zeros(total, np.uint8)
+    streams = [nvimgcodec_c.code_stream(d, w) for d, w in zip(data, windows)]
+    ok = decoder.decode(streams, buffer.ctypes.data, offsets, np.asarray(sizes), gray, 0)
+    images = [buffer[o : o + w * h * channels].reshape(h, w, channels) for o, (w, h) in zip(offsets.tolist(), sizes)]
+    return ok, images
+
+
+def _decode_python(data, window, gray):
+    from nvidia import nvimgcodec as nv
+
+    decoder = nv.Decoder(
+        device_id=nv.NVIMGCODEC_DEVICE_CPU_ONLY,
+        backends=[nv.Backend(nv.BackendKind.CPU_ONLY)],
+        options=":fancy_upsampling=1",
+    )
+    color = nv.ColorSpec.GRAY if gray else nv.ColorSpec.SRGB
+    params = nv.DecodeParams(apply_exif_orientation=False, color_spec=color, allow_any_depth=False)
+    image = decoder.decode(code_stream(data, window, nv), params=params)
+    array = np.asarray(image.cpu())
+    return array[:, :, None] if array.ndim == 2 else array
+
+
+@needs_nvimgcodec
+@pytest.mark.parametrize("gray", [False, True])
+def test_a_batch_decodes_into_its_buffer_exactly_as_the_python_binding_decodes(jpeg_files, gray):
+    files = jpeg_files[: len(WINDOWS)]
+    data = [np.fromfile(f, np.uint8) for f in files]
+    sizes = [Image.open(f).size if w is None else w[2:] for f, w in zip(files, WINDOWS)]
+    decoder = nvimgcodec_c.Decoder(nvimgcodec_c.DEVICE_CPU_ONLY, 1, [("cpu", 1.0)], ":fancy_upsampling=1")
+    try:
+        ok, images = _decode_c(decoder, data, WINDOWS, sizes, gray)
+        assert ok.all()
+        for d, window, image in zip(data, WINDOWS, images):
+            assert np.array_equal(image, _decode_python(d, window, gray))
+        # a smaller batch, then a larger one, through the same decoder and its reused image handles
+        ok, images = _decode_c(decoder, data[:2], WINDOWS[:2], sizes[:2], gray)
+        assert ok.all() and np.array_equal(images[1], _decode_python(data[1], WINDOWS[1], gray))
+        more = data + data[:3]
+        ok, images = _decode_c(decoder, more, WINDOWS + WINDOWS[:3], sizes + sizes[:3], gray)
+        assert ok.all() and np.array_equal(images[-1], _decode_python(data[2], WINDOWS[2], gray))
+    finally:
+        decoder.close()
+
+
+@needs_nvimgcodec
+def test_a_truncated_sample_fails_alone_bytes_it_cannot_parse_fail_the_batch_and_a_closed_decoder_refuses(jpeg_files):
+    good = np.fromfile(jpeg_files[0], np.uint8)
+    truncated, garbage = good[:300].copy(), np.frombuffer(b"not an image at all", np.uint8)
+    size = Image.open(jpeg_files[0]).size
+    decoder = nvimgcodec_c.Decoder(nvimgcodec_c.DEVICE_CPU_ONLY, 1, [("cpu", 1.0)], "")
+    ok, images = _decode_c(decoder, [truncated, good], [None] * 2, [size, size], False)
+    assert ok.tolist() == [False, True]
+    assert np.array_equal(images[1], _decode_python(good, None, False))
+    # nvImageCodec parses lazily: bytes that are no image fail the whole call (GpuImageDecoder then
+    # decodes the batch's failures again through the Python binding, one by one)
+    ok, _ = _decode_c(decoder, [good, garbage], [None] * 2, [size, (4, 4)], False)
+    assert ok.tolist() == [False, False]
+    decoder.close()
+    decoder.close()
+    with pytest.raises(RuntimeError, match="closed"):
+        _decode_c(decoder, [good], [None], [size], False)
+
+
+@needs_nvimgcodec
+def test_a_failing_c_api_is_warned_of_once_and_the_python_binding_decodes_the_same(jpeg_files, monkeypatch):
+    files = jpeg_files[: len(WINDOWS)]
+    data = [np.fromfile(f, np.uint8) for f in files]
+    sizes = [Image.open(f).size if w is None else w[2:] for f, w in zip(files, WINDOWS)]
+    decoder = GpuImageDecoder(0, num_threads=1, on_host=True)
+    try:
+        assert decoder.api == "c"
+        expected = decoder.decode(data, WINDOWS, False, None, sizes)
+
+        def fails(self, *args):
+            raise nvimgcodec_c.CApiError("nvimgcodecDecoderDecode failed with nvimgcodecStatus_t 6")
+
+        monkeypatch.setattr(nvimgcodec_c.Decoder, "decode", fails)
+        device_check._warned.discard("nvimgcodec_c")
+        with pytest.warns(device_check.GpuComponentWarning, match=r"C API is not used \(.*Status_t 6\)"):
+            got = decoder.decode(data, WINDOWS, False, None, sizes, [code_stream(d, w) for d, w in zip(data, WINDOWS)])
+        assert decoder.api == "python" and "Status_t 6" in decoder.api_detail
+        assert all(np.array_equal(a, b) for a, b in zip(expected.samples(), got.samples()))
+    finally:
+        decoder.close()
+
+
+@needs_nvimgcodec
+def test_a_c_api_that_fails_its_check_is_not_used(monkeypatch):
+    monkeypatch.setattr(nvimgcodec_c.Decoder, "decode", lambda self, streams, *args: np.zeros(len(streams), bool))
+    device_check._warned.discard("nvimgcodec_c")
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        decoder = GpuImageDecoder(0, num_threads=1, on_host=True)
+    try:
+        assert decoder.api == "python" and "decoded nothing of a JPEG" in decoder.api_detail
+        assert [str(w.message) for w in caught if "C API" in str(w.message)]
+    finally:
+        decoder.close()
