@@ -173,33 +173,35 @@ class GpuImageDecoder:
 
     def _check_c_api(self) -> str | None:
         """Why the C API cannot decode here (None when it can): it must decode a small JPEG into a
-        buffer exactly as the Python binding decodes it, on this decoder's backends."""
+        buffer exactly as the Python binding decodes it, on this decoder's backends. Both decode on
+        CUDA's default stream, which outlives every image (nvImageCodec frees an image it allocated
+        on the stream it was decoded on: a destroyed stream there crashes the process)."""
         data, _ = device_check.probe_jpeg()
         source = np.frombuffer(data, np.uint8)
+        stream = None if self._cp is None else self._cp.cuda.Stream.null
         try:
             made = nvimgcodec_c.code_stream(source, None)
             if made is None:
                 return "it could not parse a JPEG"
-            stream = None if self._cp is None else self._cp.cuda.Stream(non_blocking=True)
             with self._on_device():
                 made_here = [code_stream(source, None, self._nv)]
-                image = self._decode_batch(self._decoders[0], made_here, self._params[False], stream)[0]
-                reference = self._to_array(image, stream)
+                # no name holds nvImageCodec's image but the array's owner
+                reference = self._to_array(
+                    self._decode_batch(self._decoders[0], made_here, self._params[False], stream)[0], stream
+                )
                 if reference is None:
                     return "the Python binding did not decode the check's JPEG either"
                 height, width = reference.shape[:2]
                 layout = self._buffer([(width, height)], 3, stream)
                 offsets, dims = layout.packed.offsets, layout.dims
                 ok = self._c_decoders[0].decode([made], layout.base, offsets, dims, False, _pointer(stream))
-                got = layout.packed[0]
-                if stream is not None:
-                    stream.synchronize()
-                    got, reference = got.get(), reference.get()
+                to_host = np.asarray if self._cp is None else self._cp.asnumpy
+                got, reference = to_host(layout.packed[0]), to_host(reference)
         except (nvimgcodec_c.CApiError, RuntimeError) as exc:
             return f"{type(exc).__name__}: {exc}"
         if not ok.all():
             return "it decoded nothing of a JPEG the Python binding decodes"
-        if not np.array_equal(np.asarray(got), np.asarray(reference)):
+        if not np.array_equal(got, reference):
             return "its decode of a JPEG differs from the Python binding's"
         return None
 
