@@ -18,8 +18,9 @@
 # decode_rate (benchmarks/gpu_decode_rate.py: nvImageCodec alone on the recipe's crops, one to
 # three decoders at once, and a decode split into its host and library parts), nvimgcodec_gil
 # (benchmarks/nvimgcodec_gil.py: which per-image nvImageCodec calls give up the GIL, and their cost
-# beside busy Python threads). One step runs only when named, profile: the recipe in this process under
-# py-spy (GPU_SESSION_PROFILE_RATE samples a second, default 50: more slows the recipe itself), and
+# beside busy Python threads), nvimgcodec_backends (benchmarks/nvimgcodec_backends.py: which backend
+# decodes a batch through nvImageCodec's Python binding and through its C API). One step runs only
+# when named, profile: the recipe in this process under py-spy (GPU_SESSION_PROFILE_RATE samples a second, default 50: more slows the recipe itself), and
 # where each thread's samples went (benchmarks/profile_summary.py).
 # The pytest steps preload the kit's native crash tracer (segv_trace.so, from benchmarks/segv_trace.c)
 # when the kit has it: a process that dies of SIGSEGV, SIGBUS, SIGILL, SIGFPE or SIGABRT writes its
@@ -241,6 +242,9 @@ decode_rate() {
 
 nvimgcodec_gil() { "$PY" benchmarks/nvimgcodec_gil.py; }
 
+# Which backend decodes a batch through nvImageCodec's Python binding and through its C API.
+nvimgcodec_backends() { "$PY" benchmarks/nvimgcodec_backends.py; }
+
 # The recipe in this process under the kit's py-spy (native frames where it can unwind them, else
 # Python's alone), then where each thread's samples went (benchmarks/profile_summary.py); the raw
 # profile stays in the logs.
@@ -311,8 +315,9 @@ printf 'step\tstatus\texit\tseconds\n' >"$SUMMARY"
 echo "raypipe GPU session: logs in $LOGS${OUT:+ (packed into $OUT/logs.tgz)}, budget ${BUDGET_S} s"
 
 declare -A LIMIT_S=([setup]=120 [machine]=60 [pytest_gpu]=150 [pytest_kernels]=100 [service]=120 [bench]=150
-    [cpu_costs]=60 [ops_gpu]=90 [crash_trace]=120 [decode_rate]=90 [nvimgcodec_gil]=60 [profile]=120)
-read -ra STEPS <<<"${GPU_SESSION_STEPS:-setup machine pytest_gpu ops_gpu pytest_kernels service bench decode_rate nvimgcodec_gil cpu_costs}"
+    [cpu_costs]=60 [ops_gpu]=90 [crash_trace]=120 [decode_rate]=90 [nvimgcodec_gil]=60 [nvimgcodec_backends]=60
+    [profile]=120)
+read -ra STEPS <<<"${GPU_SESSION_STEPS:-setup machine pytest_gpu ops_gpu pytest_kernels service bench nvimgcodec_backends decode_rate nvimgcodec_gil cpu_costs}"
 for name in "${STEPS[@]}"; do
     if [[ -z ${LIMIT_S[$name]:-} ]]; then
         echo "unknown step $name (steps: ${!LIMIT_S[*]})" >&2

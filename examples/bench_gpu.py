@@ -62,7 +62,7 @@ def run(
     cpu_threads: int | None = None,
     decode_into: bool = True,
     code_streams: str = "cpu",
-    api: str = "c",
+    api: str = "python",
 ) -> dict:
     """Time ``batches`` batches per epoch after one warm-up batch, with ``decoders`` nvImageCodec
     decoders sharing each batch, ``cpu_threads`` CPU-stage threads (None: the pipeline's choice),
@@ -148,7 +148,7 @@ def stage_shares(profile: dict, threads: int) -> list[tuple[str, float, float]]:
     return shares
 
 
-def run_actor(root: str, batch_size: int, threads: int, batches: int, epochs: int, api: str = "c") -> dict:
+def run_actor(root: str, batch_size: int, threads: int, batches: int, epochs: int, api: str = "python") -> dict:
     """The recipe served by a pipeline actor to this process as rank 0 on GPU 0 (by CUDA IPC;
     host batches without a GPU), decoding through nvImageCodec's ``api``: a warm-up epoch, then
     ``epochs`` timed, each of at most ``batches`` batches. CPU time is this process's and the
@@ -260,9 +260,9 @@ def main() -> None:
         "(the default) or the Mixed stage; both give one row each",
     )  # fmt: skip
     parser.add_argument(
-        "--api", nargs="+", choices=("c", "python"), default=["c"],
-        help="nvImageCodec's API for the mixed rows (RAYPIPE_NVIMGCODEC_API): its C API (the default) or "
-        "its Python binding; both give one row each, in this process and in an actor",
+        "--api", nargs="+", choices=("c", "python"), default=["python"],
+        help="nvImageCodec's API for the mixed rows (RAYPIPE_NVIMGCODEC_API): its Python binding (the "
+        "default) or its C API; both give one row each, in this process and in an actor",
     )  # fmt: skip
     args = parser.parse_args()
     mixed_threads = args.mixed_threads or [None]

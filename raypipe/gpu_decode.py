@@ -495,8 +495,8 @@ def _pointer(stream: Any) -> int:
 def code_stream(data: np.ndarray, window: Window | None, nv: ModuleType | None = None) -> Any:
     """nvImageCodec's code stream over ``data`` (encoded bytes) restricted to ``window`` (None: the
     whole image); None when nvImageCodec cannot parse it or is not installed. It keeps ``data``
-    alive. Through the C API (:mod:`raypipe.nvimgcodec_c`) where it is usable and ``nv`` is not
-    given; else through the Python module ``nv`` (default: the installed one) with whichever API it
+    alive. Through the C API (:mod:`raypipe.nvimgcodec_c`) where it is chosen and usable and ``nv``
+    is not given; else through the Python module ``nv`` (default: the installed one) with whichever API it
     has (``get_sub_code_stream`` from 0.7, ``getSubCodeStream`` in 0.6, ``DecodeSource`` in 0.5),
     which gives up the GIL twice per code stream: a GPU pipeline's CPU stage makes them
     (:func:`code_streams_in`), not the Mixed stage."""

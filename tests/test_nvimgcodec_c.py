@@ -70,6 +70,8 @@ def test_the_api_comes_from_the_environment_and_a_bad_value_is_refused(monkeypat
     with pytest.raises(ArgumentError, match=f"{nvimgcodec_c.API_ENV} must be c or python, got 'cuda'"):
         nvimgcodec_c.problem()
     monkeypatch.delenv(nvimgcodec_c.API_ENV)
+    assert nvimgcodec_c.problem().startswith("the Python binding is the default")
+    monkeypatch.setenv(nvimgcodec_c.API_ENV, "C")
     assert (nvimgcodec_c.problem() is None) == (nvimgcodec_c.library() is not None)
 
 
@@ -144,6 +146,7 @@ def test_a_failing_c_api_is_warned_of_once_and_the_python_binding_decodes_the_sa
     files = jpeg_files[: len(WINDOWS)]
     data = [np.fromfile(f, np.uint8) for f in files]
     sizes = [Image.open(f).size if w is None else w[2:] for f, w in zip(files, WINDOWS)]
+    monkeypatch.setenv(nvimgcodec_c.API_ENV, "c")
     decoder = GpuImageDecoder(0, num_threads=1, on_host=True)
     try:
         assert decoder.api == "c"
@@ -164,6 +167,7 @@ def test_a_failing_c_api_is_warned_of_once_and_the_python_binding_decodes_the_sa
 
 @needs_nvimgcodec
 def test_a_c_api_that_fails_its_check_is_not_used(monkeypatch):
+    monkeypatch.setenv(nvimgcodec_c.API_ENV, "c")
     monkeypatch.setattr(nvimgcodec_c.Decoder, "decode", lambda self, streams, *args: np.zeros(len(streams), bool))
     device_check._warned.discard("nvimgcodec_c")
     with warnings.catch_warnings(record=True) as caught:

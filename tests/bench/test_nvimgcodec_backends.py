@@ -1,0 +1,48 @@
+"""benchmarks/nvimgcodec_backends.py on the host: the CPU backend through both nvImageCodec APIs,
+the same images decoded and the same pixels; without nvImageCodec it says why."""
+
+from __future__ import annotations
+
+import importlib.util
+import sys
+from pathlib import Path
+
+import pytest
+
+from raypipe.gpu_decode import nvimgcodec_installed
+
+BENCHMARKS = Path(__file__).resolve().parents[2] / "benchmarks"
+
+
+@pytest.fixture(scope="module")
+def bench():
+    sys.path.insert(0, str(BENCHMARKS))  # the script imports its sibling gpu_decode_rate
+    try:
+        spec = importlib.util.spec_from_file_location("nvimgcodec_backends", BENCHMARKS / "nvimgcodec_backends.py")
+        module = importlib.util.module_from_spec(spec)
+        spec.loader.exec_module(module)
+    finally:
+        sys.path.remove(str(BENCHMARKS))
+    return module
+
+
+@pytest.mark.skipif(not nvimgcodec_installed(), reason="needs the nvImageCodec package")
+def test_both_apis_decode_every_crop_of_a_batch_to_the_same_pixels(bench, capsys):
+    assert bench.main(["--images", "32", "--batch", "16", "--seconds", "0.2"]) == 0
+    rows = [line.split() for line in capsys.readouterr().out.splitlines() if line.startswith("cpu ")]
+    assert [row[1] for row in rows] == ["python", "c"]
+    assert all(row[2] == "16/16" and float(row[3]) > 0 and float(row[4]) > 0 for row in rows)
+    assert rows[1][-1] == "equal"
+
+
+def test_without_nvimgcodec_it_says_why(bench, capsys, monkeypatch):
+    monkeypatch.setitem(sys.modules, "nvidia.nvimgcodec", None)
+    monkeypatch.setitem(sys.modules, "nvidia", None)
+    assert bench.main(["--images", "4", "--batch", "2"]) == 0
+    assert "nvImageCodec is not installed here" in capsys.readouterr().out
+
+
+@pytest.mark.parametrize("args", [["--images", "0"], ["--batch", "8", "--images", "4"], ["--seconds", "0"]])
+def test_bad_arguments_are_refused(bench, args):
+    with pytest.raises(SystemExit):
+        bench.main(args)
