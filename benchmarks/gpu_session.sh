@@ -20,8 +20,9 @@
 # (benchmarks/nvimgcodec_gil.py: which per-image nvImageCodec calls give up the GIL, and their cost
 # beside busy Python threads), nvimgcodec_backends (benchmarks/nvimgcodec_backends.py: which backend
 # decodes a batch through nvImageCodec's Python binding and through its C API). One step runs only
-# when named, profile: the recipe in this process under py-spy (GPU_SESSION_PROFILE_RATE samples a second, default 50: more slows the recipe itself), and
-# where each thread's samples went (benchmarks/profile_summary.py).
+# when named, profile: the recipe in this process under py-spy (GPU_SESSION_PROFILE_RATE samples a
+# second, default 50: more slows the recipe itself), and where each thread's samples went
+# (benchmarks/profile_summary.py).
 # The pytest steps preload the kit's native crash tracer (segv_trace.so, from benchmarks/segv_trace.c)
 # when the kit has it: a process that dies of SIGSEGV, SIGBUS, SIGILL, SIGFPE or SIGABRT writes its
 # native frames (library+offset, symbols where exported) after Python's faulthandler traceback, to
