@@ -4,13 +4,13 @@
 
 On an H200 the recipe decoded through the C API (:mod:`raypipe.nvimgcodec_c`) at 3,622 img/s
 against 9,165 through the Python binding, at 1.15 against 0.18 ms of host CPU per image: as if the
-C API's batches went to a backend that decodes on the host. Each row here decodes the recipe's
-random crops into one buffer per batch (as the Mixed stage does) through one API with one set of
-backends allowed: the hardware JPEG decoder alone (``hw_gpu``), nvJPEG's CUDA decoder alone
-(``gpu``, Huffman decoding on the host), the CPU backend alone (``cpu``), and all three as the
-pipeline allows them. It reports the images decoded, img/s, host CPU ms per image (the whole
-process), and whether the batch's pixels equal those of the Python binding with the same
-backends: equal pixels mean the same backend decoded them.
+C API's batches went to a backend that decodes on the host, or waited for the GPU with a core
+spinning. Each row here decodes the recipe's random crops into one buffer per batch (as the Mixed
+stage does) through one API with one set of backends allowed: the hardware JPEG decoder alone
+(``hw_gpu``), nvJPEG's CUDA decoder alone (``gpu``, Huffman decoding on the host), the CPU backend
+alone (``cpu``), and all three as the pipeline allows them. It reports the images decoded, img/s,
+host CPU ms per image (the whole process), and whether the batch's pixels equal those of the
+Python binding with the same backends: equal pixels mean the same backend decoded them.
 
 Without a GPU only the CPU backend runs (nvImageCodec's CPU backend needs no GPU); without
 nvImageCodec it says why and exits 0.

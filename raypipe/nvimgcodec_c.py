@@ -11,9 +11,11 @@ for the wait for its host work.
 
 It is not the default (``RAYPIPE_NVIMGCODEC_API=c`` chooses it): on an H200 the recipe decoded
 through it at 3,622 img/s against 9,165 through the Python binding, at 1.15 against 0.18 ms of
-host CPU per image, as if its batches went to a backend that decodes on the host rather than to
-the hardware JPEG decoder (``benchmarks/nvimgcodec_backends.py`` tells which). On nvImageCodec's
-CPU backend both APIs give bit-identical images.
+host CPU per image. That version reused each output image's handle from batch to batch, which the
+Python binding never does; each batch now gets new images, which is not yet timed on a GPU.
+Where the host time went is what ``benchmarks/nvimgcodec_backends.py`` tells: per backend, each
+API's rate, host time and whether its pixels equal the binding's (the same backend decoded them).
+On nvImageCodec's CPU backend both APIs give bit-identical images.
 
 The structures follow nvImageCodec 0.9's ``nvimgcodec.h`` (their sizes are checked against it in
 the tests); a library that reports another version is not used (:func:`problem` says why), and
@@ -324,7 +326,10 @@ class Decoder:
     """One nvImageCodec decoder through the C API, decoding batches of :class:`CodeStream` into
     given places of one buffer (:meth:`decode`). ``backends``: ``(name, load_hint)`` pairs, names
     from :data:`BACKEND_KINDS`; ``device_id`` :data:`DEVICE_CPU_ONLY` decodes on the host. Owns the
-    decoder and its output image handles; :meth:`close` (or dropping it) releases them."""
+    decoder; :meth:`close` (or dropping it) releases it. Each batch's output images are made for it
+    and destroyed after it, as the Python binding does (an image handle reused while the previous
+    batch's decode into it may still run on the GPU is the first suspect for the C API's slowness
+    on an H200)."""
 
     def __init__(self, device_id: int, num_threads: int, backends: Sequence[tuple[str, float]], options: str):
         library = library_or_raise()
@@ -350,7 +355,6 @@ class Decoder:
         self._host = device_id == DEVICE_CPU_ONLY
         self._params = _header(_DecodeParams())
         self._infos = np.zeros(0, _INFO)
-        self._images = np.zeros(0, np.uint64)
 
     def decode(
         self, streams: Sequence[CodeStream], base: int, offsets: np.ndarray, sizes: np.ndarray, gray: bool, stream: int
@@ -376,20 +380,32 @@ class Decoder:
         infos["sample_format"] = _I_Y if gray else _I_RGB
         infos["buffer"] = np.asarray(offsets, dtype=np.uint64) + np.uint64(base)
         infos["cuda_stream"] = stream
-        held, free = self._library.held, self._library.free
+        held = self._library.held
         instance = _VOID(self._library.instance)
-        first_info, first_image, size = self._infos.ctypes.data, self._images.ctypes.data, _INFO.itemsize
+        images = np.zeros(n, np.uint64)  # new images each batch, as the Python binding makes them
+        first_info, first_image, size = self._infos.ctypes.data, images.ctypes.data, _INFO.itemsize
         create = held.nvimgcodecImageCreate
-        for k in range(n):
-            status = create(instance, _VOID(first_image + 8 * k), _VOID(first_info + size * k))
-            if status != 0:
-                raise CApiError(f"nvimgcodecImageCreate failed with nvimgcodecStatus_t {status} for image {k}")
+        try:
+            for k in range(n):
+                status = create(instance, _VOID(first_image + 8 * k), _VOID(first_info + size * k))
+                if status != 0:
+                    raise CApiError(f"nvimgcodecImageCreate failed with nvimgcodecStatus_t {status} for image {k}")
+            return self._decode(streams, first_image, n)
+        finally:
+            destroy = held.nvimgcodecImageDestroy
+            for handle in images.tolist():
+                if handle:
+                    destroy(_VOID(handle))
+
+    def _decode(self, streams: Sequence[CodeStream], images: int, n: int) -> np.ndarray:
+        """The decode call and the wait for its host work, both without the GIL; each image's success."""
+        held, free = self._library.held, self._library.free
         handles = np.fromiter((s.handle for s in streams), np.uint64, n)
         future = _VOID()
         status = free.nvimgcodecDecoderDecode(
             _VOID(self._handle),
             _VOID(handles.ctypes.data),
-            _VOID(first_image),
+            _VOID(images),
             ctypes.c_int(n),
             ctypes.byref(self._params),
             ctypes.byref(future),
@@ -408,10 +424,9 @@ class Decoder:
         return statuses == _SUCCESS
 
     def _outputs(self, n: int) -> np.ndarray:
-        """The first ``n`` output image descriptions (grown as batches grow, their constant fields
-        set once); their image handles are made once and then reused batch after batch."""
+        """The first ``n`` output image descriptions, grown as batches grow, their constant fields
+        set once."""
         if len(self._infos) < n:
-            self._release_images()
             infos = np.zeros(n, _INFO)
             template = _header(_ImageInfo())
             _header(template.orientation)
@@ -420,21 +435,13 @@ class Decoder:
             template.plane_info[0].sample_type = _UINT8
             template.buffer_kind = _STRIDED_HOST if self._host else _STRIDED_DEVICE
             infos[:] = np.frombuffer(bytes(template), _INFO)[0]
-            self._infos, self._images = infos, np.zeros(n, np.uint64)
+            self._infos = infos
         return self._infos[:n]
 
-    def _release_images(self) -> None:
-        destroy = self._library.held.nvimgcodecImageDestroy
-        for handle in self._images.tolist():
-            if handle:
-                destroy(_VOID(handle))
-        self._images = np.zeros(0, np.uint64)
-
     def close(self) -> None:
-        """Destroy the output images and the decoder (its threads, CUDA streams and nvJPEG state); idempotent."""
+        """Destroy the decoder (its threads, CUDA streams and nvJPEG state); idempotent."""
         if self._handle is None:
             return
-        self._release_images()
         self._library.free.nvimgcodecDecoderDestroy(_VOID(self._handle))
         self._handle = None
 
