@@ -57,7 +57,7 @@ def test_the_table_has_a_row_per_call_thread_count_and_busy_count(bench, capsys)
     "arrangement",
     [
         "Python binding, code streams made here (CODE_STREAMS=mixed)",
-        "C API, code streams from the CPU stage (the default)",
+        "C API (NVIMGCODEC_API=c), code streams from the CPU stage",
     ],
 )
 def test_the_mixed_stage_work_decodes_one_image_per_window(bench, jpeg_root, arrangement):
