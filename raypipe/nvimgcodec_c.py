@@ -11,9 +11,12 @@ for the wait for its host work.
 
 It is not the default (``RAYPIPE_NVIMGCODEC_API=c`` chooses it): on an H200 the recipe decoded
 through it at 3,622 img/s against 9,165 through the Python binding, at 1.15 against 0.18 ms of
-host CPU per image. That version reused each output image's handle from batch to batch, which the
-Python binding never does; each batch now gets new images, which is not yet timed on a GPU.
-Where the host time went is what ``benchmarks/nvimgcodec_backends.py`` tells: per backend, each
+host CPU per image, as if its batches went to a backend that decodes on the host. Candidates: this
+module's own nvImageCodec instance (the binding's is not reachable from Python), whose hardware
+decoder may not come up beside the binding's, or the output images' descriptions. That version
+also reused each output image's handle from batch to batch; each batch now gets new images, as
+the binding makes them (not yet timed on a GPU; nvImageCodec 0.8's sources only reset a reused
+image's description). ``benchmarks/nvimgcodec_backends.py`` tells which: per backend alone, each
 API's rate, host time and whether its pixels equal the binding's (the same backend decoded them).
 On nvImageCodec's CPU backend both APIs give bit-identical images.
 
@@ -327,9 +330,7 @@ class Decoder:
     given places of one buffer (:meth:`decode`). ``backends``: ``(name, load_hint)`` pairs, names
     from :data:`BACKEND_KINDS`; ``device_id`` :data:`DEVICE_CPU_ONLY` decodes on the host. Owns the
     decoder; :meth:`close` (or dropping it) releases it. Each batch's output images are made for it
-    and destroyed after it, as the Python binding does (an image handle reused while the previous
-    batch's decode into it may still run on the GPU is the first suspect for the C API's slowness
-    on an H200)."""
+    and destroyed after it, as the Python binding makes them."""
 
     def __init__(self, device_id: int, num_threads: int, backends: Sequence[tuple[str, float]], options: str):
         library = library_or_raise()
