@@ -27,6 +27,7 @@ from __future__ import annotations
 
 import contextlib
 import functools
+import io
 import os
 import warnings
 from collections.abc import Sequence
@@ -172,37 +173,42 @@ class GpuImageDecoder:
             self.api_detail = "nvImageCodec allocates each image (RAYPIPE_GPU_DECODE_INTO=0): the Python binding"
 
     def _check_c_api(self) -> str | None:
-        """Why the C API cannot decode here (None when it can): it must decode a small JPEG into a
-        buffer exactly as the Python binding decodes it, on this decoder's backends. Both decode on
-        CUDA's default stream, which outlives every image (nvImageCodec frees an image it allocated
-        on the stream it was decoded on: a destroyed stream there crashes the process)."""
-        data, _ = device_check.probe_jpeg()
-        source = np.frombuffer(data, np.uint8)
+        """Why the C API cannot decode here (None when it can): it must decode a batch into a buffer
+        exactly as the Python binding decodes it into another, on this decoder's backends. The batch
+        (:func:`check_batch`) is textured, so that two different backends (the hardware decoder
+        and nvJPEG's CUDA decoder, say) would not give the same pixels. Both decode on CUDA's
+        default stream, which outlives every image (nvImageCodec frees an image it allocated on the
+        stream it was decoded on: a destroyed stream there crashes the process)."""
+        sources, windows, sizes = check_batch()
         stream = None if self._cp is None else self._cp.cuda.Stream.null
+        to_host = np.asarray if self._cp is None else self._cp.asnumpy
         try:
-            made = nvimgcodec_c.code_stream(source, None)
-            if made is None:
+            made = [nvimgcodec_c.code_stream(s, w) for s, w in zip(sources, windows)]
+            if any(m is None for m in made):
                 return "it could not parse a JPEG"
             with self._on_device():
-                made_here = [code_stream(source, None, self._nv)]
-                # no name holds nvImageCodec's image but the array's owner
-                reference = self._to_array(
-                    self._decode_batch(self._decoders[0], made_here, self._params[False], stream)[0], stream
+                binding = self._buffer(sizes, 3, stream)
+                decoded = self._decode_into(
+                    self._decoders[0],
+                    [code_stream(s, w, self._nv) for s, w in zip(sources, windows)],
+                    binding.targets(0, len(sizes)),
+                    self._params[False],
+                    stream,
                 )
-                if reference is None:
-                    return "the Python binding did not decode the check's JPEG either"
-                height, width = reference.shape[:2]
-                layout = self._buffer([(width, height)], 3, stream)
-                offsets, dims = layout.packed.offsets, layout.dims
-                ok = self._c_decoders[0].decode([made], layout.base, offsets, dims, False, _pointer(stream))
-                to_host = np.asarray if self._cp is None else self._cp.asnumpy
-                got, reference = to_host(layout.packed[0]), to_host(reference)
+                if decoded is None or any(image is None for image in decoded):
+                    return "the Python binding did not decode the check's JPEGs into a buffer either"
+                del decoded
+                ours = self._buffer(sizes, 3, stream)
+                offsets, dims = ours.packed.offsets, ours.dims
+                ok = self._c_decoders[0].decode(made, ours.base, offsets, dims, False, _pointer(stream))
+                got = [to_host(image) for image in ours.packed]
+                reference = [to_host(image) for image in binding.packed]
         except (nvimgcodec_c.CApiError, RuntimeError) as exc:
             return f"{type(exc).__name__}: {exc}"
         if not ok.all():
-            return "it decoded nothing of a JPEG the Python binding decodes"
-        if not np.array_equal(got, reference):
-            return "its decode of a JPEG differs from the Python binding's"
+            return f"it decoded {int(ok.sum())} of {len(ok)} JPEGs the Python binding decodes"
+        if not all(np.array_equal(a, b) for a, b in zip(got, reference)):
+            return "its decode of a batch differs from the Python binding's (another backend decoded it)"
         return None
 
     def _stop_c_api(self, reason: str) -> None:
@@ -578,6 +584,25 @@ def decoder_count() -> int:
     if not value.isdigit() or int(value) < 1:
         raise ArgumentError(f"{DECODERS_ENV} must be a positive integer, got {value!r}")
     return int(value)
+
+
+@functools.cache
+def check_batch() -> tuple[list[np.ndarray], list[Window | None], list[tuple[int, int]]]:
+    """The batch the C API's start-up check decodes: a textured colour JPEG of a dataset's size
+    (320x240, 4:2:0, quality 90), whole and cut to a crop window, and the device check's small
+    JPEG; their encoded bytes, windows and output sizes."""
+    from PIL import Image
+
+    rng = np.random.default_rng(7)
+    y, x = np.mgrid[0:240, 0:320]
+    smooth = np.stack([x * 0.8, y * 1.0, (x + y) * 0.4], axis=-1)
+    rgb = np.clip(smooth + rng.normal(0, 24, smooth.shape), 0, 255).astype(np.uint8)
+    buffer = io.BytesIO()
+    Image.fromarray(rgb).save(buffer, format="JPEG", quality=90, subsampling=2)
+    textured = np.frombuffer(buffer.getvalue(), np.uint8)
+    small = np.frombuffer(device_check.probe_jpeg()[0], np.uint8)
+    windows: list[Window | None] = [None, (37, 21, 224, 160), None]
+    return [textured, textured, small], windows, [(320, 240), (224, 160), (64, 48)]
 
 
 def packed_layout(sizes: Sequence[tuple[int, int]], channels: int) -> tuple[np.ndarray, int]:

@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import ctypes
+import io
 import os
 import shutil
 import subprocess
@@ -174,7 +175,40 @@ def test_a_c_api_that_fails_its_check_is_not_used(monkeypatch):
         warnings.simplefilter("always")
         decoder = GpuImageDecoder(0, num_threads=1, on_host=True)
     try:
-        assert decoder.api == "python" and "decoded nothing of a JPEG" in decoder.api_detail
+        assert decoder.api == "python" and "decoded 0 of 3 JPEGs" in decoder.api_detail
         assert [str(w.message) for w in caught if "C API" in str(w.message)]
     finally:
         decoder.close()
+
+
+@needs_nvimgcodec
+def test_a_c_api_whose_pixels_differ_from_the_bindings_is_not_used(monkeypatch):
+    """Another backend behind the C API (as its slowness on an H200 suggests) shows as other pixels."""
+    decode = nvimgcodec_c.Decoder.decode
+
+    def off_by_one(self, streams, base, offsets, sizes, gray, stream):
+        ok = decode(self, streams, base, offsets, sizes, gray, stream)
+        ctypes.memset(
+            base + int(offsets[-1]), 0 if ctypes.c_uint8.from_address(base + int(offsets[-1])).value else 1, 1
+        )
+        return ok
+
+    monkeypatch.setenv(nvimgcodec_c.API_ENV, "c")
+    monkeypatch.setattr(nvimgcodec_c.Decoder, "decode", off_by_one)
+    device_check._warned.discard("nvimgcodec_c")
+    with pytest.warns(device_check.GpuComponentWarning, match="differs from the Python binding's"):
+        decoder = GpuImageDecoder(0, num_threads=1, on_host=True)
+    try:
+        assert decoder.api == "python"
+    finally:
+        decoder.close()
+
+
+def test_the_check_batch_is_textured_and_cut_as_the_recipe_cuts():
+    from raypipe.gpu_decode import check_batch
+
+    sources, windows, sizes = check_batch()
+    assert len(sources) == len(windows) == len(sizes) == 3
+    whole = np.asarray(Image.open(io.BytesIO(sources[0].tobytes())).convert("L"), np.float32)
+    assert whole.shape == (240, 320) and np.abs(np.diff(whole, axis=1)).mean() > 8  # texture, not a gradient
+    assert sizes[1] == windows[1][2:] and windows[0] is None
