@@ -176,7 +176,7 @@ class GpuImageDecoder:
         """Why the C API cannot decode here (None when it can): it must decode a batch into a buffer
         exactly as the Python binding decodes it into another, on this decoder's backends. The batch
         (:func:`check_batch`) is textured, so that two different backends (the hardware decoder
-        and nvJPEG's CUDA decoder, say) would not give the same pixels. Both decode on CUDA's
+        and nvJPEG's CUDA decoder, say) would hardly give the same pixels. Both decode on CUDA's
         default stream, which outlives every image (nvImageCodec frees an image it allocated on the
         stream it was decoded on: a destroyed stream there crashes the process)."""
         sources, windows, sizes = check_batch()
