@@ -30,7 +30,7 @@ import numpy as np
 from raypipe.bench.dataset import prepare
 from raypipe.cpu_stage import CpuStage
 from raypipe.executor import chunk_size
-from raypipe.gpu_decode import code_stream, nvimgcodec_installed
+from raypipe.gpu_decode import code_stream_maker, nvimgcodec_installed
 from raypipe.jpeg_header import frame_size, read_frame
 from raypipe.keyed_random import SampleContext
 from raypipe.operators.crop_window import DRAWS, random_crop_windows
@@ -114,7 +114,8 @@ def parts_of(root: str, batch: int, threads: int, samples: int) -> dict[str, Par
     }
     if nvimgcodec_installed():  # as the executor's CPU stage on a GPU node
         windows = [e.window for f in range(0, samples, chunk) for e in works[DECODER](f, min(chunk, samples - f))]
-        works[STREAMS] = lambda f, n: [code_stream(d, w) for d, w in zip(data[f : f + n], windows[f : f + n])]
+        make = code_stream_maker()
+        works[STREAMS] = lambda f, n: [make(d, w) for d, w in zip(data[f : f + n], windows[f : f + n])]
         works[WHOLE_STREAMS] = lambda f, n: with_code_streams(stage, stage.run_chunk(ctxs[f : f + n], 0, None))
     paths = [reader.paths[c.sample_index] for c in ctxs]
     spare = np.empty(max(d.size for d in encoded), np.uint8)
@@ -127,9 +128,10 @@ def parts_of(root: str, batch: int, threads: int, samples: int) -> dict[str, Par
 def with_code_streams(stage: CpuStage, results: list) -> list:
     """``results`` of the CPU stage with each deferred image's code stream, made as the executor's
     CPU stage makes them (``Executor._run_chunk``)."""
+    make = code_stream_maker()
     for result in results:
         for d in stage.graph.deferred:
-            result[d] = result[d].with_code_stream(code_stream)
+            result[d] = result[d].with_code_stream(make)
     return results
 
 

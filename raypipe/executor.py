@@ -49,7 +49,7 @@ from .batch_spec import BatchSpec
 from .blas_threads import limit_host_blas
 from .cpu_stage import CpuStage, SkippedSample
 from .errors import DecodeError, DeviceError, SampleError
-from .gpu_decode import GpuImageDecoder, code_stream, code_streams_in, decode_into_buffer, decoder_count
+from .gpu_decode import GpuImageDecoder, code_stream_maker, code_streams_in, decode_into_buffer, decoder_count
 from .graph import DataNode, StagedGraph
 from .kernels.launch import Packed
 from .keyed_random import SampleContext
@@ -171,6 +171,7 @@ class Executor:
         self._decoders = decoder_count() if graph.deferred else 1  # a bad setting fails here, not on batch 1
         #: Whether the CPU stage's threads make the deferred samples' code streams (else the Mixed stage).
         self._code_streams_here = bool(graph.deferred) and code_streams_in() == "cpu"
+        self._code_stream = code_stream_maker() if self._code_streams_here else None
         if graph.deferred:
             decode_into_buffer()
         self._buffers = BufferPool(self._pool_capacity(0))
@@ -421,7 +422,7 @@ class Executor:
         for result in results:
             if not isinstance(result, SkippedSample):
                 for d in self._graph.deferred:
-                    result[d] = result[d].with_code_stream(code_stream)
+                    result[d] = result[d].with_code_stream(self._code_stream)
         if self.profile is not None:
             self.profile.add("cpu", "code streams for the GPU decoder", time.perf_counter() - began, calls=len(results))
         return results

@@ -30,7 +30,7 @@ import functools
 import io
 import os
 import warnings
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from types import ModuleType
@@ -197,7 +197,6 @@ class GpuImageDecoder:
                 )
                 if decoded is None or any(image is None for image in decoded):
                     return "the Python binding did not decode the check's JPEGs into a buffer either"
-                del decoded
                 ours = self._buffer(sizes, 3, stream)
                 offsets, dims = ours.packed.offsets, ours.dims
                 ok = self._c_decoders[0].decode(made, ours.base, offsets, dims, False, _pointer(stream))
@@ -498,16 +497,23 @@ def _pointer(stream: Any) -> int:
     return 0 if stream is None else stream.ptr
 
 
+def code_stream_maker() -> Callable[[np.ndarray, Window | None], Any]:
+    """The function that makes code streams for the nvImageCodec API batches decode through
+    (:func:`raypipe.nvimgcodec_c.code_stream` with ``RAYPIPE_NVIMGCODEC_API=c``, else
+    :func:`code_stream` through the Python binding), chosen once: a CPU stage binds it for its
+    pipeline rather than read the environment per sample."""
+    if nvimgcodec_c.enabled():
+        return nvimgcodec_c.code_stream
+    return functools.partial(code_stream, nv=_nvimgcodec())
+
+
 def code_stream(data: np.ndarray, window: Window | None, nv: ModuleType | None = None) -> Any:
     """nvImageCodec's code stream over ``data`` (encoded bytes) restricted to ``window`` (None: the
-    whole image); None when nvImageCodec cannot parse it or is not installed. It keeps ``data``
-    alive. Through the C API (:mod:`raypipe.nvimgcodec_c`) where it is chosen and usable and ``nv``
-    is not given; else through the Python module ``nv`` (default: the installed one) with whichever API it
-    has (``get_sub_code_stream`` from 0.7, ``getSubCodeStream`` in 0.6, ``DecodeSource`` in 0.5),
-    which gives up the GIL twice per code stream: a GPU pipeline's CPU stage makes them
+    whole image), through the Python module ``nv`` (default: the installed one) with whichever API
+    it has (``get_sub_code_stream`` from 0.7, ``getSubCodeStream`` in 0.6, ``DecodeSource`` in
+    0.5); None when nvImageCodec cannot parse it or is not installed. It keeps ``data`` alive.
+    Making one gives up the GIL twice, so a GPU pipeline's CPU stage makes them
     (:func:`code_streams_in`), not the Mixed stage."""
-    if nv is None and nvimgcodec_c.enabled():
-        return nvimgcodec_c.code_stream(data, window)
     nv = nv or _nvimgcodec()
     if nv is None:
         return None

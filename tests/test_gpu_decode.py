@@ -24,7 +24,7 @@ from raypipe.gpu_decode import (
     GpuImageDecoder,
     ImageOwner,
     buffer_bytes,
-    code_stream,
+    code_stream_maker,
     code_streams_in,
     decode_into_buffer,
     decoder_count,
@@ -42,6 +42,13 @@ def api(request, monkeypatch) -> str:
     """Each decoding test through nvImageCodec's C API (the default) and through its Python binding."""
     monkeypatch.setenv(nvimgcodec_c.API_ENV, request.param)
     return request.param
+
+
+def _png(tmp_path) -> tuple[str, np.ndarray]:
+    """A lossless PNG among the JPEGs (a format nvImageCodec's GPU backends do not read) and its pixels."""
+    pixels = np.random.default_rng(5).integers(0, 256, (37, 53, 3), dtype=np.uint8)
+    Image.fromarray(pixels).save(tmp_path / "lossless.png")
+    return str(tmp_path / "lossless.png"), pixels
 
 
 def _assert_close(got: np.ndarray, ref: np.ndarray) -> None:
@@ -231,10 +238,8 @@ def test_a_batch_split_between_decoders_gives_the_same_pixels_in_order(jpeg_file
 @needs_nvimgcodec
 @pytest.mark.usefixtures("api")
 def test_a_png_among_jpegs_decodes_when_the_batch_decodes_into_one_buffer(jpeg_files, tmp_path):
-    png = tmp_path / "lossless.png"
-    pixels = np.random.default_rng(5).integers(0, 256, (37, 53, 3), dtype=np.uint8)
-    Image.fromarray(pixels).save(png)
-    files = [jpeg_files[0], str(png), jpeg_files[1]]
+    png, pixels = _png(tmp_path)
+    files = [jpeg_files[0], png, jpeg_files[1]]
     images = _decode(files, [None, None, None], into_given=True)
     assert np.array_equal(images[1], pixels)
     for path, image in zip([jpeg_files[0], jpeg_files[1]], [images[0], images[2]]):
@@ -254,7 +259,8 @@ def _host_decode(files, windows, *, decoders=1, gray=False, made=False, into=Tru
     try:
         data = [np.fromfile(f, np.uint8) for f in files]
         sizes = [Image.open(f).size if w is None else w[2:] for f, w in zip(files, windows)]
-        streams = [code_stream(d, w) for d, w in zip(data, windows)] if made else None
+        make = code_stream_maker()  # as the CPU stage makes them
+        streams = [make(d, w) for d, w in zip(data, windows)] if made else None
         return decoder.decode(data, windows, gray, None, sizes, streams)
     finally:
         decoder.close()
@@ -327,10 +333,8 @@ def test_an_undecodable_sample_leaves_a_list_with_none_in_its_place(jpeg_files, 
 @needs_nvimgcodec_package
 @pytest.mark.usefixtures("api")
 def test_a_png_among_jpegs_decodes_into_the_batch_buffer_or_beside_it(jpeg_files, tmp_path):
-    png = tmp_path / "lossless.png"
-    pixels = np.random.default_rng(5).integers(0, 256, (37, 53, 3), dtype=np.uint8)
-    Image.fromarray(pixels).save(png)
-    batch = _pixels(_host_decode([jpeg_files[0], str(png)], [None, None]))
+    png, pixels = _png(tmp_path)
+    batch = _pixels(_host_decode([jpeg_files[0], png], [None, None]))
     assert np.array_equal(batch[1], pixels)
     _assert_close(batch[0], np.asarray(Image.open(jpeg_files[0]).convert("RGB")))
 
@@ -343,7 +347,8 @@ def test_bytes_nvimgcodec_cannot_parse_decode_to_none_wherever_their_stream_was_
     size = Image.open(jpeg_files[0]).size
     decoder = GpuImageDecoder(0, num_threads=1, on_host=True)
     try:
-        for streams in (None, [code_stream(garbage, None), code_stream(good, None)]):
+        make = code_stream_maker()
+        for streams in (None, [make(garbage, None), make(good, None)]):
             out = decoder.decode([garbage, good], [None, None], False, None, [(4, 4), size], streams)
             assert isinstance(out, list) and out[0] is None and out[1].shape == (size[1], size[0], 3)
     finally:

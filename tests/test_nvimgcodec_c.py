@@ -16,7 +16,7 @@ from PIL import Image
 
 from raypipe import device_check, nvimgcodec_c
 from raypipe.errors import ArgumentError
-from raypipe.gpu_decode import GpuImageDecoder, code_stream, nvimgcodec_installed, packed_layout
+from raypipe.gpu_decode import GpuImageDecoder, code_stream, code_stream_maker, nvimgcodec_installed, packed_layout
 
 needs_nvimgcodec = pytest.mark.skipif(not nvimgcodec_installed(), reason="needs the nvImageCodec package")
 WINDOWS = [None, (10, 20, 100, 80), (0, 0, 64, 64), (33, 7, 64, 100), (5, 5, 31, 17), None]
@@ -159,7 +159,8 @@ def test_a_failing_c_api_is_warned_of_once_and_the_python_binding_decodes_the_sa
         monkeypatch.setattr(nvimgcodec_c.Decoder, "decode", fails)
         device_check._warned.discard("nvimgcodec_c")
         with pytest.warns(device_check.GpuComponentWarning, match=r"C API is not used \(.*Status_t 6\)"):
-            got = decoder.decode(data, WINDOWS, False, None, sizes, [code_stream(d, w) for d, w in zip(data, WINDOWS)])
+            made = [code_stream_maker()(d, w) for d, w in zip(data, WINDOWS)]  # through the C API
+            got = decoder.decode(data, WINDOWS, False, None, sizes, made)
         assert decoder.api == "python" and "Status_t 6" in decoder.api_detail
         assert all(np.array_equal(a, b) for a, b in zip(expected.samples(), got.samples()))
     finally:
@@ -212,3 +213,15 @@ def test_the_check_batch_is_textured_and_cut_as_the_recipe_cuts():
     whole = np.asarray(Image.open(io.BytesIO(sources[0].tobytes())).convert("L"), np.float32)
     assert whole.shape == (240, 320) and np.abs(np.diff(whole, axis=1)).mean() > 8  # texture, not a gradient
     assert sizes[1] == windows[1][2:] and windows[0] is None
+
+
+@needs_nvimgcodec
+def test_closing_the_gpu_image_decoder_releases_its_c_decoders(monkeypatch):
+    monkeypatch.setenv(nvimgcodec_c.API_ENV, "c")
+    decoder = GpuImageDecoder(0, num_threads=1, on_host=True, decoders=2)
+    inner = list(decoder._c_decoders)
+    assert decoder.api == "c" and len(inner) == 2
+    decoder.close()
+    for c_decoder in inner:
+        with pytest.raises(RuntimeError, match="closed"):
+            c_decoder.decode([], 0, np.zeros(0, np.int64), np.zeros((0, 2), np.int64), False, 0)

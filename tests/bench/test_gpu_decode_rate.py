@@ -3,25 +3,19 @@ measures nothing here."""
 
 from __future__ import annotations
 
-import importlib.util
 import threading
-from pathlib import Path
 
 import pytest
 
 from raypipe.backend import gpu_available
 from raypipe.jpeg_header import frame_size
 from raypipe.operators.readers import list_file_root
-
-SCRIPT = Path(__file__).resolve().parents[2] / "benchmarks" / "gpu_decode_rate.py"
+from tests.bench.scripts import load_benchmark
 
 
 @pytest.fixture(scope="module")
 def bench():
-    spec = importlib.util.spec_from_file_location("gpu_decode_rate", SCRIPT)
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+    return load_benchmark("gpu_decode_rate")
 
 
 def test_batches_are_whole_with_a_crop_window_inside_each_image(bench, jpeg_root):

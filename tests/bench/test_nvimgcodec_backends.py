@@ -3,27 +3,17 @@ the same images decoded and the same pixels; without nvImageCodec it says why.""
 
 from __future__ import annotations
 
-import importlib.util
 import sys
-from pathlib import Path
 
 import pytest
 
 from raypipe.gpu_decode import nvimgcodec_installed
-
-BENCHMARKS = Path(__file__).resolve().parents[2] / "benchmarks"
+from tests.bench.scripts import load_benchmark
 
 
 @pytest.fixture(scope="module")
 def bench():
-    sys.path.insert(0, str(BENCHMARKS))  # the script imports its sibling gpu_decode_rate
-    try:
-        spec = importlib.util.spec_from_file_location("nvimgcodec_backends", BENCHMARKS / "nvimgcodec_backends.py")
-        module = importlib.util.module_from_spec(spec)
-        spec.loader.exec_module(module)
-    finally:
-        sys.path.remove(str(BENCHMARKS))
-    return module
+    return load_benchmark("nvimgcodec_backends")
 
 
 @pytest.mark.skipif(not nvimgcodec_installed(), reason="needs the nvImageCodec package")

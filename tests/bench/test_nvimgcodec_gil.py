@@ -4,25 +4,16 @@ per window through either API; its tables have a row per case; without nvImageCo
 
 from __future__ import annotations
 
-import importlib.util
 import sys
-from pathlib import Path
 
 import pytest
 
-BENCHMARKS = Path(__file__).resolve().parents[2] / "benchmarks"
+from tests.bench.scripts import load_benchmark
 
 
 @pytest.fixture(scope="module")
 def bench():
-    sys.path.insert(0, str(BENCHMARKS))  # the script imports its sibling gpu_decode_rate
-    try:
-        spec = importlib.util.spec_from_file_location("nvimgcodec_gil", BENCHMARKS / "nvimgcodec_gil.py")
-        module = importlib.util.module_from_spec(spec)
-        spec.loader.exec_module(module)
-    finally:
-        sys.path.remove(str(BENCHMARKS))
-    return module
+    return load_benchmark("nvimgcodec_gil")
 
 
 @pytest.mark.parametrize("parts", [0, 3])
