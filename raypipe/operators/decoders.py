@@ -73,8 +73,9 @@ CACHE_TYPES = ("", "threshold", "largest")
 class EncodedImage:
     """What the CPU stage hands the Mixed stage when decoding is deferred to the GPU: the encoded
     bytes, the image's size from its header, the window to decode (None: all of it) and, where the
-    CPU stage made it, nvImageCodec's code stream for that window (:func:`raypipe.gpu_decode.code_stream_maker`;
-    it stays in the process: a copy sent elsewhere, from a CPU helper say, goes without it)."""
+    CPU stage made it, nvImageCodec's code stream for that window
+    (:func:`raypipe.gpu_decode.code_stream_maker`; it stays in the process: a copy sent elsewhere,
+    from a CPU helper say, goes without it)."""
 
     data: np.ndarray
     width: int
