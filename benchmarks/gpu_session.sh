@@ -14,6 +14,7 @@
 # service (benchmarks/gpu_service_check.py: a Ray service to a torch rank through CUDA IPC against
 # the host path, memory flat over 6 epochs after 2 to fill the pools), bench (examples/bench_gpu.py, the GPU stage in the rank's
 # process and in a pipeline actor), cpu_costs (the CPU stage per sample, benchmarks/cpu_helpers.py),
+# cpu_stage (the GPU path's CPU stage per sample on this host, benchmarks/cpu_stage_cost.py),
 # ops_gpu (the operators' device variants against their host results),
 # decode_rate (benchmarks/gpu_decode_rate.py: nvImageCodec alone on the recipe's crops, one to
 # three decoders at once, and a decode split into its host and library parts), nvimgcodec_gil
@@ -234,6 +235,9 @@ crash_trace() {
 
 cpu_costs() { "$PY" benchmarks/cpu_helpers.py --part costs; }
 
+# The CPU stage of the GPU path per sample on this machine's host (the issue's 20 us target).
+cpu_stage() { "$PY" benchmarks/cpu_stage_cost.py --rounds 20; }
+
 # GPU_SESSION_DECODE_RATE_ARGS replaces the rows' arguments (words split on blanks).
 decode_rate() {
     local args=(--decoders 1 2 3 --hw-load 1 0.65 --options '' 'nvjpeg_cuda_decoder:hybrid_huffman_threshold=0')
@@ -316,9 +320,9 @@ printf 'step\tstatus\texit\tseconds\n' >"$SUMMARY"
 echo "raypipe GPU session: logs in $LOGS${OUT:+ (packed into $OUT/logs.tgz)}, budget ${BUDGET_S} s"
 
 declare -A LIMIT_S=([setup]=120 [machine]=60 [pytest_gpu]=150 [pytest_kernels]=100 [service]=120 [bench]=150
-    [cpu_costs]=60 [ops_gpu]=90 [crash_trace]=120 [decode_rate]=90 [nvimgcodec_gil]=60 [nvimgcodec_backends]=60
+    [cpu_costs]=60 [cpu_stage]=60 [ops_gpu]=90 [crash_trace]=120 [decode_rate]=90 [nvimgcodec_gil]=60 [nvimgcodec_backends]=60
     [profile]=120)
-read -ra STEPS <<<"${GPU_SESSION_STEPS:-setup machine pytest_gpu ops_gpu pytest_kernels service bench nvimgcodec_backends decode_rate nvimgcodec_gil cpu_costs}"
+read -ra STEPS <<<"${GPU_SESSION_STEPS:-setup machine pytest_gpu ops_gpu pytest_kernels service bench nvimgcodec_backends decode_rate nvimgcodec_gil cpu_costs cpu_stage}"
 for name in "${STEPS[@]}"; do
     if [[ -z ${LIMIT_S[$name]:-} ]]; then
         echo "unknown step $name (steps: ${!LIMIT_S[*]})" >&2
