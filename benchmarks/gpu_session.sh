@@ -247,8 +247,10 @@ decode_rate() {
 
 nvimgcodec_gil() { "$PY" benchmarks/nvimgcodec_gil.py; }
 
-# Which backend decodes a batch through nvImageCodec's Python binding and through its C API.
-nvimgcodec_backends() { "$PY" benchmarks/nvimgcodec_backends.py; }
+# Which backend decodes a batch through nvImageCodec's Python binding and through its C API; at
+# verbosity 3 each nvImageCodec instance (the binding's, raypipe's C API's) logs the decoders it
+# registers, the hardware decoder among them or why not.
+nvimgcodec_backends() { PYNVIMGCODEC_VERBOSITY=${PYNVIMGCODEC_VERBOSITY:-3} "$PY" benchmarks/nvimgcodec_backends.py; }
 
 # The recipe in this process under the kit's py-spy (native frames where it can unwind them, else
 # Python's alone), then where each thread's samples went (benchmarks/profile_summary.py); the raw

@@ -18,7 +18,9 @@ also reused each output image's handle from batch to batch; each batch now gets 
 the binding makes them (not yet timed on a GPU; nvImageCodec 0.8's sources only reset a reused
 image's description). ``benchmarks/nvimgcodec_backends.py`` tells which: per backend alone, each
 API's rate, host time and whether its pixels equal the binding's (the same backend decoded them).
-On nvImageCodec's CPU backend both APIs give bit-identical images.
+On nvImageCodec's CPU backend both APIs give bit-identical images. This module's instance reports
+nvImageCodec's own messages on stderr as the binding's does (``PYNVIMGCODEC_VERBOSITY``, default 2:
+warnings and errors; 3 adds the decoders each instance registers, the hardware decoder or why not).
 
 The structures follow nvImageCodec 0.9's ``nvimgcodec.h`` (their sizes are checked against it in
 the tests); a library that reports another version is not used (:func:`problem` says why), and
@@ -158,6 +160,14 @@ _TYPES = {
 #: The structures' sizes in nvImageCodec 0.9's header (x86_64), which the tests compare with ctypes'.
 HEADER_SIZES = {"ImageInfo": 2160, "CodeStreamView": 152, "ExecutionParams": 80, "ImagePlaneInfo": 56, "Region": 112}
 
+#: The binding's verbosity variable, read here too: 0 silent, 1 errors, 2 (its default) warnings,
+#: 3 information (the decoders created), 4 debug (which backend can decode each image), 5 trace.
+VERBOSITY_ENV = "PYNVIMGCODEC_VERBOSITY"
+_DEFAULT_VERBOSITY = 2
+_CATEGORY_ALL = 0x0FFFFFFF
+#: nvimgcodecDebugMessageSeverity_t of each verbosity level and those above it.
+_SEVERITIES = ((1, 0x00100000 | 0x00010000), (2, 0x00001000), (3, 0x00000100), (4, 0x00000010), (5, 0x00000001))
+
 #: nvimgcodecBackendKind_t by the names raypipe's device check uses (``cpu`` for the CPU backend).
 BACKEND_KINDS = {"cpu": 1, "gpu": 3, "hw_gpu": 4}
 _LOAD_HINT_FIXED = 2
@@ -203,12 +213,18 @@ class _Library:
     @property
     def instance(self) -> int:
         """The process's nvImageCodec instance, created on first use with the built-in and
-        extension modules (as the Python binding creates its own); it lives as long as the process."""
+        extension modules and nvImageCodec's own messages on stderr, as the Python binding creates
+        its own (:func:`verbosity`); it lives as long as the process."""
         with self._lock:
             if self._instance is None:
                 info = _header(_CreateInfo())
                 info.load_builtin_modules = 1
                 info.load_extension_modules = 1
+                severity = message_severity(verbosity())
+                if severity:
+                    info.create_debug_messenger = 1
+                    info.message_severity = severity
+                    info.message_category = _CATEGORY_ALL
                 instance = _VOID()
                 status = self.free.nvimgcodecInstanceCreate(ctypes.byref(instance), ctypes.byref(info))
                 self._check("nvimgcodecInstanceCreate", status)
@@ -237,6 +253,25 @@ _FUNCTIONS = (
     "nvimgcodecImageCreate",
     "nvimgcodecImageDestroy",
 )
+
+
+def verbosity() -> int:
+    """``PYNVIMGCODEC_VERBOSITY`` as nvImageCodec's Python binding reads it, within 0-5: default 2,
+    and the default for a value that is not a whole number, as there."""
+    try:
+        value = int(os.environ.get(VERBOSITY_ENV, _DEFAULT_VERBOSITY))
+    except ValueError:
+        return _DEFAULT_VERBOSITY
+    return max(0, min(value, 5))
+
+
+def message_severity(level: int) -> int:
+    """The nvImageCodec message severities a verbosity ``level`` shows (0: none)."""
+    severity = 0
+    for threshold, bits in _SEVERITIES:
+        if level >= threshold:
+            severity |= bits
+    return severity
 
 
 @functools.cache

@@ -6,8 +6,10 @@ from __future__ import annotations
 import ctypes
 import io
 import os
+import re
 import shutil
 import subprocess
+import sys
 import warnings
 
 import numpy as np
@@ -140,6 +142,53 @@ def test_a_truncated_sample_fails_alone_bytes_it_cannot_parse_fail_the_batch_and
     decoder.close()
     with pytest.raises(RuntimeError, match="closed"):
         _decode_c(decoder, [good], [None], [size], False)
+
+
+def test_verbosity_follows_the_bindings_variable(monkeypatch):
+    monkeypatch.delenv(nvimgcodec_c.VERBOSITY_ENV, raising=False)
+    assert nvimgcodec_c.verbosity() == 2
+    for value, level in (("0", 0), ("4", 4), ("9", 5), ("-1", 0), ("loud", 2)):
+        monkeypatch.setenv(nvimgcodec_c.VERBOSITY_ENV, value)
+        assert nvimgcodec_c.verbosity() == level
+    assert nvimgcodec_c.message_severity(0) == 0
+    errors, warnings_too = nvimgcodec_c.message_severity(1), nvimgcodec_c.message_severity(2)
+    assert errors & warnings_too == errors and warnings_too != errors
+    assert nvimgcodec_c.message_severity(5) == 0x00111111
+
+
+TRUNCATED_DECODE = """
+import sys
+import numpy as np
+from raypipe import nvimgcodec_c
+good = np.fromfile(sys.argv[1], np.uint8)
+decoder = nvimgcodec_c.Decoder(nvimgcodec_c.DEVICE_CPU_ONLY, 1, [("cpu", 1.0)], "")
+buffer = np.zeros(1 << 20, np.uint8)
+streams = [nvimgcodec_c.code_stream(good[:300].copy(), None)]
+print(decoder.decode(streams, buffer.ctypes.data, np.zeros(1), np.array([[16, 16]]), False, 0).tolist())
+"""
+
+
+@needs_nvimgcodec
+def test_the_c_api_instance_reports_its_errors_on_stderr_as_the_binding_does(jpeg_files):
+    """nvImageCodec's own messages from raypipe's instance, at the binding's verbosity: a truncated
+    sample's parse error shows by default and not at verbosity 0."""
+    runs = {}
+    for level in (None, "0"):
+        env = {k: v for k, v in os.environ.items() if k != nvimgcodec_c.VERBOSITY_ENV}
+        if level is not None:
+            env[nvimgcodec_c.VERBOSITY_ENV] = level
+        runs[level] = subprocess.run(
+            [sys.executable, "-c", TRUNCATED_DECODE, str(jpeg_files[0])],
+            capture_output=True,
+            text=True,
+            timeout=120,
+            env=env,
+        )
+    for run in runs.values():
+        assert run.returncode == 0 and run.stdout.strip() == "[False]", run.stderr
+    colourless = {level: re.sub(r"\x1b\[[0-9;]*m", "", run.stderr) for level, run in runs.items()}
+    assert "[ERROR] [jpeg_parser] Invalid marker" in colourless[None]
+    assert "[ERROR]" not in colourless["0"]
 
 
 @needs_nvimgcodec
