@@ -173,12 +173,20 @@ class GpuImageDecoder:
             self.api_detail = "nvImageCodec allocates each image (RAYPIPE_GPU_DECODE_INTO=0): the Python binding"
 
     def _check_c_api(self) -> str | None:
-        """Why the C API cannot decode here (None when it can): it must decode a batch into a buffer
-        exactly as the Python binding decodes it into another, on this decoder's backends. The batch
+        """Why the C API cannot decode here (None when it can): its own nvImageCodec instance must
+        decode with each of this decoder's backends alone (:func:`c_api_backend_problem`), and a
+        batch into a buffer exactly as the Python binding decodes it into another. The batch
         (:func:`check_batch`) is textured, so that two different backends (the hardware decoder
         and nvJPEG's CUDA decoder, say) would hardly give the same pixels. Both decode on CUDA's
         default stream, which outlives every image (nvImageCodec frees an image it allocated on the
         stream it was decoded on: a destroyed stream there crashes the process)."""
+        for name in self.backends:
+            with self._on_device():
+                problem = c_api_backend_problem(self._device_id, name, self._xp)
+            if problem is not None:
+                return (
+                    f"its nvImageCodec instance does not decode with the {name} backend, the binding's does: {problem}"
+                )
         sources, windows, sizes = check_batch()
         stream = None if self._cp is None else self._cp.cuda.Stream.null
         to_host = np.asarray if self._cp is None else self._cp.asnumpy
@@ -593,6 +601,35 @@ def decoder_count() -> int:
 
 
 @functools.cache
+def c_api_backend_problem(device_id: int, backend: str, xp: ModuleType = np) -> str | None:
+    """Why the C API's own nvImageCodec instance does not decode the device check's JPEG with
+    ``backend`` alone as the host does (None when it does), into an ``xp`` array (numpy, or cupy on
+    the current device). The Python binding's instance and the C API's register their decoders each
+    for itself: a backend that came up in one may be missing from the other (nvImageCodec then hands
+    the batch to the next backend, a slower one, and the pixels can still match)."""
+    data, reference = device_check.probe_jpeg()
+    height, width = reference.shape[:2]
+    try:
+        decoder = nvimgcodec_c.Decoder(device_id, 1, [(backend, 1.0)], ":fancy_upsampling=1")
+    except nvimgcodec_c.CApiError as exc:
+        return f"no decoder has it ({exc})"
+    try:
+        buffer = xp.zeros(height * width * 3, xp.uint8)
+        made = nvimgcodec_c.code_stream(np.frombuffer(data, np.uint8), None)
+        if made is None:
+            return "it could not parse the JPEG"
+        base = buffer.ctypes.data if xp is np else buffer.data.ptr
+        ok = decoder.decode([made], base, np.zeros(1, np.int64), np.array([[width, height]]), False, 0)
+        if xp is not np:
+            xp.cuda.Stream.null.synchronize()
+        got = np.asarray(buffer if xp is np else buffer.get()).reshape(height, width, 3) if ok.all() else None
+    except nvimgcodec_c.CApiError as exc:
+        return str(exc)
+    finally:
+        decoder.close()
+    return device_check.compare_decoded(got, reference)
+
+
 def check_batch() -> tuple[list[np.ndarray], list[Window | None], list[tuple[int, int]]]:
     """The batch the C API's start-up check decodes: a textured colour JPEG of a dataset's size
     (320x240, 4:2:0, quality 90), whole and cut to a crop window, and the device check's small

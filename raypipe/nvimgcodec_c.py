@@ -13,11 +13,13 @@ It is not the default (``RAYPIPE_NVIMGCODEC_API=c`` chooses it): on an H200 the 
 through it at 3,622 img/s against 9,165 through the Python binding, at 1.15 against 0.18 ms of
 host CPU per image, as if its batches went to a backend that decodes on the host. Candidates: this
 module's own nvImageCodec instance (the binding's is not reachable from Python), whose hardware
-decoder may not come up beside the binding's, or the output images' descriptions. That version
-also reused each output image's handle from batch to batch; each batch now gets new images, as
-the binding makes them (not yet timed on a GPU; nvImageCodec 0.8's sources only reset a reused
-image's description). ``benchmarks/nvimgcodec_backends.py`` tells which: per backend alone, each
-API's rate, host time and whether its pixels equal the binding's (the same backend decoded them).
+decoder may not come up beside the binding's (``GpuImageDecoder`` now checks each backend alone
+through this instance at start-up, and decodes through the binding where one is missing), or the
+output images' descriptions. That version also reused each output image's handle from batch to
+batch; each batch now gets new images, as the binding makes them (not yet timed on a GPU;
+nvImageCodec 0.8's sources only reset a reused image's description).
+``benchmarks/nvimgcodec_backends.py`` tells which: per backend alone, each API's rate, host time
+and whether its pixels equal the binding's (the same backend decoded them).
 On nvImageCodec's CPU backend both APIs give bit-identical images. This module's instance reports
 nvImageCodec's own messages on stderr as the binding's does (``PYNVIMGCODEC_VERBOSITY``, default 2:
 warnings and errors; 3 adds the decoders each instance registers, the hardware decoder or why not).

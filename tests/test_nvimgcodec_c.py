@@ -18,7 +18,14 @@ from PIL import Image
 
 from raypipe import device_check, nvimgcodec_c
 from raypipe.errors import ArgumentError
-from raypipe.gpu_decode import GpuImageDecoder, code_stream, code_stream_maker, nvimgcodec_installed, packed_layout
+from raypipe.gpu_decode import (
+    GpuImageDecoder,
+    c_api_backend_problem,
+    code_stream,
+    code_stream_maker,
+    nvimgcodec_installed,
+    packed_layout,
+)
 
 needs_nvimgcodec = pytest.mark.skipif(not nvimgcodec_installed(), reason="needs the nvImageCodec package")
 WINDOWS = [None, (10, 20, 100, 80), (0, 0, 64, 64), (33, 7, 64, 100), (5, 5, 31, 17), None]
@@ -219,7 +226,12 @@ def test_a_failing_c_api_is_warned_of_once_and_the_python_binding_decodes_the_sa
 @needs_nvimgcodec
 def test_a_c_api_that_fails_its_check_is_not_used(monkeypatch):
     monkeypatch.setenv(nvimgcodec_c.API_ENV, "c")
-    monkeypatch.setattr(nvimgcodec_c.Decoder, "decode", lambda self, streams, *args: np.zeros(len(streams), bool))
+    decode = nvimgcodec_c.Decoder.decode
+
+    def batches_fail(self, streams, *args):  # the one-image backend check passes, the batch check fails
+        return decode(self, streams, *args) if len(streams) == 1 else np.zeros(len(streams), bool)
+
+    monkeypatch.setattr(nvimgcodec_c.Decoder, "decode", batches_fail)
     device_check._warned.discard("nvimgcodec_c")
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
@@ -250,6 +262,23 @@ def test_a_c_api_whose_pixels_differ_from_the_bindings_is_not_used(monkeypatch):
         decoder = GpuImageDecoder(0, num_threads=1, on_host=True)
     try:
         assert decoder.api == "python"
+    finally:
+        decoder.close()
+
+
+@needs_nvimgcodec
+def test_each_backend_is_checked_in_the_c_apis_own_instance(monkeypatch):
+    """The C API's nvImageCodec instance registers its decoders apart from the binding's: a backend
+    missing there (here: no GPU, so no hardware or CUDA decoder) is named, and the binding decodes."""
+    assert c_api_backend_problem(nvimgcodec_c.DEVICE_CPU_ONLY, "cpu") is None
+    assert "no decoder has it" in c_api_backend_problem(nvimgcodec_c.DEVICE_CPU_ONLY, "hw_gpu")
+    assert "decoded nothing" in c_api_backend_problem(nvimgcodec_c.DEVICE_CPU_ONLY, "gpu")
+    monkeypatch.setenv(nvimgcodec_c.API_ENV, "c")
+    decoder = GpuImageDecoder(0, num_threads=1, on_host=True)
+    try:
+        assert decoder.api == "c"
+        decoder.backends = ("cpu", "hw_gpu")  # as if the binding's instance had the hardware decoder
+        assert "does not decode with the hw_gpu backend" in decoder._check_c_api()
     finally:
         decoder.close()
 
