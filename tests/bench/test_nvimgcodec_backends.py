@@ -25,6 +25,18 @@ def test_both_apis_decode_every_crop_of_a_batch_to_the_same_pixels(bench, capsys
     assert rows[1][-1] == "equal"
 
 
+@pytest.mark.skipif(not nvimgcodec_installed(), reason="needs the nvImageCodec package")
+def test_a_backend_an_instance_lacks_is_a_row_that_says_so_and_the_next_rows_still_run(bench, capsys):
+    """Without a GPU neither instance has the hardware decoder: both rows name it, the CPU rows run."""
+    assert bench.main(["--images", "32", "--batch", "16", "--seconds", "0.2", "--sets", "hw_gpu", "cpu"]) == 0
+    lines = capsys.readouterr().out.splitlines()
+    missing = [line for line in lines if line.startswith("hw_gpu ")]
+    assert len(missing) == 2 and all("no decoder:" in line for line in missing)
+    assert "Status_t 7" in missing[1]
+    rows = [line.split() for line in lines if line.startswith("cpu ")]
+    assert [row[2] for row in rows] == ["16/16", "16/16"] and rows[1][-1] == "equal"
+
+
 def test_without_nvimgcodec_it_says_why(bench, capsys, monkeypatch):
     monkeypatch.setitem(sys.modules, "nvidia.nvimgcodec", None)
     monkeypatch.setitem(sys.modules, "nvidia", None)
