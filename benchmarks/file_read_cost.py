@@ -1,6 +1,6 @@
 """Reading the encoded files for the GPU path: a copy (``readers.file``'s ``preadv`` into a new
-array) against a read-only memory map of the file (DALI's readers map by default), in host CPU time
-per file.
+array) against a read-only memory map of the file (DALI's readers map by default) and a direct
+read past the page cache (DALI's ``use_o_direct``), in host CPU time per file.
 
     python benchmarks/file_read_cost.py [--files 1000] [--seconds 4] [--rounds 3]
 
@@ -14,6 +14,7 @@ Two settings, on the same generated JPEGs (the ones ``raypipe bench`` uses):
 
 A map saves the copy out of the page cache, but creating and tearing one down changes the
 process's address space: in a process with other busy threads that costs more than the copy.
+A direct read (``O_DIRECT``) also copies nothing on the CPU, but reads the disk every time.
 """
 
 from __future__ import annotations
@@ -46,7 +47,32 @@ def map_file(path: str) -> np.ndarray:
         os.close(fd)
 
 
-READERS: dict[str, Callable[[str], np.ndarray]] = {"copy (preadv)": read_file, "memory map": map_file}
+_BLOCK = 4096
+
+
+def read_direct(path: str) -> np.ndarray:
+    """The file at ``path`` read with ``O_DIRECT`` (DALI's ``use_o_direct``): from the disk into a
+    block-aligned array, past the page cache, so the CPU copies nothing."""
+    fd = os.open(path, os.O_RDONLY | os.O_DIRECT)
+    try:
+        size = os.lseek(fd, 0, os.SEEK_END)
+        blocks = -(-size // _BLOCK) * _BLOCK
+        raw = np.empty(blocks + _BLOCK, np.uint8)
+        start = -raw.ctypes.data % _BLOCK
+        data = raw[start : start + blocks]
+        got = os.preadv(fd, [data], 0) if size else 0
+        if got < size:
+            raise OSError(f"{path}: O_DIRECT read {got} of {size} bytes")
+        return data[:size]
+    finally:
+        os.close(fd)
+
+
+READERS: dict[str, Callable[[str], np.ndarray]] = {
+    "copy (preadv)": read_file,
+    "memory map": map_file,
+    "direct read (O_DIRECT, no page cache)": read_direct,
+}
 
 
 def alone(read: Callable[[str], np.ndarray], paths: list[str], seconds: float) -> float:
@@ -124,11 +150,18 @@ def main(argv: list[str] | None = None) -> int:
     paths = list(data.paths)
     for path in paths:  # into the page cache
         read_file(path)
-    best_alone = {name: float("inf") for name in READERS}
-    rates: dict[str, list[float]] = {name: [] for name in READERS}
-    cpus: dict[str, list[float]] = {name: [] for name in READERS}
+    readers = dict(READERS)
+    try:
+        if not np.array_equal(read_direct(paths[0]), read_file(paths[0])):
+            raise OSError("it read other bytes")
+    except OSError as exc:  # tmpfs and some network filesystems refuse O_DIRECT
+        print(f"O_DIRECT is not measured here: {exc}")
+        del readers["direct read (O_DIRECT, no page cache)"]
+    best_alone = {name: float("inf") for name in readers}
+    rates: dict[str, list[float]] = {name: [] for name in readers}
+    cpus: dict[str, list[float]] = {name: [] for name in readers}
     for _ in range(args.rounds):
-        for name, read in READERS.items():
+        for name, read in readers.items():
             best_alone[name] = min(best_alone[name], alone(read, paths, args.seconds / 2))
             rate, cpu = with_consumer(read, paths, args.seconds)
             rates[name].append(rate)
@@ -139,7 +172,7 @@ def main(argv: list[str] | None = None) -> int:
     )
     print("| read | alone: thread CPU us/file | with a consumer: files/s | with a consumer: process CPU us/file |")
     print("|---|---|---|---|")
-    for name in READERS:
+    for name in readers:
         print(f"| {name} | {best_alone[name]:.1f} | {np.median(rates[name]):,.0f} | {np.median(cpus[name]):.1f} |")
     return 0
 
