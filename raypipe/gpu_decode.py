@@ -606,7 +606,8 @@ def c_api_backend_problem(device_id: int, backend: str, xp: ModuleType = np) -> 
     ``backend`` alone as the host does (None when it does), into an ``xp`` array (numpy, or cupy on
     the current device). The Python binding's instance and the C API's register their decoders each
     for itself: a backend that came up in one may be missing from the other (nvImageCodec then hands
-    the batch to the next backend, a slower one, and the pixels can still match)."""
+    the batch to the next backend, a slower one, and the pixels can still match). Checked once per
+    process, as the device check is: the decoders an instance registers do not change."""
     data, reference = device_check.probe_jpeg()
     height, width = reference.shape[:2]
     try:
@@ -630,6 +631,7 @@ def c_api_backend_problem(device_id: int, backend: str, xp: ModuleType = np) -> 
     return device_check.compare_decoded(got, reference)
 
 
+@functools.cache
 def check_batch() -> tuple[list[np.ndarray], list[Window | None], list[tuple[int, int]]]:
     """The batch the C API's start-up check decodes: a textured colour JPEG of a dataset's size
     (320x240, 4:2:0, quality 90), whole and cut to a crop window, and the device check's small
