@@ -269,7 +269,8 @@ def test_a_c_api_whose_pixels_differ_from_the_bindings_is_not_used(monkeypatch):
 @needs_nvimgcodec
 def test_each_backend_is_checked_in_the_c_apis_own_instance(monkeypatch):
     """The C API's nvImageCodec instance registers its decoders apart from the binding's: a backend
-    missing there (here: no GPU, so no hardware or CUDA decoder) is named, and the binding decodes."""
+    missing there (here: no GPU, so no hardware or CUDA decoder) fails the C API's check, named
+    (a failed check hands the decoding to the binding: the tests above)."""
     assert c_api_backend_problem(nvimgcodec_c.DEVICE_CPU_ONLY, "cpu") is None
     assert "no decoder has it" in c_api_backend_problem(nvimgcodec_c.DEVICE_CPU_ONLY, "hw_gpu")
     assert "decoded nothing" in c_api_backend_problem(nvimgcodec_c.DEVICE_CPU_ONLY, "gpu")
