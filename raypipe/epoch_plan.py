@@ -179,6 +179,7 @@ def validate_plan_args(
         )
 
 
+@functools.lru_cache(maxsize=64)
 def _key(seed: int, epoch: int) -> int:
     return int(sample_generator(seed, epoch, 0, _ORDER_STREAM).integers(0, 2**63))
 

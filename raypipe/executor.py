@@ -61,6 +61,7 @@ from .tensor_list import TensorList
 
 _POLL = 0.05
 READ_AHEAD_SAMPLES = 2048  # how far ahead of the CPU stage the reader hears of the coming samples
+READ_AHEAD_BATCHES = 64  # and at most this many batches ahead (tiny batches: not hundreds of epochs)
 _LIVE: weakref.WeakSet[Executor] = weakref.WeakSet()
 _STAGE_THREAD = threading.local()
 
@@ -372,17 +373,20 @@ class Executor:
 
     def _announced(self, specs: Iterator[BatchSpec], sequential: bool) -> Iterator[BatchSpec]:
         """``specs``, each announced to every reader (:meth:`will_read`) about ``READ_AHEAD_SAMPLES``
-        samples before it is processed, so that a container reader's sequential reads run ahead
-        of the CPU stage instead of stalling it."""
+        samples (at most ``READ_AHEAD_BATCHES`` batches) before it is processed, so that a
+        container reader's sequential reads run ahead of the CPU stage instead of stalling it."""
         if not self._readers:
             yield from specs
             return
         ahead: collections.deque[BatchSpec] = collections.deque()
+        announced = 0  # samples of the specs in ``ahead``
         for spec in specs:
             for reader in self._readers:
                 reader.will_read(spec.sample_indices, sequential)
             ahead.append(spec)
-            if sum(len(s.sample_indices) for s in ahead) > READ_AHEAD_SAMPLES:
+            announced += len(spec.sample_indices)
+            if announced > READ_AHEAD_SAMPLES or len(ahead) > READ_AHEAD_BATCHES:
+                announced -= len(ahead[0].sample_indices)
                 yield ahead.popleft()
         while ahead:
             yield ahead.popleft()

@@ -2,7 +2,10 @@
 
 It stands in for a stored permutation: position ``p`` of an epoch's shuffled order
 is ``permute(p)``, computed on demand in O(1) memory, so planning any batch of any
-epoch costs the same for a thousand samples or billions.
+epoch costs the same for a thousand samples or billions. A permutation of at most
+:data:`TABLE_MAX` values is tabulated whole on its first use instead (the same values):
+for those the network's fixed cost per call, mostly cycle-walking, would outweigh the
+batch it maps, and the table costs at most 128 KiB.
 """
 
 from __future__ import annotations
@@ -10,6 +13,7 @@ from __future__ import annotations
 import numpy as np
 
 _ROUNDS = 6
+TABLE_MAX = 1 << 14  #: permutations of up to this many values are tabulated on first use
 _M1 = np.uint64(0xBF58476D1CE4E5B9)
 _M2 = np.uint64(0x94D049BB133111EB)
 
@@ -35,6 +39,8 @@ class FeistelPermutation:
         self._mask = np.uint64((1 << half) - 1)
         keys = _mix(np.arange(1, _ROUNDS + 1, dtype=np.uint64) * np.uint64(0x9E3779B97F4A7C15) ^ np.uint64(key))
         self._keys = keys
+        self._forward: np.ndarray | None = None
+        self._backward: np.ndarray | None = None
 
     def _encrypt(self, x: np.ndarray) -> np.ndarray:
         left = x >> self._half
@@ -54,16 +60,33 @@ class FeistelPermutation:
 
     def inverse(self, values: np.ndarray | int) -> np.ndarray:
         """The positions that map to ``values``: ``perm.inverse(perm(p)) == p``."""
-        return self._walk(values, self._decrypt)
+        if self.n <= TABLE_MAX:
+            if self._backward is None:
+                backward = np.empty(self.n, dtype=np.int64)
+                backward[self._table()] = np.arange(self.n, dtype=np.int64)
+                self._backward = backward
+            return np.asarray(self._backward[self._checked(values)])
+        return self._walk(self._checked(values), self._decrypt)
 
     def __call__(self, positions: np.ndarray | int) -> np.ndarray:
-        return self._walk(positions, self._encrypt)
+        if self.n <= TABLE_MAX:
+            return np.asarray(self._table()[self._checked(positions)])
+        return self._walk(self._checked(positions), self._encrypt)
 
-    def _walk(self, positions: np.ndarray | int, step) -> np.ndarray:
-        x = np.asarray(positions, dtype=np.uint64).copy()
+    def _table(self) -> np.ndarray:
+        """Every position's value, computed by the network once."""
+        if self._forward is None:
+            self._forward = self._walk(np.arange(self.n, dtype=np.uint64), self._encrypt)
+        return self._forward
+
+    def _checked(self, positions: np.ndarray | int) -> np.ndarray:
+        x = np.asarray(positions, dtype=np.uint64)
         if x.size and int(x.max()) >= self.n:
             raise IndexError(f"position {int(x.max())} outside [0, {self.n})")
-        out = step(x)
+        return x
+
+    def _walk(self, x: np.ndarray, step) -> np.ndarray:
+        out = np.array(step(x), dtype=np.uint64)  # an array even for one position, to walk in place
         outside = out >= np.uint64(self.n)
         while outside.any():
             out[outside] = step(out[outside])

@@ -7,6 +7,7 @@ tests run the compiled kernels.
 
 from __future__ import annotations
 
+import compileall
 import faulthandler
 import os
 import sys
@@ -26,6 +27,18 @@ if not gpu_available():
     os.environ.setdefault("NUMBA_ENABLE_CUDASIM", "1")
 
 set_env()  # before any Ray cluster starts: its workers read the test S3 server too
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+PACKAGES = ("raypipe", "actors", "cluster", "tests", "examples", "benchmarks")
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    """The project's modules compiled to bytecode once (only those changed since): where
+    ``PYTHONDONTWRITEBYTECODE`` is set, every Ray worker process the suite starts (hundreds)
+    would otherwise compile all it imports from source again, about 0.35 s of CPU each."""
+    for package in PACKAGES:
+        compileall.compile_dir(os.path.join(ROOT, package), quiet=2, workers=1)
+
 
 _SESSION = pytest.StashKey["pytest.Session"]()
 

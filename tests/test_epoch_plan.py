@@ -8,6 +8,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import raypipe as rp
+from raypipe import permutation
 from raypipe.epoch_plan import plan
 from raypipe.permutation import FeistelPermutation
 
@@ -88,12 +89,27 @@ def test_two_billion_samples_cost_constant_memory():
     assert p.num_batches == -(-n // (64 * 256))
 
 
-@pytest.mark.parametrize("n", [1, 2, 5, 64, 1000, 4099])
+@pytest.mark.parametrize("n", [1, 2, 5, 64, 1000, 4099, permutation.TABLE_MAX + 1])
 def test_feistel_is_a_bijection_with_an_inverse(n):
     perm = FeistelPermutation(n, key=42)
     values = perm(np.arange(n))
     assert sorted(values.tolist()) == list(range(n))
     assert np.array_equal(perm.inverse(values), np.arange(n))
+
+
+@pytest.mark.parametrize("n", [1, 24, 4099, permutation.TABLE_MAX])
+def test_a_tabulated_permutation_has_the_networks_values(n, monkeypatch):
+    tabulated = FeistelPermutation(n, key=9)
+    positions = np.random.default_rng(n).integers(0, n, size=50)
+    values, scalar, inverse = tabulated(positions), tabulated(n - 1), tabulated.inverse(positions)
+    monkeypatch.setattr(permutation, "TABLE_MAX", 0)
+    computed = FeistelPermutation(n, key=9)
+    assert np.array_equal(values, computed(positions))
+    assert np.array_equal(inverse, computed.inverse(positions))
+    assert scalar.shape == () and scalar == computed(n - 1)
+    assert values.dtype == np.int64
+    with pytest.raises(IndexError, match=rf"position {n} outside \[0, {n}\)"):
+        tabulated(np.array([0, n]))
 
 
 def _stream(p, first=0, last=None):

@@ -13,6 +13,7 @@ the run's error (or null) and the world size the service serves at the end.
 from __future__ import annotations
 
 import json
+import os
 import sys
 import threading
 import time
@@ -41,7 +42,13 @@ def remove_when_asked(cluster: Cluster, nodes: list, stop: threading.Event) -> N
         time.sleep(0.2)
 
 
+#: Ray Train's controller may first try the group size of before the node was lost, while the
+#: cluster's resources still count that node, and waits this long for it (60 s by default).
+GROUP_START_TIMEOUT_S = "20"
+
+
 def main(files: list[str], logs: str, storage: str) -> None:
+    os.environ.setdefault("RAY_TRAIN_WORKER_GROUP_START_TIMEOUT_S", GROUP_START_TIMEOUT_S)
     cluster = Cluster(initialize_head=True, head_node_args={"num_cpus": 2, "include_dashboard": False})
     nodes = [cluster.add_node(num_cpus=1, resources={"trainer": 1}) for _ in range(2)]
     cluster.wait_for_nodes()
