@@ -159,7 +159,8 @@ class RequestClient:
     :meth:`receive` waits for, discarding replies to requests abandoned before it.
 
     Any failure on the connection (the actor died, an interrupt mid-message) marks the client
-    ``broken``, and every call after raises ConnectionError."""
+    ``broken``, and every call after raises ConnectionError. So does the socket's closing by the
+    client's finalizer, which runs at interpreter exit, before a loader's iteration is wound up."""
 
     def __init__(self, address: str, token: str):
         self.address = address
@@ -172,7 +173,7 @@ class RequestClient:
             raise
         self._sent = 0  # sequence number of the last request
         self._received = 0  # ... of the last reply read
-        self.broken = False
+        self._closed = False
         self._finalizer = weakref.finalize(self, self._socket.close)  # a dropped loader's connection ends
 
     def send(self, args: tuple) -> int:
@@ -232,7 +233,12 @@ class RequestClient:
         if self.broken:
             raise ConnectionError("request channel: the connection to the pipeline actor broke earlier")
 
+    @property
+    def broken(self) -> bool:
+        """True once the connection failed or was closed, here or by the finalizer."""
+        return self._closed or self._socket.fileno() == -1
+
     def close(self) -> None:
         """Close the connection (it is ``broken`` from now on). Idempotent."""
-        self.broken = True
+        self._closed = True
         self._socket.close()

@@ -154,3 +154,16 @@ def test_a_peer_without_the_token_or_of_another_user_is_not_heard(server):
     client.close()
     parent.send("done")
     assert parent.recv() == (1, refused)
+
+
+def test_a_connection_closed_by_its_finalizer_is_broken_and_drains_quietly(server):
+    """At interpreter exit the finalizer closes the socket before a loader's abandoned iteration
+    is wound up: its drain is then a no-op, not an OSError printed as an ignored exception."""
+    offer, _, _ = server
+    client = request_channel.RequestClient(offer["address"], offer["token"])
+    client.send(("slow", 0.05, "abandoned"))
+    client._finalizer()  # as atexit runs it
+    assert client.broken
+    client.drain(timeout_s=1)
+    with pytest.raises(ConnectionError, match="broke earlier"):
+        client.send(("echo", 1))
