@@ -144,7 +144,14 @@ def _physical(name: str, local_index: int) -> str:
     return f"GPU-{uuid.UUID(str(torch.cuda.get_device_properties(local_index).uuid))}"
 
 
+#: Where an NVIDIA driver shows itself (on Linux; WSL's GPU device): without one, CUDA sees no
+#: GPU, and a process that has not imported torch is spared importing it (1-2 s) to hear so.
+_DRIVER_PATHS = ("/proc/driver/nvidia", "/dev/nvidiactl", "/dev/dxg")
+
+
 def _cuda_device_count() -> int:
+    if not any(os.path.exists(path) for path in _DRIVER_PATHS):
+        return 0
     try:
         import torch
     except ImportError:

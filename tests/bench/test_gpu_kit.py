@@ -254,7 +254,7 @@ def test_the_profile_step_is_known_but_runs_only_when_named(tmp_path):
     default_steps = re.search(r"GPU_SESSION_STEPS:-([^}]*)\}", SESSION_SCRIPT.read_text()).group(1).split()
     assert "profile" not in default_steps
     # the recipe under py-spy is not the point here: a short limit stops it once it sampled
-    result = _session(tmp_path, GPU_SESSION_STEPS="profile", GPU_SESSION_LIMIT_PROFILE="20", PYTHON=sys.executable)
+    result = _session(tmp_path, GPU_SESSION_STEPS="profile", GPU_SESSION_LIMIT_PROFILE="10", PYTHON=sys.executable)
     assert "unknown step" not in result.stderr
     rows = [row[:2] for row in _summary(tmp_path)[1:]]
     log = (tmp_path / "logs" / "profile.log").read_text()

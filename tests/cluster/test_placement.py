@@ -3,13 +3,20 @@
 
 from __future__ import annotations
 
+import os
+import subprocess
+import sys
+
 import pytest
 import ray
 from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
 
 import raypipe as rp
 from actors import niceness
+from cluster import placement
 from cluster.placement import locate_rank, require_resources
+
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 
 def _gpu_nodes() -> list[str]:
@@ -19,6 +26,14 @@ def _gpu_nodes() -> list[str]:
 @ray.remote(num_cpus=0)
 def _locate_here(device=None):
     return locate_rank(device).as_dict()
+
+
+def test_without_an_nvidia_driver_no_gpu_is_counted_and_torch_is_not_imported():
+    if any(os.path.exists(path) for path in placement._DRIVER_PATHS):
+        pytest.skip("this machine has an NVIDIA driver")
+    code = "import sys; from cluster import placement; print(placement._cuda_device_count(), 'torch' in sys.modules)"
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120, cwd=ROOT)
+    assert out.stdout.split() == ["0", "False"], out.stdout + out.stderr
 
 
 def test_an_explicit_device_names_the_rank_gpu(cluster, monkeypatch):
