@@ -5,7 +5,7 @@ is ``permute(p)``, computed on demand in O(1) memory, so planning any batch of a
 epoch costs the same for a thousand samples or billions. A permutation of at most
 :data:`TABLE_MAX` values is tabulated whole on its first use instead (the same values):
 for those the network's fixed cost per call, mostly cycle-walking, would outweigh the
-batch it maps, and the table costs at most 128 KiB.
+batch it maps, and a table (one each way) costs at most 128 KiB.
 """
 
 from __future__ import annotations

@@ -71,6 +71,37 @@ def test_prefetch_is_bounded(jpeg_files):
         assert 2 <= len(seen) <= 10, seen
 
 
+@pytest.mark.parametrize("batch", [2, 64])
+def test_readers_hear_of_coming_samples_at_most_2048_samples_and_64_batches_ahead(jpeg_files, batch, monkeypatch):
+    from raypipe.operators.readers import FileReader
+
+    heard: list[int] = []
+    lock = threading.Lock()
+    will_read = FileReader.will_read
+
+    def record(self, indices, sequential=False):
+        with lock:
+            heard.append(len(indices))
+        return will_read(self, indices, sequential)
+
+    monkeypatch.setattr(FileReader, "will_read", record)
+
+    @rp.pipeline_def(batch_size=batch, num_threads=1, seed=0, prefetch_queue_depth={"cpu_size": 1, "gpu_size": 1})
+    def reading(files):
+        _, labels = fn.readers.file(files=files, random_shuffle=True)
+        return labels
+
+    with reading(jpeg_files) as pipe:
+        pipe.run()
+        time.sleep(0.5)
+        with lock:
+            batches, samples = len(heard), sum(heard)
+    in_flight = 5  # batches past the look-ahead: held, queued and in the stages (test above)
+    assert batches <= 64 + 1 + in_flight, "not hundreds of tiny batches planned before the first"
+    assert samples <= 2048 + (1 + in_flight) * batch
+    assert batches >= min(64, 2048 // batch), "the readers do hear ahead"
+
+
 def test_sample_error_reaches_run_and_names_the_file(jpeg_files):
     def fail_on_third(label):
         if int(label[0]) == 2:
