@@ -14,6 +14,7 @@ import dataclasses
 import os
 import threading
 import time
+import warnings
 from typing import Any
 
 import ray
@@ -79,6 +80,15 @@ def _alive(actor_name: str) -> bool:
     return True
 
 
+def restarted_by_ray() -> bool:
+    """Whether Ray restarted the calling actor (its process died and Ray brought it back).
+    Ray's ``was_current_actor_reconstructed`` reads the deprecated ``RuntimeContext.actor_id``,
+    whose warning would otherwise reach every service's driver; it is silenced here alone."""
+    with warnings.catch_warnings():
+        warnings.filterwarnings("ignore", message="(?s).*Use get_actor_id", category=DeprecationWarning)
+        return bool(ray.get_runtime_context().was_current_actor_reconstructed)
+
+
 class Coordinator:
     """Records where each rank attached and which batches it acknowledged, and runs the service's
     CPU helpers: a fixed number, or as many as the ranks' stall asks for. Ranks start their
@@ -95,8 +105,7 @@ class Coordinator:
         self._exported: dict[int, float] = {}
         self._autoscaler = Autoscaler(self._plan.interval_s, self._plan.threads, self._plan.max_helpers)
         self._broadcast = HelperBroadcast(config.name)
-        restarted = ray.get_runtime_context().was_current_actor_reconstructed
-        saved = coordinator_record.load(config.name) if restarted else None
+        saved = coordinator_record.load(config.name) if restarted_by_ray() else None
         self._state = CoordinatorState.from_record(saved) if saved else CoordinatorState()
         if self._state.world_size is not None:  # a group of another size took over before the restart
             self._config = dataclasses.replace(config, world_size=self._state.world_size)

@@ -250,7 +250,7 @@ def serve(
     for key in ("seed", "device_id"):
         if key in pipeline_kwargs:
             raise ArgumentError(f"serve: {key} is set by the service, not the pipeline")
-    probe = pipeline(**pipeline_kwargs)
+    probe = pipeline(**pipeline_kwargs, device_id=None)  # readers only: no CUDA context in this process
     dataset_len, dataset_digest = served_dataset(probe)
     listed = listings.of_pipeline(probe)  # object-store folders, listed once for every actor
     config = ServiceConfig(

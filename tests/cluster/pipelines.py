@@ -16,6 +16,12 @@ def indexed(files):
     return images, labels
 
 
+@rp.pipeline_def(batch_size=5, num_threads=1, device_id=0)
+def indexed_on_gpu_0(files):
+    """``indexed`` with ``device_id=0`` in its decorator, as DALI scripts write it."""
+    return indexed.__wrapped__(files)
+
+
 @rp.pipeline_def(batch_size=5, num_threads=1)
 def skipping(files):
     """``indexed`` with a decoder that skips undecodable files instead of raising."""

@@ -3,13 +3,15 @@
 from __future__ import annotations
 
 import time
+import warnings
 
 import numpy as np
 import pytest
 import ray
 
 import raypipe as rp
-from tests.cluster.pipelines import MEAN, STD, indexed, resized
+from raypipe.backend import GpuUnavailableWarning
+from tests.cluster.pipelines import MEAN, STD, indexed, indexed_on_gpu_0, resized
 from tests.cluster.ranks import RankProcess
 
 WORLD = 4
@@ -120,6 +122,22 @@ def test_an_actor_that_cannot_get_its_cpus_fails_in_bounded_time_naming_them(clu
             rp.loader("svc-cpus", rank=0, world_size=WORLD)
     finally:
         ray.kill(holder)
+        svc.shutdown()
+
+
+def test_the_driver_probes_a_gpu_pipeline_without_a_device(cluster, jpeg_files):
+    """``serve`` reads the dataset from a probe of the pipeline built in the calling process. The
+    probe opens no device: a driver on a GPU node makes no CUDA context on the GPU where rank 0
+    trains, and one without a GPU warns nothing."""
+    files = jpeg_files[:10]
+    with warnings.catch_warnings(record=True) as seen:
+        warnings.simplefilter("always")
+        svc = rp.serve(indexed_on_gpu_0, name="svc-gpu0", world_size=1, files=files, num_cpus_per_actor=0.25)
+    try:
+        assert [str(w.message) for w in seen if issubclass(w.category, GpuUnavailableWarning)] == []
+        ld = rp.loader("svc-gpu0", rank=0, world_size=1)
+        assert sorted(int(x) for _, labels in ld for x in labels.numpy().ravel()) == list(range(len(files)))
+    finally:
         svc.shutdown()
 
 
