@@ -4,7 +4,8 @@
 There is one class per operator (``ops.X is ops.X``), named by DALI's current name; DALI's
 deprecated top-level names that it still ships (``ops.FileReader``, ``ops.ImageDecoder``,
 ``ops.CoinFlip``, ...) are that class too (``ops.ImageDecoder is ops.decoders.Image``; DALI makes
-each alias a class of its own, which builds the same operator).
+each alias a class of its own, which builds the same operator), and so are the decoder names DALI
+had before 1.0 (``ops.nvJPEGDecoderRandomCrop is ops.decoders.ImageRandomCrop``).
 """
 
 from __future__ import annotations
@@ -49,8 +50,21 @@ _CLASS_NAMES = {
     "reductions.rms": "RMS",
     "dl_tensor_python_function": "DLTensorPythonFunction",
 }
+#: the decoders' class names before DALI 1.0 (DALI no longer has them) -> the operator each places:
+#: public training scripts of that time still use them; ``nvJPEG*`` was DALI's mixed decoder and
+#: ``Host*`` its CPU one, and the scripts say so in their ``device`` argument
+REMOVED_NAMES = {
+    f"{family}{kind}": op_name
+    for family in ("nvJPEGDecoder", "HostDecoder")
+    for kind, op_name in (
+        ("", "decoders.image"),
+        ("Crop", "decoders.image_crop"),
+        ("RandomCrop", "decoders.image_random_crop"),
+        ("Slice", "decoders.image_slice"),
+    )
+}
 #: the deprecated top-level class names -> the operator each places
-ALIASES = {alias: op_name for op_name, (alias, _) in OLD_NAMES.items()}
+ALIASES = {alias: op_name for op_name, (alias, _) in OLD_NAMES.items()} | REMOVED_NAMES
 _CLASSES: dict[str, type[OperatorFactory]] = {}  # by operator name
 
 

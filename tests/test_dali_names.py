@@ -28,6 +28,12 @@ OLD_AND_NEW = [
     ("CoinFlip", "random", "CoinFlip"),
     ("Uniform", "random", "Uniform"),
     ("NormalDistribution", "random", "Normal"),
+    # the decoders' names before DALI 1.0 (DALI no longer has them)
+    *[
+        (f"{family}{kind}", "decoders", f"Image{kind}")
+        for family in ("nvJPEGDecoder", "HostDecoder")
+        for kind in ("", "Crop", "RandomCrop", "Slice")
+    ],
 ]
 
 

@@ -23,13 +23,21 @@ from PIL import Image
 from raypipe.formats.recordio import RecordIOWriter
 from tests.script_harness import as_dali_cpu, ported, run_script, structure
 
+#: DATALOADERS_DALI_IMAGENET's decoder names before DALI 1.0 -> DALI 2.4's
+DALI_1_DECODER_NAMES = [
+    ("HostDecoderRandomCrop", "ImageDecoderRandomCrop"),
+    ("nvJPEGDecoderRandomCrop", "ImageDecoderRandomCrop"),
+    ("nvJPEGDecoder", "ImageDecoder"),
+]
+
 # tanglang96/DataLoaders_DALI, imagenet.py (commit 387cbe2e583f3dc19d36af6b43a93d941d6c90a1): ImageNet
 # training and validation pipelines in the class style, with CropMirrorNormalize's deprecated
 # output_dtype= and image_type=, INTERP_TRIANGULAR resizes and DALIClassificationIterator(size=...).
-# Changed: ops.nvJPEGDecoderRandomCrop and ops.HostDecoderRandomCrop (removed from DALI itself in
-# 1.0) are ops.ImageDecoderRandomCrop, ops.nvJPEGDecoder is ops.ImageDecoder, as a DALI 2.4 user
-# must write them; the torchvision loader and the timing __main__ (Python 2's .cuda(async=True)) are
-# left out; the loop runs two epochs with reset() on batches of 8, crop 32, val_size 40.
+# Its decoders keep their names from before DALI 1.0 (ops.nvJPEGDecoderRandomCrop,
+# ops.HostDecoderRandomCrop, ops.nvJPEGDecoder), which raypipe takes and DALI 2.4 no longer has:
+# DALI runs it with ops.ImageDecoderRandomCrop and ops.ImageDecoder. Changed: the torchvision loader
+# and the timing __main__ (Python 2's .cuda(async=True)) are left out; the loop runs two epochs with
+# reset() on batches of 8, crop 32, val_size 40.
 DATALOADERS_DALI_IMAGENET = """
 from nvidia.dali.pipeline import Pipeline
 import nvidia.dali.ops as ops
@@ -45,19 +53,19 @@ class HybridTrainPipe(Pipeline):
         # let user decide which pipeline works him bets for RN version he runs
         if dali_cpu:
             dali_device = "cpu"
-            self.decode = ops.ImageDecoderRandomCrop(device=dali_device, output_type=types.RGB,
-                                                     random_aspect_ratio=[0.8, 1.25],
-                                                     random_area=[0.1, 1.0],
-                                                     num_attempts=100)
+            self.decode = ops.HostDecoderRandomCrop(device=dali_device, output_type=types.RGB,
+                                                    random_aspect_ratio=[0.8, 1.25],
+                                                    random_area=[0.1, 1.0],
+                                                    num_attempts=100)
         else:
             dali_device = "gpu"
             # This padding sets the size of the internal nvJPEG buffers to be able to handle all images from
             # full-sized ImageNet without additional reallocations
-            self.decode = ops.ImageDecoderRandomCrop(device="mixed", output_type=types.RGB,
-                                                     device_memory_padding=211025920, host_memory_padding=140544512,
-                                                     random_aspect_ratio=[0.8, 1.25],
-                                                     random_area=[0.1, 1.0],
-                                                     num_attempts=100)
+            self.decode = ops.nvJPEGDecoderRandomCrop(device="mixed", output_type=types.RGB,
+                                                      device_memory_padding=211025920, host_memory_padding=140544512,
+                                                      random_aspect_ratio=[0.8, 1.25],
+                                                      random_area=[0.1, 1.0],
+                                                      num_attempts=100)
         self.res = ops.Resize(device=dali_device, resize_x=crop, resize_y=crop, interp_type=types.INTERP_TRIANGULAR)
         self.cmnp = ops.CropMirrorNormalize(device="gpu",
                                             output_dtype=types.FLOAT,
@@ -83,7 +91,7 @@ class HybridValPipe(Pipeline):
         super(HybridValPipe, self).__init__(batch_size, num_threads, device_id, seed=12 + device_id)
         self.input = ops.FileReader(file_root=data_dir, shard_id=local_rank, num_shards=world_size,
                                     random_shuffle=False)
-        self.decode = ops.ImageDecoder(device="mixed", output_type=types.RGB)
+        self.decode = ops.nvJPEGDecoder(device="mixed", output_type=types.RGB)
         self.res = ops.Resize(device="gpu", resize_shorter=size, interp_type=types.INTERP_TRIANGULAR)
         self.cmnp = ops.CropMirrorNormalize(device="gpu",
                                             output_dtype=types.FLOAT,
@@ -1893,7 +1901,10 @@ def test_dataloaders_dali_imagenet_with_deprecated_arguments(jpeg_root):
         assert sorted(label for *_, ls in steps for label in ls) == EVERY_LABEL
     assert [label for *_, ls in result["epochs"][2] for label in ls] == [i // 6 for i in range(24)], "val: in order"
     pytest.importorskip("nvidia.dali")
-    dali = run_script(as_dali_cpu(DATALOADERS_DALI_IMAGENET, [("device_id=local_rank,", "device_id=None,")]), jpeg_root)
+    names = [(f"ops.{old}(", f"ops.{new}(") for old, new in DALI_1_DECODER_NAMES]
+    dali = run_script(
+        as_dali_cpu(DATALOADERS_DALI_IMAGENET, [("device_id=local_rank,", "device_id=None,"), *names]), jpeg_root
+    )
     assert structure(result) == structure(dali)
     assert result["epochs"][2:] == dali["epochs"][2:], "validation: the same labels in the same order"
     _assert_close_images(result["val_images"], dali["val_images"], **RESAMPLED)
