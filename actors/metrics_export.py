@@ -29,7 +29,10 @@ GAUGES = {
     "raypipe_queue_occupancy": ("mean fill of a pipeline queue, from 0 (empty) to 1 (full)", ("queue",)),
     "raypipe_actor_cpu_percent": ("CPU use of a pipeline actor's process, in percent of one core", ()),
     "raypipe_actor_rss_bytes": ("resident memory of a pipeline actor's process", ()),
-    "raypipe_actor_object_store_bytes": ("bytes a pipeline actor has shipped through the object store", ()),
+    "raypipe_actor_copied_bytes": (
+        "bytes of host batches a pipeline actor has copied into its replies, not shared with the rank",
+        (),
+    ),
     "raypipe_actor_gpu_memory_bytes": ("device memory held by a pipeline actor's pool", ()),
 }
 _made: dict[str, Gauge] = {}
@@ -68,5 +71,5 @@ def export_actor(service: str, rank: int, stats: dict[str, Any]) -> None:
     process = stats["process"]
     _set("raypipe_actor_cpu_percent", process["cpu_percent"], tags)
     _set("raypipe_actor_rss_bytes", process["rss_bytes"], tags)
-    _set("raypipe_actor_object_store_bytes", stats["object_store_bytes"], tags)
+    _set("raypipe_actor_copied_bytes", stats["copied_bytes"], tags)
     _set("raypipe_actor_gpu_memory_bytes", stats["memory"]["pool_used_mb"] * 2**20, tags)

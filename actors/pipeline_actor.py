@@ -68,7 +68,7 @@ class PipelineActor:
         self.pipe.enable_profiling()  # one clock read per operator call: cheap next to the operators
         self._process = ProcessMeter()
         self._queues = QueueMeter()
-        self._shipped_bytes = 0  # host batches handed to the object store
+        self._copied_bytes = 0  # host batches copied into replies (not shared with the rank)
         self._exported = float("-inf")
         self._gpu_uuid = device_uuid(0) if device_id is not None else None
         self._host = host_ring.Exporter() if host_ring.supported() else None
@@ -163,7 +163,7 @@ class PipelineActor:
         self._skipped += len(info.skipped)
         slots = request.rank_slots * len(outputs)
         shipped = [self._ship(o, request.gpu_uuid, (epoch, k), slots, ring) for o in outputs]
-        self._shipped_bytes += sum(a.nbytes for a in shipped if isinstance(a, (np.ndarray, RaggedArray)))
+        self._copied_bytes += sum(a.nbytes for a in shipped if isinstance(a, (np.ndarray, RaggedArray)))
         self._busy_s += time.perf_counter() - began
         if time.monotonic() - self._exported > EXPORT_INTERVAL_S:
             self._exported = time.monotonic()
@@ -295,7 +295,7 @@ class PipelineActor:
             "stages": self.pipe.profile(),
             "queues": self._queues.report(),
             "process": self._process.report(),
-            "object_store_bytes": self._shipped_bytes,
+            "copied_bytes": self._copied_bytes,
             "ipc_fallbacks": self._ipc_fallbacks,
             "host_ring": self._host.stats() if self._host is not None else None,
             "socket_requests": self._requests.served if self._requests is not None else 0,

@@ -125,7 +125,7 @@ def _suggestions(
     bottleneck: str | None, actor: dict[str, Any], stats: dict[str, Any], operators: list[dict[str, Any]]
 ) -> list[str]:
     helpers = stats.get("helpers", {})
-    sample_bytes = actor["object_store_bytes"] / max(1, actor["batches"] * actor["batch_size"])
+    sample_bytes = actor["copied_bytes"] / max(1, actor["batches"] * actor["batch_size"])
     out = []
     if bottleneck in ("cpu", "io"):
         cpu_percent = actor["process"]["cpu_percent"]

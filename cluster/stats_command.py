@@ -75,7 +75,7 @@ def _store_line(store: dict[str, Any]) -> str:
 
 
 _ACTOR_HEADER = [
-    "rank", "node", "threads", "nice", "cpu %", "rss MB", "shm MB", "store MB", "gpu MB", "cpu queue", "ready",
+    "rank", "node", "threads", "nice", "cpu %", "rss MB", "shm MB", "copied MB", "gpu MB", "cpu queue", "ready",
 ]  # fmt: skip
 
 
@@ -102,7 +102,7 @@ def _actor_row(a: dict[str, Any]) -> list[str]:
         f"{a['process']['cpu_percent']:.0f}",
         f"{a['process']['rss_bytes'] / 2**20:.0f}",
         f"{a['host_ring']['exported_bytes'] / 2**20:.0f}" if a.get("host_ring") else "-",
-        f"{a['object_store_bytes'] / 2**20:.0f}",
+        f"{a['copied_bytes'] / 2**20:.0f}",
         f"{a['memory']['pool_used_mb']:.0f}",
         fill.get("cpu", "-"),
         fill.get("ready", "-"),

@@ -36,7 +36,7 @@ def _actor(cpu_s: float, gpu_s: float, fills: dict, reader_s: float = 0.01, thre
         "stages": {"rows": rows, "wall_s": 10.0, "overhead_us_per_sample": 5.0},
         "queues": {k: {"used": 0, "size": 2, "mean_fill": v} for k, v in fills.items()},
         "process": {"cpu_percent": 190.0, "rss_bytes": 1, "cpu_s": 1, "threads": 5},
-        "object_store_bytes": 100 * 150_000,
+        "copied_bytes": 100 * 150_000,
         "memory": {"pool_used_mb": 0.0},
     }
     return {**actor, **over}
@@ -80,7 +80,7 @@ def test_a_saturated_gpu_stage_is_gpu_bound():
 
 
 def test_ready_batches_waiting_for_a_stalled_rank_mean_the_transfer_is_slow():
-    actor = _actor(2.0, 0.5, {"cpu": 0.1, "gpu": 0.0, "ready": 0.9}, object_store_bytes=100 * 602_112)
+    actor = _actor(2.0, 0.5, {"cpu": 0.1, "gpu": 0.0, "ready": 0.9}, copied_bytes=100 * 602_112)
     report = diagnose(_stats(_rank(40, 100), actor))
     assert report["bottleneck"] == "transfer"
     text = " ".join(report["suggestions"])

@@ -50,7 +50,7 @@ def test_batches_through_shared_memory_are_those_of_the_object_store(cluster, jp
         assert actor["host_ring"]["exported"] == len(through_ring) == 3
         assert actor["socket_requests"] == 3, "every request came over the socket"
         image_bytes = through_ring[0][0].nbytes
-        assert actor["object_store_bytes"] < image_bytes, "only the small labels went through the store"
+        assert actor["copied_bytes"] < image_bytes, "only the small labels were copied"
     finally:
         svc.shutdown()
     monkeypatch.setenv(REQUEST_SOCKET_ENV, "0")
@@ -98,7 +98,7 @@ def test_batches_with_skipped_samples_come_whole_through_shared_memory(cluster, 
     assert actor["skipped"] == 1
     ring = actor["host_ring"]
     assert (ring["exported"], ring["not_in_ring"]) == (2, 0), "the batch with a replaced sample too"
-    assert actor["object_store_bytes"] < images.nbytes, "only the small labels went through the store"
+    assert actor["copied_bytes"] < images.nbytes, "only the small labels were copied"
 
 
 def test_kept_batches_are_never_overwritten_and_dropped_ones_are_released(cluster, jpeg_files):

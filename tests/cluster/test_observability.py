@@ -61,7 +61,7 @@ def test_stats_hold_rank_actor_and_stage_metrics(starved):
     assert slow["mean_ms"] >= 50 and slow["calls"] >= 50
     assert set(actor["queues"]) == {"cpu", "gpu", "ready"} and actor["queues"]["cpu"]["mean_fill"] > 0.5
     assert actor["process"]["rss_bytes"] > 50 * 2**20 and actor["process"]["threads"] > 1
-    assert actor["object_store_bytes"] >= 10 * 5 * 32 * 32 * 3, "ten batches of 5 x 32 x 32 x 3 uint8"
+    assert actor["copied_bytes"] >= 10 * 5 * 32 * 32 * 3, "ten batches of 5 x 32 x 32 x 3 uint8"
     device = actor["device"]  # where the pipeline's parts run: here, no GPU asked for
     assert device["gpu"] is False and device["reason"] and device["kernels"]["path"] == "host"
 
