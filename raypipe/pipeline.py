@@ -459,6 +459,20 @@ class Pipeline:
             for reader in self._staged.readers
         }
 
+    def output_dtype(self) -> list[DALIDataType | None]:
+        """Each output's declared dtype (``output_dtype``), None where none is declared: DALI's
+        ``Pipeline.output_dtype()``; builds the pipeline to count its outputs."""
+        return self._declared_per_output("output_dtype")
+
+    def output_ndim(self) -> list[int | None]:
+        """Each output's declared number of dimensions (``output_ndim``), None where none is
+        declared: DALI's ``Pipeline.output_ndim()``; builds the pipeline to count its outputs."""
+        return self._declared_per_output("output_ndim")
+
+    def _declared_per_output(self, name: str) -> list[Any]:
+        self.build()
+        return [declared.get(name) for declared in self._per_output]
+
     def reader_meta(self, name: str | None = None) -> dict[str, Any]:
         """DALI-style reader metadata of the reader named ``name`` (the first reader without one):
         epoch_size, shard_id, number_of_shards, padding, batches."""

@@ -72,6 +72,26 @@ def test_accepted_arguments_take_dalis_meaning_and_change_no_batch(jpeg_files, r
     assert batches(pipe) == reference
 
 
+@pytest.mark.parametrize(
+    "kwargs, dtypes, ndims",
+    [
+        ({}, [None] * 4, [None] * 4),
+        ({"output_dtype": types.UINT8}, [types.UINT8] * 4, [None] * 4),
+        (
+            {"output_dtype": [None, types.INT32, None, types.FLOAT], "output_ndim": [3, 1, 0, 0]},
+            [None, types.INT32, None, types.FLOAT],
+            [3, 1, 0, 0],
+        ),
+    ],
+)
+def test_output_dtype_and_ndim_give_each_outputs_declaration_as_dali(jpeg_files, kwargs, dtypes, ndims):
+    """DALI's ``Pipeline.output_dtype()`` / ``output_ndim()``: one entry per output, None where
+    nothing is declared (the values DALI 2.4 gives for the same declarations)."""
+    pipe = train(jpeg_files[:8], **kwargs)
+    assert pipe.output_dtype() == dtypes
+    assert pipe.output_ndim() == ndims
+
+
 def test_the_arguments_are_dalis_in_dalis_order():
     assert PIPELINE_ARGS[:11] == (
         "batch_size",
