@@ -21,6 +21,7 @@ from ..backend import is_device_array
 from ..errors import ArgumentError
 from ..pipeline import Pipeline
 from ..tensor_list import TensorList
+from ..types import DALIDataType
 from .base_iterator import LastBatchPolicy, _DaliBaseIterator, dense
 from .device_copy import copy_into, cupy_to_torch, torch_dtype
 
@@ -31,7 +32,28 @@ __all__ = [
     "LastBatchPolicy",
     "feed_ndarray",
     "to_torch",
+    "to_torch_type",
 ]
+
+#: DALI's ``to_torch_type``: the torch dtype of each ``types.DALIDataType`` DALI maps (what
+#: ``TensorList.dtype`` gives), for allocating the tensor ``feed_ndarray`` fills. Also keyed by the
+#: numpy dtype, because where DALI hands out a ``Tensor`` (whose ``dtype`` is a DALIDataType)
+#: raypipe hands out the array itself.
+to_torch_type: dict[Any, torch.dtype] = {
+    key: torch_dtype(member.numpy)
+    for member in (
+        DALIDataType.FLOAT,
+        DALIDataType.FLOAT64,
+        DALIDataType.FLOAT16,
+        DALIDataType.UINT8,
+        DALIDataType.INT8,
+        DALIDataType.BOOL,
+        DALIDataType.INT16,
+        DALIDataType.INT32,
+        DALIDataType.INT64,
+    )
+    for key in (member, member.numpy)
+}
 
 
 def to_torch(tensor_list: TensorList, name: str = "output") -> torch.Tensor:

@@ -20,6 +20,7 @@ from raypipe.plugin.pytorch import (
     LastBatchPolicy,
     feed_ndarray,
     to_torch,
+    to_torch_type,
 )
 from tests.plugin.pipelines import (
     NAMES,
@@ -298,6 +299,24 @@ def test_feed_ndarray_copies_a_batch_into_a_tensor():
         feed_ndarray(batch, torch.zeros((2, 3, 4)))
     with pytest.raises(ArgumentError, match=r"feed_ndarray: the batch has shape \(2, 3, 4\) but arr \(2, 12\)"):
         feed_ndarray(batch, torch.zeros((2, 12), dtype=torch.uint8))
+
+
+@pytest.mark.parametrize("dtype", [np.uint8, np.int32, np.float16, np.float32, np.bool_])
+def test_to_torch_type_allocates_the_tensor_feed_ndarray_fills_as_dali_scripts_do(dtype):
+    """DALI scripts allocate with ``to_torch_type[batch.dtype]`` (a ``types.DALIDataType``) and
+    fill with ``feed_ndarray``; the batch's numpy dtype is a key too."""
+    batch = TensorList(np.arange(24).reshape(2, 3, 4).astype(dtype), "cpu")
+    target = torch.empty(batch.as_tensor().shape, dtype=to_torch_type[batch.dtype])
+    assert to_torch_type[batch.as_tensor().dtype] is target.dtype
+    feed_ndarray(batch, target)
+    assert np.array_equal(target.numpy(), np.asarray(batch))
+
+
+def test_to_torch_type_maps_every_type_dalis_maps_to_the_same_torch_type():
+    dali_pytorch = pytest.importorskip("nvidia.dali.plugin.pytorch")
+    theirs = {member.name: torch_type for member, torch_type in dali_pytorch.to_torch_type.items()}
+    ours = {key.name: torch_type for key, torch_type in to_torch_type.items() if not isinstance(key, np.dtype)}
+    assert ours == theirs
 
 
 def test_gpu_stage_outputs_convert_on_their_device(jpeg_files):
