@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from . import fn, ops, train, types
+from . import fn, math, ops, train, types
 from .batch_spec import BatchSpec
 from .errors import (
     ArgumentError,
@@ -37,6 +37,7 @@ __all__ = [
     "TensorList",
     "fn",
     "loader",
+    "math",
     "newaxis",
     "ops",
     "pipeline_def",

@@ -283,3 +283,11 @@ def test_types_match_dalis():
     for name in ("NCHW", "NHWC", "NFCHW", "NFHWC", "CPU_ONLY_DEVICE_ID"):
         assert getattr(types, name) == getattr(dali_types, name)
     assert types.to_dali_type(np.float32).name == dali_types.to_dali_type(np.float32).name
+
+
+def test_the_modules_dali_scripts_reach_through_the_package_are_its_attributes():
+    """``import nvidia.dali as dali`` then ``dali.fn``, ``dali.math.clamp``, ``dali.pipeline.Pipeline``."""
+    import types as python_types
+
+    for name in ("fn", "ops", "types", "math", "pipeline", "tfrecord"):
+        assert isinstance(getattr(rp, name), python_types.ModuleType), name
