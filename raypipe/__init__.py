@@ -8,7 +8,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from . import fn, math, ops, train, types
+from . import fn, ops, train, types
+from . import math as math  # dali.math.clamp; not in __all__, where it would hide Python's math
 from .batch_spec import BatchSpec
 from .errors import (
     ArgumentError,
@@ -37,7 +38,6 @@ __all__ = [
     "TensorList",
     "fn",
     "loader",
-    "math",
     "newaxis",
     "ops",
     "pipeline_def",
