@@ -70,12 +70,14 @@ def to_torch(tensor_list: TensorList, name: str = "output") -> torch.Tensor:
 
 
 def feed_ndarray(
-    tensor_list: TensorList, arr: torch.Tensor, cuda_stream: torch.cuda.Stream | int | None = None
+    tensor_list: TensorList | Any, arr: torch.Tensor, cuda_stream: torch.cuda.Stream | int | None = None
 ) -> torch.Tensor:
     """Copy a dense batch into ``arr`` (same dtype and shape) and return ``arr``; on the GPU the
     copy is queued on ``cuda_stream`` (a torch stream or a raw ``cudaStream_t``; default torch's
-    current stream) straight from the pipeline's batch, which is held until the copy has run."""
-    array = dense(tensor_list, "output")
+    current stream) straight from the pipeline's batch, which is held until the copy has run.
+    ``tensor_list`` may also be an array where DALI takes a ``Tensor`` (``tl.as_tensor()``,
+    ``tl[i]``: raypipe gives the array itself)."""
+    array = dense(tensor_list, "output") if isinstance(tensor_list, TensorList) else tensor_list
     dtype = torch_dtype(array.dtype)
     if dtype != arr.dtype:
         raise ArgumentError(f"feed_ndarray: the batch holds {dtype} but arr is {arr.dtype}")

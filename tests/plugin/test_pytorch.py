@@ -312,6 +312,18 @@ def test_to_torch_type_allocates_the_tensor_feed_ndarray_fills_as_dali_scripts_d
     assert np.array_equal(target.numpy(), np.asarray(batch))
 
 
+def test_feed_ndarray_takes_the_arrays_dali_gives_as_tensors():
+    """DALI's ``feed_ndarray(tl.as_tensor(), t)`` and ``feed_ndarray(tl[i], t)``: raypipe gives
+    the arrays themselves, and feed_ndarray takes them."""
+    batch = TensorList(np.arange(24, dtype=np.int32).reshape(2, 3, 4), "cpu")
+    whole = feed_ndarray(batch.as_tensor(), torch.empty((2, 3, 4), dtype=torch.int32))
+    assert np.array_equal(whole.numpy(), np.asarray(batch))
+    sample = feed_ndarray(batch[1], torch.empty((3, 4), dtype=torch.int32))
+    assert np.array_equal(sample.numpy(), np.asarray(batch)[1])
+    with pytest.raises(ArgumentError, match=r"feed_ndarray: the batch has shape \(3, 4\) but arr \(2, 3, 4\)"):
+        feed_ndarray(batch[0], torch.empty((2, 3, 4), dtype=torch.int32))
+
+
 def test_to_torch_type_maps_every_type_dalis_maps_to_the_same_torch_type():
     dali_pytorch = pytest.importorskip("nvidia.dali.plugin.pytorch")
     theirs = {member.name: torch_type for member, torch_type in dali_pytorch.to_torch_type.items()}
