@@ -75,7 +75,7 @@ class LmdbReader(ShardedReader):
         store, local = self._locate(index)
         return f"{store.path} key {store.keys[local].decode('utf-8', 'backslashreplace')}"
 
-    def digest(self) -> str:
+    def content_digest(self) -> str:
         """A hash of every database's key list and of the arguments that shape the outputs."""
         self.prepare()
         h = hashlib.sha256(self.layout_fields())

@@ -134,7 +134,7 @@ class CocoReader(ShardedReader):
             return os.path.join(self.file_root, self.index.files[index])
         return f"sample {index}"
 
-    def digest(self) -> str:
+    def content_digest(self) -> str:
         """A hash of the image files, ids and boxes (what identifies the dataset's layout)."""
         self.prepare()
         h = hashlib.sha256()

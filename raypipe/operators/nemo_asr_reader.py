@@ -126,7 +126,7 @@ class NemoAsrReader(ShardedReader):
             return self.entries[index].path
         return f"sample {index}"
 
-    def digest(self) -> str:
+    def content_digest(self) -> str:
         """A hash of the kept entries (file names, transcripts): the dataset's identity in position states."""
         self.prepare()
         h = hashlib.sha256()

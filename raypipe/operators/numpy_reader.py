@@ -184,7 +184,7 @@ class NumpyReader(ShardedReader):
         """The file behind sample ``index``."""
         return self.paths[index] if self.paths is not None and 0 <= index < len(self.paths) else f"sample {index}"
 
-    def digest(self) -> str:
+    def content_digest(self) -> str:
         """A hash of the file list relative to its common folder (survives moving the dataset)."""
         self.prepare()
         return paths_hash(self.paths).hexdigest()[:16]

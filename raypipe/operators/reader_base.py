@@ -9,7 +9,8 @@ from __future__ import annotations
 
 import hashlib
 import os
-from collections.abc import Sequence
+import posixpath
+from collections.abc import Iterable, Iterator, Sequence
 from typing import Any
 
 import numpy as np
@@ -97,7 +98,16 @@ class ShardedReader(Operator):
         raise NotImplementedError
 
     def digest(self) -> str:
-        """A short hash identifying the dataset's content layout (not where it lives)."""
+        """A short hash identifying the dataset's content layout (not where it lives): position
+        states record it, so a pipeline asks for it at every ``state_dict()``. Worked out once per
+        reader (its sample list is fixed once listed); an ImageNet-sized listing takes seconds."""
+        cached = getattr(self, "_digest", None)
+        if cached is None:
+            cached = self._digest = self.content_digest()
+        return cached
+
+    def content_digest(self) -> str:
+        """:meth:`digest`, worked out from the listed samples (each reader its own way)."""
         raise NotImplementedError
 
     def source_of(self, index: int) -> str:
@@ -232,11 +242,48 @@ def as_path_list(op: str, name: str, value: str | Sequence[str] | None, required
 
 def paths_hash(paths: Sequence[str]) -> Any:
     """A sha256 over ``paths`` (local paths or URLs) relative to their common folder, each name
-    ended by a zero byte: a reader's dataset identity that survives moving the dataset elsewhere."""
+    ended by a zero byte: a reader's dataset identity that survives moving the dataset elsewhere.
+
+    Each folder's absolute form and its place under the common folder are worked out once, not
+    once per file (a million files share a thousand folders). The hash is that of relating every
+    path on its own (:func:`_relative_one_by_one`), which lists this cannot read take."""
+    if len(paths) < 2:
+        return _hash_names(os.path.basename(p) for p in paths)
+    folders: dict[str, str | None] = {}  # a path's folder as written -> its absolute, normalised form
+    split = []
+    for path in paths:
+        cut = path.rfind("/")
+        folder, name = ("/" if cut == 0 else path[: max(cut, 0)]), path[cut + 1 :]
+        if folder not in folders:
+            folders[folder] = _absolute_folder(folder)
+        if name in ("", ".", "..") or folders[folder] is None:
+            return _hash_names(_relative_one_by_one(paths))
+        split.append((folder, name))
+    common = os.path.commonpath(list(set(folders.values())))
+    direct = {name for folder, name in split if folders[folder] == common}
+    if len(direct) == 1:  # one name in the common folder: their common path may be that file
+        return _hash_names(_relative_one_by_one(paths))
+    prefix = common if common.endswith("/") else common + "/"
+    under = {folder: "" if at == common else at[len(prefix) :] + "/" for folder, at in folders.items()}
+    return _hash_names(under[folder] + name for folder, name in split)
+
+
+def _absolute_folder(folder: str) -> str | None:
+    """The absolute, normalised POSIX form of a path's folder (a local folder or a URL prefix,
+    ``""`` the working folder); None for a URL prefix whose key is not normalised (``//``, ``..``)."""
+    at = urls.as_posix(folder) if folder else os.path.abspath("")
+    normal = posixpath.normpath(at)
+    return normal if normal == (at.rstrip("/") or "/") else None
+
+
+def _relative_one_by_one(paths: Sequence[str]) -> Iterator[str]:
+    """Each path relative to the common folder of them all, related one path at a time."""
     where = [urls.as_posix(p) for p in paths]
-    common = os.path.commonpath(where) if len(where) > 1 else ""
+    common = os.path.commonpath(where)
+    return (os.path.relpath(at, common) for at in where)
+
+
+def _hash_names(names: Iterable[str]) -> Any:
     h = hashlib.sha256()
-    for path, at in zip(paths, where):
-        h.update(os.path.relpath(at, common).encode() if common else os.path.basename(path).encode())
-        h.update(b"\0")
+    h.update(b"".join(name.encode() + b"\0" for name in names))
     return h

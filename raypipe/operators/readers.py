@@ -295,7 +295,7 @@ class FileReader(ShardedReader):
         prefix = base.rstrip("/") + "/" if urls.is_url(base) else os.path.join(base, "")
         return path[len(prefix) :] if path.startswith(prefix) else path
 
-    def digest(self) -> str:
+    def content_digest(self) -> str:
         """A hash of the sample list (paths relative to their common folder, and labels): it
         identifies the dataset in position states and survives moving the dataset elsewhere."""
         self.prepare()

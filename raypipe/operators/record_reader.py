@@ -46,7 +46,7 @@ class RecordReader(ShardedReader):
         self.prepare()
         return len(self.table)
 
-    def digest(self) -> str:
+    def content_digest(self) -> str:
         import hashlib
 
         self.prepare()

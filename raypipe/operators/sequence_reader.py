@@ -169,7 +169,7 @@ class SequenceReader(ShardedReader):
         folder = self.streams[int(self._stream_of[index])][0]
         return f"{folder} frames {os.path.basename(frames[0])} to {os.path.basename(frames[-1])}"
 
-    def digest(self) -> str:
+    def content_digest(self) -> str:
         """A hash of the frame names relative to ``file_root`` and of the sequences: it survives
         moving the dataset elsewhere."""
         self.prepare()

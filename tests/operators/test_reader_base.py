@@ -1,0 +1,67 @@
+"""What every reader shares (:mod:`raypipe.operators.reader_base`): the dataset identity position
+states record."""
+
+from __future__ import annotations
+
+import hashlib
+import os
+
+import pytest
+
+from raypipe.operators import reader_base
+from raypipe.operators.readers import FileReader
+from raypipe.storage import urls
+
+
+def _hash_one_by_one(paths: list[str]) -> str:
+    """The definition: every path made absolute and related to the common folder on its own."""
+    where = [urls.as_posix(p) for p in paths]
+    common = os.path.commonpath(where) if len(where) > 1 else ""
+    h = hashlib.sha256()
+    for path, at in zip(paths, where):
+        h.update(os.path.relpath(at, common).encode() if common else os.path.basename(path).encode())
+        h.update(b"\0")
+    return h.hexdigest()
+
+
+LISTS = {
+    "empty": [],
+    "one file": ["/data/train/a/x.jpg"],
+    "class folders": [f"/data/train/c{c}/img{i}.jpg" for c in range(3) for i in range(4)],
+    "one folder": ["/data/train/a/x.jpg", "/data/train/a/y.jpg"],
+    "relative": ["train/a/x.jpg", "train/b/y.jpg", "z.jpg", "w.jpg"],
+    "dot and double slash": ["./train//a/x.jpg", "train/./b/y.jpg"],
+    "parent references": ["/data/a/../b/x.jpg", "/data/b/y.jpg", "/data/c/sub/../z.jpg"],
+    "files at the root": ["/x.jpg", "/y.jpg", "/d/z.jpg"],
+    "the same file twice": ["/data/a/x.jpg", "/data/a/x.jpg"],
+    "a file beside the folder of the others": ["/data/a/x.jpg", "/data/a/sub/y.jpg", "/data/a/sub/z.jpg"],
+    "a name that is also a folder": ["s3://bucket/a/b", "s3://bucket/a/b/c", "s3://bucket/a/b/d"],
+    "URLs": [f"s3://bucket/train/c{c}/img{i}.jpg" for c in range(2) for i in range(3)],
+    "URLs at the bucket's top": ["s3://bucket/x.jpg", "s3://bucket/y.jpg"],
+    "URL keys not normalised": ["s3://bucket/a//x.jpg", "s3://bucket/a/../b/y.jpg", "gs://other/z.jpg"],
+    "a folder ending in a slash": ["/data/a/", "/data/b/x.jpg"],
+}
+
+
+#: lists hashed folder by folder; the others are related one path at a time
+BY_FOLDER = {"class folders", "one folder", "relative", "dot and double slash", "parent references", "URLs"}
+BY_FOLDER |= {"files at the root", "URLs at the bucket's top"}
+
+
+@pytest.mark.parametrize("name", LISTS)
+def test_paths_hash_is_every_path_related_on_its_own(name, monkeypatch):
+    paths = LISTS[name]
+    if name in BY_FOLDER:
+        monkeypatch.setattr(reader_base, "_relative_one_by_one", None)  # not called
+    assert reader_base.paths_hash(paths).hexdigest() == _hash_one_by_one(paths)
+
+
+def test_a_reader_works_its_digest_out_once(jpeg_files, monkeypatch):
+    """A pipeline asks for the digest at every ``state_dict()``: an ImageNet-sized listing must not
+    be hashed again each time."""
+    op = FileReader("cpu", 0, files=jpeg_files[:6])
+    calls = []
+    content_digest = op.content_digest
+    monkeypatch.setattr(op, "content_digest", lambda: calls.append(1) or content_digest())
+    assert op.digest() == op.digest() == content_digest()
+    assert len(calls) == 1
