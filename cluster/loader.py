@@ -185,8 +185,9 @@ class Loader:
             self._client.settle(list(pending))
             raise
         finally:  # where the rank got to, also when it broke off or failed
-            self._client.release_copied()
-            self._acks.flush()
+            if ray.is_initialized():  # not when Ray shut down first (at exit): nothing can be told
+                self._client.release_copied()
+                self._acks.flush()
         self._epoch, self._start, self._next = epoch + 1, 0, 0
 
     def example_batch(self) -> tuple[Any, ...]:

@@ -141,6 +141,44 @@ def test_the_driver_probes_a_gpu_pipeline_without_a_device(cluster, jpeg_files):
         svc.shutdown()
 
 
+SUSPENDED_AT_EXIT = """
+import ray
+import raypipe as rp
+from tests.cluster.pipelines import indexed
+
+ray.init()
+svc = rp.serve(indexed, name="svc-exit", world_size=1, files=FILES, num_cpus_per_actor=0.25)
+loader = rp.loader("svc-exit", rank=0, world_size=1)
+batches = iter(loader)
+next(batches)
+while loader._acks._position is None:  # until an acknowledgement waits to be sent (one came fast)
+    next(batches)
+svc.shutdown()
+print("script done", flush=True)
+"""
+
+
+def test_a_script_ending_inside_an_iteration_exits_quietly(cluster, jpeg_files):
+    """A script that leaves an iteration suspended (``next(iter(loader))``) and ends: Ray shuts down
+    at exit before the iterator is closed, and closing it must not try to reach the service."""
+    import os
+    import subprocess
+    import sys
+
+    root = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+    script = f"FILES = {jpeg_files!r}\n" + SUSPENDED_AT_EXIT
+    proc = subprocess.run(
+        [sys.executable, "-c", script],
+        cwd=root,
+        env={**os.environ, "RAY_ADDRESS": cluster.address, "PYTHONPATH": root},
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert proc.returncode == 0 and "script done" in proc.stdout, proc.stderr[-3000:]
+    assert "Exception ignored" not in proc.stderr and "Traceback" not in proc.stderr, proc.stderr[-3000:]
+
+
 def test_dropping_a_loader_stops_its_pipeline_actor(cluster, jpeg_files):
     import gc
 
