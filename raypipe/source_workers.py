@@ -22,6 +22,7 @@ import traceback
 import weakref
 from multiprocessing import resource_tracker, shared_memory
 from multiprocessing.connection import Connection, wait
+from multiprocessing.reduction import ForkingPickler
 from typing import Any
 
 import numpy as np
@@ -35,6 +36,23 @@ _LIVE: weakref.WeakSet[SourceWorkerPool] = weakref.WeakSet()
 _JOIN_S = 2.0
 
 
+def _check_picklable(ops: list[Any], start_method: str) -> None:
+    """Raise naming the first source that cannot reach a worker started by ``start_method``, which
+    pickles it, before any worker starts (else the first one fails half-started, in
+    multiprocessing's own words)."""
+    for op in ops:
+        try:
+            ForkingPickler.dumps(op.callback)
+        except Exception as exc:
+            source = op.callback.source
+            name = getattr(source, "__qualname__", type(source).__qualname__)
+            raise PipelineDefinitionError(
+                f"external_source(parallel=True): py_start_method={start_method!r} hands each source to its "
+                f"worker processes by pickling, and source {name!r} cannot be pickled ({exc}); define it at a "
+                "module's top level (not a lambda, nor a function inside another), or use py_start_method='fork'"
+            ) from exc
+
+
 class SourceWorkerPool:
     """Worker processes running the parallel external sources ``ops`` of one pipeline."""
 
@@ -43,6 +61,8 @@ class SourceWorkerPool:
         self._ops = {id(op): k for k, op in enumerate(ops)}
         self._depth = [op.prefetch_queue_depth for op in ops]
         sources = [(op.callback, op.num_outputs, op.multi) for op in ops]
+        if start_method != "fork":
+            _check_picklable(ops, start_method)
         context = multiprocessing.get_context(start_method)
         resource_tracker.ensure_running()  # one tracker, shared by the workers: segments never leak
         self._conns: list[Connection] = []

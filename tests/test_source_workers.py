@@ -15,7 +15,7 @@ import pytest
 
 import raypipe as rp
 from raypipe import fn, types
-from raypipe.errors import ArgumentError, SampleError
+from raypipe.errors import ArgumentError, PipelineDefinitionError, SampleError
 from raypipe.source_workers import _read_segment, _write_segment
 
 BATCH = 4
@@ -183,6 +183,19 @@ def test_dalis_rules_for_parallel_sources():
     with pytest.raises(ArgumentError, match="prefetch_queue_depth must be a positive int"):
         _pipe(lambda: fn.external_source(per_sample, parallel=True, prefetch_queue_depth=0)).build()
     assert not _workers(), "nothing started for a refused source"
+
+
+def test_a_source_spawned_workers_cannot_unpickle_is_refused_naming_it_before_any_starts():
+    """DALI's rule for ``py_start_method="spawn"``: the source must pickle. A lambda is refused with
+    the way out, and no worker is left half-started."""
+    pipe = _pipe(lambda: fn.external_source(lambda info: np.zeros(1), batch=False, parallel=True), "spawn")
+    with pytest.raises(
+        PipelineDefinitionError, match=r"source '.*<lambda>' cannot be pickled .* py_start_method='fork'"
+    ):
+        pipe.run()
+    assert not _workers()
+    with _pipe(lambda: fn.external_source(worker_pid, batch=False, parallel=True), "spawn") as pipe:
+        assert [len(out) for out in pipe.run()] == [BATCH], "a module-level function pickles"
 
 
 def test_results_travel_through_shared_memory_and_are_freed():
