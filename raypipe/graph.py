@@ -380,6 +380,13 @@ def _reachable(roots: Sequence[OpNode]) -> set[OpNode]:
 def _check_order(node: OpNode) -> None:
     for d in node.inputs:
         if STAGE_ORDER[d.producer.device] > STAGE_ORDER[node.device] or (node.device == "mixed" and d.device == "gpu"):
+            if d.producer.op.schema.name == "_transfer":  # DataNode.gpu(): name what the script wrote
+                moved = d.producer.inputs[0].producer.label
+                raise PipelineDefinitionError(
+                    f"operator {node.label} (device {node.device!r}) cannot consume the output of {moved} moved to "
+                    f"the GPU by .gpu(): data flows cpu -> mixed -> gpu; run {node.label} on the GPU or call .gpu() "
+                    "after it"
+                )
             raise PipelineDefinitionError(
                 f"operator {node.label} (device {node.device!r}) cannot consume the output of "
                 f"{d.producer.label} (device {d.producer.device!r}): data flows cpu -> mixed -> gpu; "

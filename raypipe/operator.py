@@ -11,8 +11,12 @@ stated tolerance.
 
 from __future__ import annotations
 
+import difflib
+import functools
+import inspect
 import math
-from collections.abc import Collection, Sequence
+import re
+from collections.abc import Callable, Collection, Sequence
 from dataclasses import dataclass
 from types import ModuleType
 from typing import Any, ClassVar
@@ -87,6 +91,28 @@ def registry() -> dict[str, type[Operator]]:
     return _REGISTRY
 
 
+def _check_names(op: str, configure: Callable[..., None], kwargs: dict[str, Any]) -> None:
+    """Raise naming an argument ``configure`` does not take, with the names closest to it (a
+    ``configure`` taking ``**kwargs`` checks its own)."""
+    accepted = _accepted_names(configure.__func__)
+    if accepted is None:
+        return
+    for name in kwargs:
+        if name not in accepted:
+            close = difflib.get_close_matches(name, sorted(accepted), n=3)
+            hint = f"; did you mean {' or '.join(map(repr, close))}?" if close else ""
+            raise ArgumentError(f"{op}: unexpected keyword argument {name!r}{hint}")
+
+
+@functools.cache
+def _accepted_names(configure: Callable[..., None]) -> frozenset[str] | None:
+    """The keyword arguments ``configure`` takes; None when it takes any (``**kwargs``)."""
+    parameters = list(inspect.signature(configure).parameters.values())[1:]  # past self
+    if any(p.kind is inspect.Parameter.VAR_KEYWORD for p in parameters):
+        return None
+    return frozenset(p.name for p in parameters if p.kind is not inspect.Parameter.VAR_POSITIONAL)
+
+
 class Operator:
     """Base class of every operator. Subclasses set ``schema`` and ``configure``.
 
@@ -115,10 +141,12 @@ class Operator:
             raise ArgumentError(f"{self.schema.name}: preserve must be a bool, got {preserve!r}")
         self.preserve = bool(preserve)
         _check_hint(self.schema.name, bytes_per_sample_hint)
+        _check_names(self.schema.name, self.configure, kwargs)
         try:
             self.configure(**kwargs)
         except TypeError as exc:
-            raise ArgumentError(f"{self.schema.name}: {exc}") from None
+            message = re.sub(r"^\w+\.configure\(\) ", "", str(exc))  # the operator's words, not the method's
+            raise ArgumentError(f"{self.schema.name}: {message}") from None
 
     def configure(self) -> None:
         """Validate and store the operator's static arguments (raise ArgumentError)."""

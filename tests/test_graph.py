@@ -30,6 +30,19 @@ def test_cpu_operator_cannot_consume_gpu_data(jpeg_files):
         _build(graph, files=jpeg_files[:2])
 
 
+def test_a_cpu_operator_after_gpu_is_told_to_move_the_gpu_call(jpeg_files):
+    def graph(files):
+        jpegs, _ = fn.readers.file(files=files, name="Reader")
+        return fn.decoders.image(jpegs.gpu())
+
+    with pytest.raises(
+        rp.PipelineDefinitionError,
+        match=r"'decoders.image'#\d \(device 'cpu'\) cannot consume the output of 'Reader' moved to the GPU by "
+        r"\.gpu\(\).*call \.gpu\(\) after it",
+    ):
+        _build(graph, files=jpeg_files[:2])
+
+
 def test_per_sample_argument_must_come_from_cpu(jpeg_files):
     def graph(files):
         jpegs, _ = fn.readers.file(files=files)
@@ -73,6 +86,15 @@ def test_unknown_operator_and_argument_errors(jpeg_files):
 
     with pytest.raises(rp.ArgumentError, match="decoders.image.*colourspace"):
         _build(unknown_arg, files=jpeg_files[:2])
+
+    def misspelt_arg(files):
+        jpegs, _ = fn.readers.file(files=files)
+        return fn.resize(fn.decoders.image(jpegs), resize_xx=10)
+
+    with pytest.raises(
+        rp.ArgumentError, match=r"^resize: unexpected keyword argument 'resize_xx'; did you mean 'resize_x'"
+    ):
+        _build(misspelt_arg, files=jpeg_files[:2])
 
     def bad_device(files):
         jpegs, _ = fn.readers.file(files=files)
