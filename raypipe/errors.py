@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import difflib
+from collections.abc import Iterable
+
 
 class RaypipeError(Exception):
     """Base class of every raypipe error."""
@@ -46,3 +49,9 @@ def _rebuild_sample_error(cls, message, sample_index, source):
 class DeviceError(RaypipeError):
     """The GPU failed a whole batch (out of memory, a sticky CUDA error, a decoder that lost its
     plugin): not a property of any sample, so ``on_error="skip"`` never skips it."""
+
+
+def did_you_mean(name: str, choices: Iterable[str]) -> str:
+    """``"; did you mean 'a' or 'b'?"`` with the choices closest to a misspelt ``name``, or ``""``."""
+    close = difflib.get_close_matches(name, sorted(set(choices)), n=3)
+    return f"; did you mean {' or '.join(map(repr, close))}?" if close else ""

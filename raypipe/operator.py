@@ -11,7 +11,6 @@ stated tolerance.
 
 from __future__ import annotations
 
-import difflib
 import functools
 import inspect
 import math
@@ -24,7 +23,7 @@ from typing import Any, ClassVar
 import numpy as np
 
 from . import device_check
-from .errors import ArgumentError
+from .errors import ArgumentError, did_you_mean
 from .keyed_random import SampleContext, keyed_uniforms, reused_generator
 from .sample_contexts import SampleContexts
 
@@ -99,9 +98,7 @@ def _check_names(op: str, configure: Callable[..., None], kwargs: dict[str, Any]
         return
     for name in kwargs:
         if name not in accepted:
-            close = difflib.get_close_matches(name, sorted(accepted), n=3)
-            hint = f"; did you mean {' or '.join(map(repr, close))}?" if close else ""
-            raise ArgumentError(f"{op}: unexpected keyword argument {name!r}{hint}")
+            raise ArgumentError(f"{op}: unexpected keyword argument {name!r}{did_you_mean(name, accepted)}")
 
 
 @functools.cache

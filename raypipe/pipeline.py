@@ -20,7 +20,7 @@ from .backend import DeviceContext
 from .batch_spec import BatchSpec
 from .device_report import device_report
 from .engine import Engine, GraphFunction
-from .errors import ArgumentError, PipelineDefinitionError
+from .errors import ArgumentError, PipelineDefinitionError, did_you_mean
 from .executor import BatchResult, SkippedSample
 from .graph import DataNode, OpNode, StagedGraph
 from .graph_context import RecordedGraph, Recording
@@ -630,7 +630,10 @@ def pipeline_def(fn: Callable | None = None, **defaults: Any) -> Callable:
     """
     unknown = set(defaults) - set(PIPELINE_ARGS) - set(DEFINITION_ARGS)
     if unknown:
-        raise ArgumentError(f"pipeline_def: unknown pipeline arguments {sorted(unknown)}")
+        first = sorted(unknown)[0]
+        raise ArgumentError(
+            f"pipeline_def: unknown pipeline arguments {sorted(unknown)}{did_you_mean(first, PIPELINE_ARGS)}"
+        )
 
     def decorate(graph_fn: Callable) -> Callable:
         params = inspect.signature(graph_fn).parameters
@@ -655,7 +658,9 @@ def pipeline_def(fn: Callable | None = None, **defaults: Any) -> Callable:
             try:
                 inspect.signature(graph_fn).bind(*args, **kwargs)
             except TypeError as exc:
-                raise ArgumentError(f"{graph_fn.__name__}: {exc}") from None
+                strange = [k for k in kwargs if k not in params and repr(k) in str(exc)]
+                hint = did_you_mean(strange[0], [*params, *PIPELINE_ARGS]) if strange else ""
+                raise ArgumentError(f"{graph_fn.__name__}: {exc}{hint}") from None
             return _FunctionPipeline(graph_fn, args, kwargs, **options)
 
         create.pipeline_defaults = dict(defaults)

@@ -183,10 +183,18 @@ def test_declared_outputs_are_checked_on_every_batch(jpeg_files, kwargs, match):
 def test_unknown_arguments_fail_clearly(jpeg_files):
     with pytest.raises(TypeError, match="exec_asnyc"):
         rp.Pipeline(batch_size=2, exec_asnyc=False)
-    with pytest.raises(rp.ArgumentError, match=r"unknown pipeline arguments \['exec_asnyc'\]"):
+    with pytest.raises(
+        rp.ArgumentError, match=r"unknown pipeline arguments \['exec_asnyc'\]; did you mean 'exec_async'"
+    ):
         rp.pipeline_def(batch_size=2, exec_asnyc=False)
-    with pytest.raises(rp.ArgumentError, match="train: got an unexpected keyword argument 'exec_asnyc'"):
+    with pytest.raises(
+        rp.ArgumentError, match="train: got an unexpected keyword argument 'exec_asnyc'; did you mean 'exec_async'"
+    ):
         train(jpeg_files[:8], exec_asnyc=False)
+    with pytest.raises(
+        rp.ArgumentError, match="train: got an unexpected keyword argument 'file'; did you mean 'files'"
+    ):
+        train(file=jpeg_files[:8])
 
 
 def test_a_function_parameter_shadows_a_pipeline_argument_as_in_dali(jpeg_files):
