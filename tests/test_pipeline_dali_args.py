@@ -192,9 +192,9 @@ def test_unknown_arguments_fail_clearly(jpeg_files):
     ):
         train(jpeg_files[:8], exec_asnyc=False)
     with pytest.raises(
-        rp.ArgumentError, match="train: got an unexpected keyword argument 'file'; did you mean 'files'"
+        rp.ArgumentError, match="train: got an unexpected keyword argument 'seeed'; did you mean 'seed'"
     ):
-        train(file=jpeg_files[:8])
+        train(jpeg_files[:8], seeed=3)
 
 
 def test_a_function_parameter_shadows_a_pipeline_argument_as_in_dali(jpeg_files):
