@@ -11,6 +11,7 @@ to the rank's GPU, and the rank's position and acknowledgements are kept.
 from __future__ import annotations
 
 import collections
+import inspect
 import os
 import sys
 import time
@@ -23,7 +24,7 @@ import ray
 
 from actors.cuda_ipc import device_uuid
 from actors.protocol import Ack, BatchReply, RaggedArray, Skip, Timing
-from raypipe.errors import ArgumentError, RaypipeError
+from raypipe.errors import ArgumentError, RaypipeError, did_you_mean
 from raypipe.ragged import pad_to_largest, sample_shapes
 from raypipe.rank_normalize import Normalize
 from raypipe.service_config import ServiceConfig
@@ -351,6 +352,10 @@ def loader(name: str, rank: int | None = None, world_size: int | None = None, **
     ``ray.train.get_context()``), and a loader position saved in the checkpoint Ray Train restored
     (:func:`raypipe.train.save`) is loaded: after a restart the loader continues where that
     checkpoint left off, in whatever number of workers the group now has."""
+    options = inspect.signature(Loader).parameters
+    for key in kwargs:
+        if key not in options:
+            raise ArgumentError(f"loader: unexpected keyword argument {key!r}{did_you_mean(key, options)}")
     in_train = ray_train_context()
     if rank is None and world_size is None and in_train is not None:
         rank, world_size = in_train.get_world_rank(), in_train.get_world_size()

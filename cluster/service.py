@@ -8,6 +8,7 @@ and their G pipeline actors. Its CPU reservation is ``num_cpus_per_actor`` per a
 
 from __future__ import annotations
 
+import inspect
 import os
 import time
 from collections.abc import Callable
@@ -17,7 +18,8 @@ import ray
 
 from actors import shared_listings
 from raypipe import log
-from raypipe.errors import ArgumentError, RaypipeError
+from raypipe.errors import ArgumentError, RaypipeError, did_you_mean
+from raypipe.pipeline import PIPELINE_ARGS
 from raypipe.service_config import ServiceConfig
 from raypipe.source_dataset import served_dataset
 from raypipe.storage import listings
@@ -176,6 +178,21 @@ def _release(name: str, actors: list) -> None:
     shared_listings.clear(name)
 
 
+def _check_pipeline_kwargs(pipeline: Callable, pipeline_kwargs: dict[str, Any]) -> None:
+    """Raise naming a keyword argument that neither ``serve`` nor the pipeline takes, with the
+    names closest to it among both (``cpu_helper`` is most likely serve's ``cpu_helpers``)."""
+    params = inspect.signature(pipeline).parameters  # the pipeline function's (functools.wraps)
+    if any(p.kind is p.VAR_KEYWORD for p in params.values()):
+        return
+    for key in pipeline_kwargs:
+        if key not in params and key not in PIPELINE_ARGS:
+            names = [*inspect.signature(serve).parameters, *params, *PIPELINE_ARGS]
+            raise ArgumentError(
+                f"serve: unexpected keyword argument {key!r}{did_you_mean(key, names)} (serve passes the keyword "
+                f"arguments it does not take to the pipeline function {pipeline.__name__}{inspect.signature(pipeline)})"
+            )
+
+
 def serve(
     pipeline: Callable,
     name: str,
@@ -250,6 +267,7 @@ def serve(
     for key in ("seed", "device_id"):
         if key in pipeline_kwargs:
             raise ArgumentError(f"serve: {key} is set by the service, not the pipeline")
+    _check_pipeline_kwargs(pipeline, pipeline_kwargs)
     probe = pipeline(**pipeline_kwargs, device_id=None)  # readers only: no CUDA context in this process
     dataset_len, dataset_digest = served_dataset(probe)
     listed = listings.of_pipeline(probe)  # object-store folders, listed once for every actor

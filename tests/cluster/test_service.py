@@ -244,6 +244,12 @@ def test_errors_are_clear_and_early(cluster, jpeg_files, tmp_path):
     for niceness in (-1, 20, 1.5, True):
         with pytest.raises(rp.ArgumentError, match="niceness must be None or an int from 0 to 19"):
             _serve(jpeg_files, "svc-bad", niceness=niceness)
+    with pytest.raises(
+        rp.ArgumentError, match=r"serve: unexpected keyword argument 'cpu_helper'; did you mean 'cpu_helpers'"
+    ):
+        _serve(jpeg_files, "svc-bad", cpu_helper=1)
+    with pytest.raises(rp.ArgumentError, match=r"'file'; did you mean 'files'\? .* pipeline function indexed\(files\)"):
+        rp.serve(indexed, name="svc-bad", world_size=2, file=jpeg_files)
     with pytest.raises(rp.ReaderError, match="does not exist"):
         _serve_root(tmp_path)
     with pytest.raises(rp.ArgumentError, match=r"needs a reader \(fn.readers"):
@@ -258,6 +264,10 @@ def test_errors_are_clear_and_early(cluster, jpeg_files, tmp_path):
             rp.loader("nope", rank=0, world_size=2)
         with pytest.raises(rp.ArgumentError, match="device must be 'cpu', 'cuda', 'cuda:N' or an int"):
             rp.loader("svc-name", rank=0, world_size=2, device="tpu:0")
+        with pytest.raises(
+            rp.ArgumentError, match="loader: unexpected keyword argument 'prefech'; did you mean 'prefetch'"
+        ):
+            rp.loader("svc-name", rank=0, world_size=2, prefech=4)
     finally:
         svc.shutdown()
 
