@@ -1,0 +1,104 @@
+"""What an ImageNet-sized ``file_root`` costs before and between batches: listing it, the dataset
+digest that position states record, building the pipeline, its first batch, and ``state_dict()``.
+
+    python benchmarks/dataset_scale.py [--classes 1000] [--per-class 1281] [--root DIR]
+
+The tree (``--classes`` class folders of ``--per-class`` files, 1,281,000 by default, ImageNet's
+training set) is made of hard links to 20 generated JPEGs (the ones ``raypipe bench`` uses), so
+it takes seconds and almost no disk; it is kept in ``--root`` (default
+``~/.cache/raypipe/bench/scale-<classes>x<per-class>``) for the next run. The digest is timed as
+raypipe works it out (each folder related to the common folder once) and, in the same run, as the
+definition has it (every path related on its own), which gives the same hash. Wall seconds, one
+process, the ResNet-50 training recipe on the host (batch 64, 2 threads).
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+import time
+
+from raypipe.bench.dataset import prepare
+from raypipe.operators import reader_base
+from raypipe.operators.readers import list_file_root
+from raypipe.presets import resnet50_train
+
+SOURCES = 20  # hard links per JPEG stay under ext4's 65,000 for a million files
+
+
+def make_tree(root: str, classes: int, per_class: int) -> int:
+    """Fill ``root`` with ``classes`` folders of ``per_class`` hard links (what is there stays)."""
+    sources = prepare(None, 64).paths[:SOURCES]
+    made = 0
+    for c in range(classes):
+        folder = os.path.join(root, f"n{c:08d}")
+        os.makedirs(folder, exist_ok=True)
+        present = set(os.listdir(folder))
+        for i in range(per_class):
+            name = f"n{c:08d}_{i:05d}.JPEG"
+            if name not in present:
+                os.link(sources[(c * per_class + i) % len(sources)], os.path.join(folder, name))
+                made += 1
+    return made
+
+
+def timed(work):
+    began = time.perf_counter()
+    result = work()
+    return result, time.perf_counter() - began
+
+
+def listing_and_digests(root: str) -> tuple[float, float, float]:
+    """Seconds to list ``root``, and to work its digest out by folder and path by path (checked equal)."""
+    (paths, _), listing = timed(lambda: list_file_root(root))
+    fast, by_folder = timed(lambda: reader_base.paths_hash(paths).hexdigest())
+    slow, one_by_one = timed(lambda: reader_base._hash_names(reader_base._relative_one_by_one(paths)).hexdigest())
+    if fast != slow:
+        raise AssertionError(f"the digests differ: {fast} by folder, {slow} path by path")
+    return listing, by_folder, one_by_one
+
+
+def measure(root: str) -> list[tuple[str, float]]:
+    """Seconds of each step, in the order a training script meets them."""
+    listing, by_folder, one_by_one = listing_and_digests(root)
+    pipe = resnet50_train(root, batch_size=64, num_threads=2, seed=0)
+    _, build = timed(pipe.build)
+    _, first = timed(pipe.run)
+    _, state = timed(pipe.state_dict)
+    _, again = timed(pipe.state_dict)
+    pipe.close()
+    return [
+        ("list the folders (list_file_root)", listing),
+        ("dataset digest, each folder related once (raypipe)", by_folder),
+        ("dataset digest, each path related on its own (reference)", one_by_one),
+        ("build the pipeline (lists again)", build),
+        ("first batch", first),
+        ("first state_dict() (works the digest out)", state),
+        ("every later state_dict()", again),
+    ]
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--classes", type=int, default=1000)
+    parser.add_argument("--per-class", type=int, default=1281)
+    parser.add_argument("--root", default=None, help="where the tree of hard links is kept")
+    args = parser.parse_args(argv)
+    if args.classes < 1 or args.per_class < 1 or args.classes * args.per_class < 2:
+        parser.error("--classes and --per-class must be positive, with at least 2 files in all")
+    root = args.root or os.path.expanduser(f"~/.cache/raypipe/bench/scale-{args.classes}x{args.per_class}")
+    made, seconds = timed(lambda: make_tree(root, args.classes, args.per_class))
+    total = args.classes * args.per_class
+    print(f"{total:,} files in {args.classes:,} class folders at {root} ({made:,} links made in {seconds:.1f} s)")
+    rows = measure(root)
+    print("\n| step | seconds |\n|---|---|")
+    for step, value in rows:
+        print(f"| {step} | {value:.3f} |")
+    ratio = rows[2][1] / max(rows[1][1], 1e-9)
+    print(f"\nthe digest by folder: {ratio:.1f}x faster than path by path, the same hash")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
