@@ -36,21 +36,21 @@ _LIVE: weakref.WeakSet[SourceWorkerPool] = weakref.WeakSet()
 _JOIN_S = 2.0
 
 
-def _check_picklable(ops: list[Any], start_method: str) -> None:
-    """Raise naming the first source that cannot reach a worker started by ``start_method``, which
-    pickles it, before any worker starts (else the first one fails half-started, in
-    multiprocessing's own words)."""
+def _unpicklable(ops: list[Any], start_method: str) -> PipelineDefinitionError | None:
+    """The error naming the first source a worker started by ``start_method`` cannot be handed (it
+    pickles the sources), when that is why starting one failed; else None."""
     for op in ops:
         try:
             ForkingPickler.dumps(op.callback)
         except Exception as exc:
             source = op.callback.source
             name = getattr(source, "__qualname__", type(source).__qualname__)
-            raise PipelineDefinitionError(
+            return PipelineDefinitionError(
                 f"external_source(parallel=True): py_start_method={start_method!r} hands each source to its "
                 f"worker processes by pickling, and source {name!r} cannot be pickled ({exc}); define it at a "
                 "module's top level (not a lambda, nor a function inside another), or use py_start_method='fork'"
-            ) from exc
+            )
+    return None
 
 
 class SourceWorkerPool:
@@ -61,8 +61,6 @@ class SourceWorkerPool:
         self._ops = {id(op): k for k, op in enumerate(ops)}
         self._depth = [op.prefetch_queue_depth for op in ops]
         sources = [(op.callback, op.num_outputs, op.multi) for op in ops]
-        if start_method != "fork":
-            _check_picklable(ops, start_method)
         context = multiprocessing.get_context(start_method)
         resource_tracker.ensure_running()  # one tracker, shared by the workers: segments never leak
         self._conns: list[Connection] = []
@@ -70,7 +68,16 @@ class SourceWorkerPool:
         for w in range(num_workers):
             ours, theirs = context.Pipe()
             proc = context.Process(target=_work, args=(theirs, sources), name=f"raypipe-source-worker-{w}", daemon=True)
-            proc.start()
+            try:
+                proc.start()
+            except Exception as exc:  # none is left half-started; a source that cannot be pickled is named
+                theirs.close()
+                ours.close()
+                _shut_down(self._procs, self._conns)
+                unpicklable = _unpicklable(ops, start_method) if start_method != "fork" else None
+                if unpicklable is not None:
+                    raise unpicklable from exc
+                raise
             theirs.close()
             self._conns.append(ours)
             self._procs.append(proc)
