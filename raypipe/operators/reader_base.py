@@ -285,5 +285,11 @@ def _relative_one_by_one(paths: Sequence[str]) -> Iterator[str]:
 
 def _hash_names(names: Iterable[str]) -> Any:
     h = hashlib.sha256()
-    h.update(b"".join(name.encode() + b"\0" for name in names))
+    h.update(b"".join(as_hashed(name) + b"\0" for name in names))
     return h
+
+
+def as_hashed(text: str) -> bytes:
+    """The bytes of names in a dataset identity: UTF-8, a file name that is not (decoded by Python
+    with surrogates) as its own bytes."""
+    return text.encode(errors="surrogateescape")

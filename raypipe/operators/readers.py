@@ -9,6 +9,7 @@ executor announces, many in flight; local files keep their one ``preadv`` each."
 from __future__ import annotations
 
 import fnmatch
+import hashlib
 import os
 import re
 from collections.abc import Callable, Sequence
@@ -22,7 +23,7 @@ from ..storage import listings, store, urls
 from ..storage.failures import StorageError
 from ..storage.folders import list_url_root
 from ..storage.prefetch import Prefetcher
-from .reader_base import ShardedReader, paths_hash
+from .reader_base import ShardedReader, as_hashed, paths_hash
 
 #: DALI's default ``file_filters``: the files ``file_root`` lists in each class folder.
 DEFAULT_FILE_FILTERS = (
@@ -82,18 +83,40 @@ def list_file_root(
     ``case_sensitive_filter``. A URL ``file_root`` is listed in the object store (the same rules)."""
     if urls.is_url(file_root):
         return list_bucket_root(file_root, file_filters, dir_filters, case_sensitive_filter)[:2]
+    paths, labels, _ = list_local_root(file_root, file_filters, dir_filters, case_sensitive_filter)
+    return paths, labels
+
+
+def list_local_root(
+    file_root: str,
+    file_filters: Sequence[str] = DEFAULT_FILE_FILTERS,
+    dir_filters: Sequence[str] | None = None,
+    case_sensitive_filter: bool = False,
+) -> tuple[list[str], list[int], Any]:
+    """:func:`list_file_root` of a local folder, with :func:`paths_hash` of the paths made as they
+    are listed: ``(paths, labels, hash)``. A listing's names need no relating (the common folder
+    is ``file_root``, or the one class folder that holds files), so hashing them a folder at a
+    time costs a few calls in C, where relating a million paths costs seconds."""
     if not os.path.isdir(file_root):
         raise ReaderError(f"readers.file: file_root {file_root!r} does not exist or is not a folder")
     wanted_dir = _matcher(dir_filters, case_sensitive_filter) if dir_filters is not None else None
     wanted_file = _matcher(file_filters, case_sensitive_filter)
     classes = sorted(e.name for e in os.scandir(file_root) if e.is_dir() and (wanted_dir is None or wanted_dir(e.name)))
     paths, labels = [], []
+    under_root, first_names = hashlib.sha256(), None
     for label, cls in enumerate(classes):
-        folder = os.path.join(file_root, cls)
-        found = sorted(e.path for e in os.scandir(folder) if not e.is_dir() and wanted_file(e.name))
-        paths.extend(found)
-        labels.extend([label] * len(found))
-    return _checked_listing(file_root, paths, labels, file_filters, dir_filters, len(classes))
+        folder = os.path.join(file_root, cls, "")
+        with os.scandir(folder) as entries:
+            names = sorted(filter(wanted_file, [e.name for e in entries if not e.is_dir()]))
+        if not names:
+            continue
+        first_names = names if first_names is None else first_names
+        under_root.update(as_hashed(cls + "/" + ("\0" + cls + "/").join(names) + "\0"))
+        paths.extend(map(folder.__add__, names))
+        labels.extend([label] * len(names))
+    _checked_listing(file_root, paths, labels, file_filters, dir_filters, len(classes))
+    one_class = first_names is not None and len(first_names) == len(paths)
+    return paths, labels, hashlib.sha256(as_hashed("\0".join(first_names) + "\0")) if one_class else under_root
 
 
 def list_bucket_root(
@@ -218,6 +241,7 @@ class FileReader(ShardedReader):
         self._remote: np.ndarray | None = None  # which paths are URLs, when not all of them are
         self._sizes: list[int] | None = None
         self._listing: tuple | None = None
+        self._paths_hash: Any = None  # paths_hash(self.paths), where the listing made it
 
     def prepare(self) -> None:
         """List the data; raises ReaderError naming the folder, list file or line at fault. A URL
@@ -232,7 +256,7 @@ class FileReader(ShardedReader):
             root = None if self.file_root is None else os.fspath(self.file_root)
             paths, labels = parse_file_list(os.fspath(self.file_list), root)
         elif self.file_root is not None:
-            paths, labels = list_file_root(
+            paths, labels, self._paths_hash = list_local_root(
                 os.fspath(self.file_root), self.file_filters, self.dir_filters, self.case_sensitive_filter
             )
         else:
@@ -240,8 +264,9 @@ class FileReader(ShardedReader):
             labels = list(self._labels) if self._labels is not None else list(range(len(paths)))
         if len(paths) < self.num_shards:
             raise ReaderError(f"readers.file: {len(paths)} files cannot fill {self.num_shards} shards")
-        remote = np.fromiter((urls.is_url(p) for p in paths), bool, len(paths))
-        if remote.any():
+        local_root = self._paths_hash is not None  # a local file_root's listing holds no URL
+        remote = None if local_root else np.fromiter((urls.is_url(p) for p in paths), bool, len(paths))
+        if remote is not None and remote.any():
             for first in {urls.parse(p).bucket: p for p in reversed(paths) if urls.is_url(p)}.values():
                 try:
                     store.check(first)
@@ -299,7 +324,7 @@ class FileReader(ShardedReader):
         """A hash of the sample list (paths relative to their common folder, and labels): it
         identifies the dataset in position states and survives moving the dataset elsewhere."""
         self.prepare()
-        h = paths_hash(self.paths)
+        h = paths_hash(self.paths) if self._paths_hash is None else self._paths_hash.copy()
         h.update(self.labels.tobytes())
         return h.hexdigest()[:16]
 

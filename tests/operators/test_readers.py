@@ -9,6 +9,7 @@ import pytest
 
 import raypipe as rp
 from raypipe import fn
+from raypipe.operators import reader_base, readers
 
 
 @rp.pipeline_def(batch_size=4, num_threads=2, seed=0)
@@ -149,7 +150,7 @@ def _tree(root, files):
     for rel in files:
         path = root / rel
         path.parent.mkdir(parents=True, exist_ok=True)
-        path.write_bytes(rel.encode())
+        path.write_bytes(os.fsencode(rel))
     return str(root)
 
 
@@ -199,6 +200,28 @@ def test_file_root_listing_matches_dali(tmp_path):
     for filters in ({}, {"case_sensitive_filter": True}, {"file_filters": ["*.txt", "*.wav"]}, {"dir_filters": "[bc]"}):
         data, labels = _listing(root, **filters)
         assert list(zip(data, labels)) == dali_listing(filters), filters
+
+
+@pytest.mark.parametrize(
+    "filters",
+    [{}, {"file_filters": ["*.jp*g"]}, {"dir_filters": ["c"]}, {"dir_filters": ["a"], "file_filters": ["1.jpg"]}],
+    ids=["several classes", "filtered", "one class", "one file"],
+)
+@pytest.mark.parametrize("spelling", ["absolute", "relative", "trailing slash", "dot and parent"])
+def test_a_listing_hashes_as_its_paths_do(tmp_path, monkeypatch, filters, spelling):
+    """A local ``file_root`` is hashed folder by folder as it is listed (an ImageNet listing in
+    0.05 s, not 1.6 s); the hash is :func:`paths_hash` of the listed paths, however the root is
+    written, so a state made from a ``files`` list of the same paths fits."""
+    root = _tree(tmp_path / "t", [f for f in TREE if not f.endswith("/")] + [os.fsdecode(b"a/caf\xe9.jpg")])
+    (tmp_path / "t" / "b").mkdir()
+    monkeypatch.chdir(tmp_path)
+    given = {"absolute": root, "relative": "t", "trailing slash": "t/", "dot and parent": "./t/../t"}[spelling]
+    paths, labels, listed = readers.list_local_root(given, **filters)
+    assert (paths, labels) == readers.list_file_root(given, **filters)
+    assert listed.hexdigest() == reader_base.paths_hash(paths).hexdigest()
+    from_list = readers.FileReader("cpu", 0, files=paths, labels=labels).digest()
+    monkeypatch.setattr(readers, "paths_hash", None)  # the listing's hash serves
+    assert readers.FileReader("cpu", 0, file_root=given, **filters).digest() == from_list
 
 
 def test_shuffle_after_epoch_reshuffles_the_whole_dataset_alike_on_every_shard(jpeg_files):
