@@ -34,6 +34,7 @@ from .batch_client import HOST_RING_ENV, REQUEST_SOCKET_ENV, BatchClient, Pendin
 from .host_upload import HostUpload
 from .naming import NAMESPACE, coordinator_name
 from .placement import local_world_size, locate_rank, parse_device, start_pipeline_actor
+from .ray_connection import init_ray
 
 OUTPUTS = ("torch", "numpy")
 #: How often a rank acknowledges its progress and timings to the coordinator while iterating (and
@@ -81,8 +82,7 @@ class Loader:
         if normalize is not None and (not isinstance(normalize, Normalize) or output != "torch"):
             raise ArgumentError("loader: normalize must be an rp.Normalize, and needs output='torch'")
         parse_device(device)
-        if not ray.is_initialized():
-            ray.init(address=os.environ.get("RAY_ADDRESS", "auto"), log_to_driver=False)
+        init_ray(os.environ.get("RAY_ADDRESS", "auto"), log_to_driver=False)
         try:
             self._coordinator = ray.get_actor(coordinator_name(name), namespace=NAMESPACE)
         except ValueError:

@@ -31,6 +31,7 @@ from .diagnosis import diagnose
 from .helper_policy import choose_node
 from .helpers import HelperPlan, cluster_nodes, find_helper
 from .naming import NAMESPACE, coordinator_name, pipeline_actor_name
+from .ray_connection import init_ray
 
 LOG = log.get(__name__)
 # A pipeline actor that dies is restarted and the call in flight re-run: batches are a
@@ -143,8 +144,7 @@ class Service:
 def connect(name: str) -> Service:
     """A handle on the running service ``name``, started by another process on this Ray cluster
     (``RAY_ADDRESS``, or the local one): for ``stats()``, ``report()`` and ``shutdown()``."""
-    if not ray.is_initialized():
-        ray.init(address=os.environ.get("RAY_ADDRESS", "auto"), log_to_driver=False, logging_level="ERROR")
+    init_ray(os.environ.get("RAY_ADDRESS", "auto"), log_to_driver=False, logging_level="ERROR")
     try:
         coordinator = ray.get_actor(coordinator_name(name), namespace=NAMESPACE)
     except ValueError:
@@ -285,8 +285,7 @@ def serve(
     )
     probe.close()
 
-    if not ray.is_initialized():
-        ray.init(address=os.environ.get("RAY_ADDRESS"), log_to_driver=False)
+    init_ray(os.environ.get("RAY_ADDRESS"), log_to_driver=False)
     _claim_name(name, replace)
     _check_helper_room(helper_plan)
     launch = ActorLaunch(
