@@ -13,6 +13,8 @@ import hashlib
 import os
 import re
 from collections.abc import Callable, Sequence
+from itertools import repeat
+from operator import itemgetter
 from typing import Any
 
 import numpy as np
@@ -168,15 +170,58 @@ def parse_file_list(file_list: str, root: str | None = None) -> tuple[list[str],
     URL folder); the list, the root and a path may be URLs."""
     try:
         if urls.is_url(file_list):
-            lines = store.read(file_list).tobytes().decode("utf-8").splitlines()
+            text = store.read(file_list).tobytes().decode("utf-8")
         else:
             with open(file_list, encoding="utf-8") as f:
-                lines = f.read().splitlines()
+                text = f.read()
     except StorageError as exc:
         raise type(exc)(f"readers.file: cannot open file_list {exc}") from None
     except OSError as exc:
         raise ReaderError(f"readers.file: cannot open file_list {file_list!r}: {exc.strerror}") from None
     base = root if root is not None else urls.parent(file_list)
+    parsed = _parsed_at_once(text, base)
+    if parsed is None:
+        parsed = _parsed_line_by_line(text.splitlines(), base, file_list)
+    if not parsed[0]:
+        raise ReaderError(f"readers.file: file_list {file_list!r} lists no files")
+    return parsed
+
+
+#: a blank other than a space or a line end (str.isspace's, which ``split()`` parts words at)
+_OTHER_BLANK = re.compile(r"[^\S \n]")
+
+
+def _single_spaced(text: str) -> bool:
+    """True when every blank of ``text`` is a line end or one space between two words."""
+    if text.startswith(" ") or text.endswith(" ") or any(b in text for b in ("  ", " \n", "\n ")):
+        return False
+    if text.isascii():  # a few scans for the ASCII blanks, not a regular expression's
+        return not any(b in text for b in "\t\r\x0b\x0c\x1c\x1d\x1e\x1f")
+    return _OTHER_BLANK.search(text) is None
+
+
+def _parsed_at_once(text: str, base: str) -> tuple[list[str], list[int]] | None:
+    """:func:`_parsed_line_by_line`'s result, in calls that each take every line in C (an ImageNet
+    list in 0.6 s, not 2.3 s): where words are parted by one space, a line's path is what precedes
+    its last space. None for lists this cannot read that way (other blanks, a line it cannot
+    read, to be named by the line-by-line route, and absolute or URL paths)."""
+    if not _single_spaced(text) or "://" in text or text.startswith("/") or "\n/" in text:
+        return None
+    parts = list(map(str.rpartition, filter(None, text.split("\n")), repeat(" ")))
+    names = list(map(itemgetter(0), parts))
+    if "" in names:
+        return None
+    try:
+        labels = list(map(int, map(itemgetter(2), parts)))
+    except ValueError:
+        return None
+    prefix = base.rstrip("/") + "/" if urls.is_url(base) else os.path.join(base, "")
+    return list(map(prefix.__add__, names)), labels
+
+
+def _parsed_line_by_line(lines: list[str], base: str, file_list: str) -> tuple[list[str], list[int]]:
+    """Each line's ``(path, label)``, the path joined to ``base``; ReaderError naming the first line
+    that is not ``path label``."""
     paths, labels = [], []
     for lineno, line in enumerate(lines, 1):
         if not line.strip():
@@ -193,9 +238,16 @@ def parse_file_list(file_list: str, root: str | None = None) -> tuple[list[str],
             ) from None
         paths.append(urls.join(base, path))
         labels.append(value)
-    if not paths:
-        raise ReaderError(f"readers.file: file_list {file_list!r} lists no files")
     return paths, labels
+
+
+def _url_mask(paths: Sequence[str]) -> np.ndarray | None:
+    """Which of ``paths`` are object-store URLs; None when none is (one scan in C of a million
+    local paths, where asking each path takes 0.3-0.6 s)."""
+    if not any(map(str.__contains__, paths, repeat("://"))):
+        return None
+    remote = np.fromiter((urls.is_url(p) for p in paths), bool, len(paths))
+    return remote if remote.any() else None
 
 
 @register
@@ -264,9 +316,8 @@ class FileReader(ShardedReader):
             labels = list(self._labels) if self._labels is not None else list(range(len(paths)))
         if len(paths) < self.num_shards:
             raise ReaderError(f"readers.file: {len(paths)} files cannot fill {self.num_shards} shards")
-        local_root = self._paths_hash is not None  # a local file_root's listing holds no URL
-        remote = None if local_root else np.fromiter((urls.is_url(p) for p in paths), bool, len(paths))
-        if remote is not None and remote.any():
+        remote = _url_mask(paths)
+        if remote is not None:
             for first in {urls.parse(p).bucket: p for p in reversed(paths) if urls.is_url(p)}.values():
                 try:
                     store.check(first)

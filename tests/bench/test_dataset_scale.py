@@ -31,13 +31,16 @@ def test_the_scale_benchmark_times_every_step_on_a_tree_of_links(tmp_path):
         "list the folders, hashing them as listed (raypipe, file_root)",
         "dataset digest of the paths, each folder related once (raypipe, files/file_list)",
         "dataset digest of the paths, each path related on its own (reference)",
+        "read a file_list of the same files, the whole text at once (raypipe)",
+        "read it line by line (reference)",
         "build the pipeline (lists again)",
         "first batch",
         "first state_dict()",
         "every later state_dict()",
     ]
     assert all(float(row[1]) >= 0 for row in rows[1:])
-    assert "all three the same hash" in done.stdout
+    assert "all three the same hash" in done.stdout and "the same paths and labels" in done.stdout
     assert sorted(os.listdir(tree)) == ["n00000000", "n00000001", "n00000002"]
+    assert len((tmp_path / "tree.list.txt").read_text().splitlines()) == 90
     again = subprocess.run(command, cwd=ROOT, capture_output=True, text=True, timeout=300)
     assert again.returncode == 0 and "(0 links made" in again.stdout, again.stderr[-3000:]
