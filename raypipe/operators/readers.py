@@ -202,7 +202,7 @@ def _single_spaced(text: str) -> bool:
 
 def _parsed_at_once(text: str, base: str) -> tuple[list[str], list[int]] | None:
     """:func:`_parsed_line_by_line`'s result, in calls that each take every line in C (an ImageNet
-    list in 0.6 s, not 2.3 s): where words are parted by one space, a line's path is what precedes
+    list in 1.1 s, not 2.1 s): where words are parted by one space, a line's path is what precedes
     its last space. None for lists this cannot read that way (other blanks, a line it cannot
     read, to be named by the line-by-line route, URL paths, absolute paths beside relative ones
     or under a URL ``base``)."""
