@@ -265,6 +265,9 @@ def main() -> None:
                 f"training failed: {exc}\n(each of the {args.workers} workers needs {per_worker}; "
                 f"free now: {free}; the pipeline actors reserve none)"
             ) from None
+        except KeyboardInterrupt:
+            print("\ninterrupted: the service is shut down")
+            raise SystemExit(130) from None
         print("training finished:", "error" if result.error else "ok")
         print_summary(svc.stats())
     finally:
