@@ -32,7 +32,7 @@ from raypipe.service_config import ServiceConfig
 from . import object_store, service_record
 from .batch_client import HOST_RING_ENV, REQUEST_SOCKET_ENV, BatchClient, Pending
 from .host_upload import HostUpload
-from .naming import NAMESPACE, coordinator_name
+from .naming import NAMESPACE, coordinator_name, no_such_service
 from .placement import local_world_size, locate_rank, parse_device, start_pipeline_actor
 from .ray_connection import init_ray
 
@@ -89,9 +89,7 @@ class Loader:
             self._coordinator = None
         record = service_record.load(name) if self._coordinator is not None else None
         if record is None:
-            raise RaypipeError(
-                f"loader: no raypipe service named {name!r} on this Ray cluster (start it with rp.serve)"
-            )
+            raise RaypipeError(f"loader: {no_such_service(name)}")
         if world_size < 1 or not 0 <= rank < world_size:
             raise ArgumentError(f"loader: rank {rank} outside [0, {world_size})")
         self.config, launch = record

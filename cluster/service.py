@@ -30,7 +30,7 @@ from .coordinator import Coordinator
 from .diagnosis import diagnose
 from .helper_policy import choose_node
 from .helpers import HelperPlan, cluster_nodes, find_helper
-from .naming import NAMESPACE, coordinator_name, pipeline_actor_name
+from .naming import NAMESPACE, coordinator_name, no_such_service, pipeline_actor_name
 from .ray_connection import init_ray
 
 LOG = log.get(__name__)
@@ -148,7 +148,7 @@ def connect(name: str) -> Service:
     try:
         coordinator = ray.get_actor(coordinator_name(name), namespace=NAMESPACE)
     except ValueError:
-        raise RaypipeError(f"no raypipe service named {name!r} on this Ray cluster (start it with rp.serve)") from None
+        raise RaypipeError(no_such_service(name)) from None
     record = service_record.load(name)
     if record is None:
         raise RaypipeError(f"service {name!r} has a coordinator but no record: it is shutting down")

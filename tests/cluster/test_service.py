@@ -260,8 +260,10 @@ def test_errors_are_clear_and_early(cluster, jpeg_files, tmp_path):
             _serve(jpeg_files, "svc-name", world_size=2, replace=False)
         with pytest.raises(rp.ArgumentError, match=r"rank 2 outside \[0, 2\)"):
             rp.loader("svc-name", rank=2, world_size=2)
-        with pytest.raises(rp.RaypipeError, match="no raypipe service named 'nope'"):
+        with pytest.raises(rp.RaypipeError, match=r"no raypipe service named 'nope' on this Ray cluster \(running: "):
             rp.loader("nope", rank=0, world_size=2)
+        with pytest.raises(rp.RaypipeError, match=r"'svc-nmae' .*; did you mean 'svc-name'\? \(running: .*svc-name"):
+            rp.loader("svc-nmae", rank=0, world_size=2)
         with pytest.raises(rp.ArgumentError, match="device must be 'cpu', 'cuda', 'cuda:N' or an int"):
             rp.loader("svc-name", rank=0, world_size=2, device="tpu:0")
         with pytest.raises(
