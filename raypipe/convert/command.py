@@ -66,7 +66,11 @@ def run(args: argparse.Namespace) -> int:
         f"({fmt.name}: {summary.parts} {'shards' if fmt.sharded else 'transactions'}, "
         f"{summary.parts_skipped} already done; {summary.seconds:.1f} s, {rate:.0f} MB/s)"
     )
-    print(f"read it with fn.readers.{fmt.reader}(...)")
+    print(
+        f"read it inside a pipeline with fn.readers.{fmt.reader}, its shards and indexes chosen for you:\n"
+        f"    from raypipe.formats.registry import read_converted\n"
+        f"    jpegs, labels = read_converted({summary.dst!r})"
+    )
     if args.json:
         with open(args.json, "w", encoding="utf-8") as f:
             json.dump(summary.as_dict(), f, indent=2)

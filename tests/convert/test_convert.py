@@ -118,6 +118,17 @@ def test_cli_convert_prints_a_summary_and_index_rewrites_the_same_index(tmp_path
     )
     out = capsys.readouterr().out
     assert "24 samples" in out and "4 classes" in out and "3 shards, 0 already done" in out
+    printed = "\n".join(line.strip() for line in out.splitlines() if line.startswith("    "))
+    assert printed == f"from raypipe.formats.registry import read_converted\njpegs, labels = read_converted({dst!r})"
+
+    @rp.pipeline_def(batch_size=24, num_threads=1, device_id=None)
+    def as_printed():
+        scope: dict = {}
+        exec(printed, scope)  # the lines the summary prints, pasted into a pipeline definition
+        return scope["jpegs"], scope["labels"]
+
+    with as_printed() as pipe:
+        assert sorted(int(np.asarray(v)[0]) for v in pipe.run()[1]) == [c for c in range(4) for _ in range(6)]
     assert json.loads((tmp_path / "s.json").read_text())["samples"] == 24
     shard = sorted(f for f in os.listdir(dst) if f.endswith(".tfrecord"))[1]
     written = open(os.path.join(dst, shard + ".idx")).read()
