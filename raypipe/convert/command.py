@@ -60,11 +60,14 @@ def run(args: argparse.Namespace) -> int:
     check_destination(args.dst, fmt, source, args.shard_size)
     with tqdm(total=len(source.samples), unit="img", desc=f"convert to {fmt.name}", disable=args.quiet) as bar:
         summary = convert(source, args.dst, fmt, part_size=args.shard_size, workers=args.workers, progress=bar.update)
-    rate = summary.bytes / 1e6 / summary.seconds if summary.seconds else 0.0
+    if summary.bytes_written:
+        rate = f"{summary.bytes_written / 1e6 / max(summary.seconds, 1e-9):.0f} MB/s written"
+    else:
+        rate = "nothing left to write"
     print(
         f"{summary.samples} samples, {summary.bytes / 1e6:.1f} MB, {summary.classes} classes -> {summary.dst} "
         f"({fmt.name}: {summary.parts} {'shards' if fmt.sharded else 'transactions'}, "
-        f"{summary.parts_skipped} already done; {summary.seconds:.1f} s, {rate:.0f} MB/s)"
+        f"{summary.parts_skipped} already done; {summary.seconds:.1f} s, {rate})"
     )
     print(
         f"read it inside a pipeline with fn.readers.{fmt.reader}, its shards and indexes chosen for you:\n"

@@ -33,6 +33,7 @@ class Summary:
     dst: str
     samples: int = 0
     bytes: int = 0
+    bytes_written: int = 0  # by this run, not by an earlier one it resumed
     classes: int = 0
     parts: int = 0
     parts_skipped: int = 0
@@ -73,6 +74,7 @@ def convert(
     for done in write(todo, dst, fmt, workers):
         summary.samples += done["samples"]
         summary.bytes += done["bytes"]
+        summary.bytes_written += done["bytes"]
         if progress is not None:
             progress(done["samples"])
     if source.classes:

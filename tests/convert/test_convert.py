@@ -67,8 +67,11 @@ def test_rerun_after_an_interruption_redoes_only_unfinished_parts(tmp_path, jpeg
         os.truncate(os.path.join(dst, last), 100)
     summary = convert(source, dst, get(fmt), part_size=10, workers=1)
     assert (summary.parts, summary.parts_skipped, summary.samples) == (3, 2, 24)
+    assert 0 < summary.bytes_written < summary.bytes  # the last part alone
     after, _ = _read_all(dst, 24)
     assert after == before
+    again = convert(source, dst, get(fmt), part_size=10, workers=1)
+    assert (again.parts_skipped, again.bytes_written, again.bytes) == (3, 0, summary.bytes)
 
 
 def test_another_source_into_the_same_destination_is_refused(tmp_path, jpeg_root, jpeg_files):
@@ -117,7 +120,7 @@ def test_cli_convert_prints_a_summary_and_index_rewrites_the_same_index(tmp_path
         == 0
     )
     out = capsys.readouterr().out
-    assert "24 samples" in out and "4 classes" in out and "3 shards, 0 already done" in out
+    assert "24 samples" in out and "4 classes" in out and "3 shards, 0 already done" in out and "MB/s written" in out
     printed = "\n".join(line.strip() for line in out.splitlines() if line.startswith("    "))
     assert printed == f"from raypipe.formats.registry import read_converted\njpegs, labels = read_converted({dst!r})"
 
@@ -130,6 +133,8 @@ def test_cli_convert_prints_a_summary_and_index_rewrites_the_same_index(tmp_path
     with as_printed() as pipe:
         assert sorted(int(np.asarray(v)[0]) for v in pipe.run()[1]) == [c for c in range(4) for _ in range(6)]
     assert json.loads((tmp_path / "s.json").read_text())["samples"] == 24
+    assert main(["convert", jpeg_root, dst, "--format", "tfrecord", "--shard-size", "10", "--quiet"]) == 0
+    assert "3 shards, 3 already done; 0.0 s, nothing left to write)" in capsys.readouterr().out
     shard = sorted(f for f in os.listdir(dst) if f.endswith(".tfrecord"))[1]
     written = open(os.path.join(dst, shard + ".idx")).read()
     assert main(["index", "tfrecord", os.path.join(dst, shard), "--out", str(tmp_path / "again.idx")]) == 0
