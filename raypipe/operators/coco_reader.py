@@ -19,7 +19,7 @@ from ..errors import ArgumentError, ReaderError
 from ..formats.coco import CocoIndex, CocoOptions, load_annotations, load_index, save_index
 from ..formats.coco_masks import pixelwise_mask
 from ..operator import Schema, register
-from .reader_base import ShardedReader
+from .reader_base import ShardedReader, refuse_unexpanded_home
 from .readers import read_file
 
 OP = "readers.coco"
@@ -86,6 +86,8 @@ class CocoReader(ShardedReader):
             raise ArgumentError(f"{OP}: pixelwise_masks are not kept in preprocessed annotations")
         self.file_root = os.fspath(file_root)
         self.annotations_file = os.fspath(annotations_file) if annotations_file else ""
+        for name, value in (("file_root", self.file_root), ("annotations_file", self.annotations_file)):
+            refuse_unexpanded_home(OP, name, [value])
         self.images = None if images is None else [os.fspath(i) for i in images]
         self.options = CocoOptions(
             ltrb=bool(ltrb),

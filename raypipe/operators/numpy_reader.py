@@ -27,7 +27,7 @@ from ..errors import ArgumentError, ReaderError
 from ..formats.npy import read_header, read_region
 from ..operator import Schema, Skip, register
 from .axes import float_list, int_list, per_sample
-from .reader_base import ShardedReader, as_path_list, paths_hash
+from .reader_base import ShardedReader, as_path_list, paths_hash, refuse_unexpanded_home
 from .slice import round_half_away
 
 ROI_ARGS = ("roi_start", "rel_roi_start", "roi_end", "rel_roi_end", "roi_shape", "rel_roi_shape")
@@ -141,6 +141,8 @@ class NumpyReader(ShardedReader):
             raise ArgumentError("readers.numpy: give file_root, file_list or files")
         if not isinstance(file_filter, str) or not file_filter:
             raise ArgumentError(f"readers.numpy: file_filter must be a glob string, got {file_filter!r}")
+        for name, value in (("file_root", file_root), ("file_list", file_list)):
+            refuse_unexpanded_home("readers.numpy", name, [] if value is None else [os.fspath(value)])
         self.configure_reader(**reader_args)
         self.file_root = None if file_root is None else os.fspath(file_root)
         self.file_filter, self.file_list = file_filter, file_list

@@ -11,6 +11,7 @@ import hashlib
 import os
 import posixpath
 from collections.abc import Iterable, Iterator, Sequence
+from itertools import repeat
 from typing import Any
 
 import numpy as np
@@ -237,7 +238,22 @@ def as_path_list(op: str, name: str, value: str | Sequence[str] | None, required
     for item in items:
         if not isinstance(item, (str, os.PathLike)):
             raise ArgumentError(f"{op}: {name} must hold paths, got {item!r}")
-    return [os.fspath(i) for i in items]
+    paths = [os.fspath(i) for i in items]
+    refuse_unexpanded_home(op, name, paths)
+    return paths
+
+
+def refuse_unexpanded_home(op: str, name: str, paths: Sequence[str]) -> None:
+    """ArgumentError for a path that begins with ``~`` and is no path as written: readers take
+    paths as written, as DALI does (``~`` is the shell's), which would fail only at the first read."""
+    if not any(map(str.startswith, paths, repeat("~"))):
+        return
+    for path in paths:
+        if path.startswith("~") and not os.path.exists(path):
+            raise ArgumentError(
+                f"{op}: {name} {path!r} begins with '~', which readers do not expand: "
+                f"pass os.path.expanduser({path!r}) ({os.path.expanduser(path)!r})"
+            )
 
 
 def paths_hash(paths: Sequence[str]) -> Any:

@@ -25,7 +25,7 @@ from ..storage import listings, store, urls
 from ..storage.failures import StorageError
 from ..storage.folders import list_url_root
 from ..storage.prefetch import Prefetcher
-from .reader_base import ShardedReader, as_hashed, paths_hash
+from .reader_base import ShardedReader, as_hashed, paths_hash, refuse_unexpanded_home
 
 #: DALI's default ``file_filters``: the files ``file_root`` lists in each class folder.
 DEFAULT_FILE_FILTERS = (
@@ -287,6 +287,9 @@ class FileReader(ShardedReader):
                 raise ArgumentError("readers.file: files is empty")
             if labels is not None and len(labels) != len(files):
                 raise ArgumentError(f"readers.file: {len(files)} files but {len(labels)} labels")
+        for name, value in (("file_root", file_root), ("file_list", file_list), ("files", files)):
+            given = [] if value is None else [os.fspath(value)] if name != "files" else value
+            refuse_unexpanded_home("readers.file", name, given)
         self.configure_reader(**reader_args)
         self.file_filters = _as_patterns("file_filters", file_filters)
         self.dir_filters = _as_patterns("dir_filters", dir_filters)

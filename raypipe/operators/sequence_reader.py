@@ -28,7 +28,7 @@ from ..errors import ArgumentError, DecodeError, ReaderError
 from ..operator import Schema, register
 from ..types import DALIImageType
 from .host_decode import decode, open_source
-from .reader_base import ShardedReader
+from .reader_base import ShardedReader, refuse_unexpanded_home
 from .readers import read_file
 
 OP = "readers.sequence"
@@ -113,6 +113,7 @@ class SequenceReader(ShardedReader):
         self.stride = _positive_int("stride", stride)
         if image_type not in IMAGE_TYPES:
             raise ArgumentError(f"{OP}: image_type must be types.RGB, BGR or GRAY, got {image_type!r}")
+        refuse_unexpanded_home(OP, "file_root", [os.fspath(file_root)])
         self.configure_reader(**reader_args)
         self.file_root = os.fspath(file_root)
         self.image_type = image_type

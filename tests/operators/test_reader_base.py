@@ -5,9 +5,13 @@ from __future__ import annotations
 
 import hashlib
 import os
+import re
+import shutil
 
 import pytest
 
+import raypipe as rp
+from raypipe import tfrecord
 from raypipe.operators import reader_base
 from raypipe.operators.readers import FileReader
 from raypipe.storage import urls
@@ -65,3 +69,45 @@ def test_a_reader_works_its_digest_out_once(jpeg_files, monkeypatch):
     monkeypatch.setattr(op, "content_digest", lambda: calls.append(1) or content_digest())
     assert op.digest() == op.digest() == content_digest()
     assert len(calls) == 1
+
+
+FEATURES = {"x": tfrecord.FixedLenFeature((), tfrecord.string, "")}
+
+
+@pytest.mark.parametrize(
+    "reader, args",
+    [
+        ("file", {"file_root": "~/imagenet/train"}),
+        ("file", {"file_list": "~/train.txt"}),
+        ("file", {"files": ["/data/a.jpg", "~/b.jpg"]}),
+        ("webdataset", {"paths": "~/train.tar", "ext": "jpg"}),
+        ("tfrecord", {"path": "~/train.tfrecord", "index_path": "/data/train.idx", "features": FEATURES}),
+        ("caffe", {"path": "~/train-lmdb"}),
+        ("numpy", {"file_root": "~/volumes"}),
+        ("coco", {"file_root": "~/coco/images", "annotations_file": "/data/instances.json"}),
+        ("sequence", {"file_root": "~/videos", "sequence_length": 2}),
+    ],
+)
+def test_a_path_beginning_with_a_tilde_is_refused_before_any_read(reader, args):
+    """Readers take paths as written, as DALI does; ``~`` would fail only at the first read, as a
+    missing file. The error says what to pass instead."""
+    path = next(v if isinstance(v, str) else v[-1] for v in args.values() if "~" in str(v))
+
+    @rp.pipeline_def(batch_size=1, num_threads=1, device_id=None)
+    def reading():
+        out = getattr(rp.fn.readers, reader)(**args)
+        return tuple(out.values()) if isinstance(out, dict) else out
+
+    expected = re.escape(f"os.path.expanduser({path!r}) ({os.path.expanduser(path)!r})")
+    with pytest.raises(
+        rp.ArgumentError, match=rf"readers.{reader}: .* {re.escape(repr(path))} begins with '~'.*{expected}"
+    ):
+        reading().build()
+
+
+def test_a_folder_named_tilde_is_a_path_as_written(tmp_path, monkeypatch, jpeg_files):
+    (tmp_path / "~" / "a").mkdir(parents=True)
+    shutil.copy(jpeg_files[0], tmp_path / "~" / "a" / "x.jpg")
+    shutil.copy(jpeg_files[1], tmp_path / "~" / "a" / "y.jpg")
+    monkeypatch.chdir(tmp_path)
+    assert len(FileReader("cpu", 0, file_root="~")) == 2
