@@ -7,12 +7,13 @@ The tree (``--classes`` class folders of ``--per-class`` files, 1,281,000 by def
 training set) is made of hard links to 20 generated JPEGs (the ones ``raypipe bench`` uses), so
 it takes seconds and almost no disk; it is kept in ``--root`` (default
 ``~/.cache/raypipe/bench/scale-<classes>x<per-class>``) for the next run. The digest is timed the
-three ways it is worked out, all giving the same hash (checked): as a ``file_root`` is listed (a
-folder's names hashed at once), from a list of paths (``files``, ``file_list``: each folder related
-to the common folder once), and as the definition has it (every path related on its own); and a
-``file_list`` of the same files (written beside the tree once) is read as raypipe reads it (the
-whole text in a few calls) and line by line, checked equal. Wall seconds, one process, the
-ResNet-50 training recipe on the host (batch 64, 2 threads).
+three ways it is worked out from a list of paths, all giving the same hash (checked): as a
+``file_root`` is listed (a folder's names hashed at once), from a ``files`` list (each folder
+related to the common folder once), and as the definition has it (every path related on its own).
+A ``file_list`` of the same files (written beside the tree once) is read and hashed as raypipe
+does it (the whole text in a few calls, the hash from its names) and, for reference, line by line
+then from the paths; both give the same paths, labels and hash (checked). Wall seconds, one
+process, the ResNet-50 training recipe on the host (batch 64, 2 threads).
 """
 
 from __future__ import annotations
@@ -63,20 +64,26 @@ def listing_and_digests(root: str) -> tuple[float, float, float]:
 
 
 def file_list_reads(root: str) -> tuple[float, float]:
-    """Seconds to read a ``file_list`` of the tree's files (written beside it once) as raypipe does
-    (the whole text at once) and line by line (the reference), checked equal."""
+    """Seconds to read a ``file_list`` of the tree's files (written beside it once) and work out its
+    digest as raypipe does (the whole text at once, the hash from its names) and line by line then
+    from the paths (the reference); the paths, labels and hashes are checked equal."""
     listing = root.rstrip("/") + ".list.txt"
     if not os.path.exists(listing):
         paths, labels = readers.list_file_root(root)
         with open(listing + ".part", "w") as f:
             f.writelines(f"{os.path.relpath(p, root)} {label}\n" for p, label in zip(paths, labels))
         os.replace(listing + ".part", listing)
-    at_once, fast = timed(lambda: readers.parse_file_list(listing, root))
-    with open(listing) as f:
-        lines = f.read().splitlines()
-    by_line, slow = timed(lambda: readers._parsed_line_by_line(lines, root, listing))
-    if at_once != by_line:
-        raise AssertionError("the file list reads differently at once and line by line")
+    (paths, labels, listed), fast = timed(lambda: readers.read_file_list(listing, root))
+
+    def by_line() -> tuple:
+        with open(listing) as f:
+            lines = f.read().splitlines()
+        line_paths, line_labels = readers._parsed_line_by_line(lines, root, listing)
+        return line_paths, line_labels, reader_base.paths_hash(line_paths)
+
+    (line_paths, line_labels, line_hash), slow = timed(by_line)
+    if (paths, labels) != (line_paths, line_labels) or listed is None or listed.hexdigest() != line_hash.hexdigest():
+        raise AssertionError("the file list reads or hashes differently at once and line by line")
     return fast, slow
 
 
@@ -92,10 +99,10 @@ def measure(root: str) -> list[tuple[str, float]]:
     pipe.close()
     return [
         ("list the folders, hashing them as listed (raypipe, file_root)", listing),
-        ("dataset digest of the paths, each folder related once (raypipe, files/file_list)", by_folder),
+        ("dataset digest of the paths, each folder related once (raypipe, files)", by_folder),
         ("dataset digest of the paths, each path related on its own (reference)", one_by_one),
-        ("read a file_list of the same files, the whole text at once (raypipe)", list_at_once),
-        ("read it line by line (reference)", list_by_line),
+        ("read a file_list of the same files and hash it, at once (raypipe)", list_at_once),
+        ("read it line by line, then hash the paths by folder (reference)", list_by_line),
         ("build the pipeline (lists again)", build),
         ("first batch", first),
         ("first state_dict()", state),
@@ -121,7 +128,7 @@ def main(argv: list[str] | None = None) -> int:
         print(f"| {step} | {value:.3f} |")
     digests, lists = rows[2][1] / max(rows[1][1], 1e-9), rows[4][1] / max(rows[3][1], 1e-9)
     print(f"\nthe digest of the paths by folder: {digests:.1f}x faster than path by path; all three the same hash")
-    print(f"the file list at once: {lists:.1f}x faster than line by line, the same paths and labels")
+    print(f"the file list at once: {lists:.1f}x faster than line by line, the same paths, labels and hash")
     return 0
 
 

@@ -284,6 +284,33 @@ def paths_hash(paths: Sequence[str]) -> Any:
     return _hash_names(under[folder] + name for folder, name in split)
 
 
+#: what the joined names hold only where a name is not a normalised relative path: an empty
+#: component, or (where a component begins with a dot) a "." or ".." one
+_EMPTY_PART = ("//", "/\0", "\0/", "\0\0")
+_DOT_PART = ("\0./", "\0../", "/./", "/../", "\0.\0", "\0..\0", "/.\0", "/..\0")
+
+
+def paths_hash_under(base: str, names: Sequence[str]) -> Any | None:
+    """:func:`paths_hash` of the local paths ``base``/``name`` for ``names`` (a file list's relative
+    paths), worked out on the joined names in a few calls in C: each path is the normalised
+    ``base`` and its name, so relating them to their common folder cuts the names' common folder
+    off each. None (leaving it to :func:`paths_hash`) for URL bases, names that are not normalised
+    relative paths, and names directly in their common folder (whose common path may be a file)."""
+    if urls.is_url(base) or len(names) < 2:
+        return None
+    joined = "\0" + "\0".join(names) + "\0"
+    if joined.count("\0") != len(names) + 1 or any(bad in joined for bad in _EMPTY_PART):
+        return None
+    if ("/." in joined or "\0." in joined) and any(bad in joined for bad in _DOT_PART):
+        return None
+    shared = os.path.commonprefix([min(names), max(names)])
+    common = shared[: shared.rfind("/") + 1]  # the names' common folder, "" or ending in "/"
+    if min(map(str.count, names, repeat("/"))) <= common.count("/"):
+        return None
+    relative = joined.replace("\0" + common, "\0") if common else joined
+    return hashlib.sha256(as_hashed(relative[1:]))
+
+
 def _absolute_folder(folder: str) -> str | None:
     """The absolute, normalised POSIX form of a path's folder (a local folder or a URL prefix,
     ``""`` the working folder); None for a URL prefix whose key is not normalised (``//``, ``..``)."""

@@ -25,7 +25,7 @@ from ..storage import listings, store, urls
 from ..storage.failures import StorageError
 from ..storage.folders import list_url_root
 from ..storage.prefetch import Prefetcher
-from .reader_base import ShardedReader, as_hashed, paths_hash, refuse_unexpanded_home
+from .reader_base import ShardedReader, as_hashed, paths_hash, paths_hash_under, refuse_unexpanded_home
 
 #: DALI's default ``file_filters``: the files ``file_root`` lists in each class folder.
 DEFAULT_FILE_FILTERS = (
@@ -168,6 +168,13 @@ def parse_file_list(file_list: str, root: str | None = None) -> tuple[list[str],
     """Lines of ``path label``; relative paths are relative to ``root`` where given (DALI's
     ``file_root`` beside a ``file_list``), else to the list file's folder (a URL list's paths to its
     URL folder); the list, the root and a path may be URLs."""
+    paths, labels, _ = read_file_list(file_list, root, hashed=False)
+    return paths, labels
+
+
+def read_file_list(file_list: str, root: str | None = None, hashed: bool = True) -> tuple[list[str], list[int], Any]:
+    """:func:`parse_file_list`, with :func:`paths_hash` of the paths where ``hashed`` and the list's
+    names give it at once (:func:`paths_hash_under`), else None: ``(paths, labels, hash)``."""
     try:
         if urls.is_url(file_list):
             text = store.read(file_list).tobytes().decode("utf-8")
@@ -179,9 +186,9 @@ def parse_file_list(file_list: str, root: str | None = None) -> tuple[list[str],
     except OSError as exc:
         raise ReaderError(f"readers.file: cannot open file_list {file_list!r}: {exc.strerror}") from None
     base = root if root is not None else urls.parent(file_list)
-    parsed = _parsed_at_once(text, base)
+    parsed = _parsed_at_once(text, base, hashed)
     if parsed is None:
-        parsed = _parsed_line_by_line(text.splitlines(), base, file_list)
+        parsed = (*_parsed_line_by_line(text.splitlines(), base, file_list), None)
     if not parsed[0]:
         raise ReaderError(f"readers.file: file_list {file_list!r} lists no files")
     return parsed
@@ -200,12 +207,12 @@ def _single_spaced(text: str) -> bool:
     return _OTHER_BLANK.search(text) is None
 
 
-def _parsed_at_once(text: str, base: str) -> tuple[list[str], list[int]] | None:
+def _parsed_at_once(text: str, base: str, hashed: bool = True) -> tuple[list[str], list[int], Any] | None:
     """:func:`_parsed_line_by_line`'s result, in calls that each take every line in C (an ImageNet
     list in 1.1 s, not 2.1 s): where words are parted by one space, a line's path is what precedes
-    its last space. None for lists this cannot read that way (other blanks, a line it cannot
-    read, to be named by the line-by-line route, URL paths, absolute paths beside relative ones
-    or under a URL ``base``)."""
+    its last space; with the paths' hash where :func:`paths_hash_under` gives it. None for lists
+    this cannot read that way (other blanks, a line it cannot read, to be named by the
+    line-by-line route, URL paths, absolute paths beside relative ones or under a URL ``base``)."""
     if not _single_spaced(text) or "://" in text:
         return None
     parts = list(map(str.rpartition, filter(None, text.split("\n")), repeat(" ")))
@@ -218,10 +225,10 @@ def _parsed_at_once(text: str, base: str) -> tuple[list[str], list[int]] | None:
         return None
     if not (text.startswith("/") or "\n/" in text):
         prefix = base.rstrip("/") + "/" if urls.is_url(base) else os.path.join(base, "")
-        return list(map(prefix.__add__, names)), labels
+        return list(map(prefix.__add__, names)), labels, paths_hash_under(base, names) if hashed else None
     if urls.is_url(base) or not all(map(str.startswith, names, repeat("/"))):
         return None  # some paths relative, or absolute ones inside a bucket
-    return names, labels
+    return names, labels, None
 
 
 def _parsed_line_by_line(lines: list[str], base: str, file_list: str) -> tuple[list[str], list[int]]:
@@ -301,7 +308,7 @@ class FileReader(ShardedReader):
         self._remote: np.ndarray | None = None  # which paths are URLs, when not all of them are
         self._sizes: list[int] | None = None
         self._listing: tuple | None = None
-        self._paths_hash: Any = None  # paths_hash(self.paths), where the listing made it
+        self._paths_hash: Any = None  # paths_hash(self.paths), where the listing or list made it
 
     def prepare(self) -> None:
         """List the data; raises ReaderError naming the folder, list file or line at fault. A URL
@@ -314,7 +321,7 @@ class FileReader(ShardedReader):
             paths, labels, sizes = listings.listed(key, self._list)
         elif self.file_list is not None:
             root = None if self.file_root is None else os.fspath(self.file_root)
-            paths, labels = parse_file_list(os.fspath(self.file_list), root)
+            paths, labels, self._paths_hash = read_file_list(os.fspath(self.file_list), root)
         elif self.file_root is not None:
             paths, labels, self._paths_hash = list_local_root(
                 os.fspath(self.file_root), self.file_filters, self.dir_filters, self.case_sensitive_filter

@@ -105,42 +105,65 @@ def test_file_list_line_without_label_names_the_line(tmp_path):
         read(file_list=str(listing)).build()
 
 
-#: file lists, and whether the whole-text route reads them beside a local folder and a bucket
-#: (the others go line by line)
+#: file lists; whether the whole-text route reads them beside a local folder and a bucket (the
+#: others go line by line); whether it hashes their paths too (beside a local folder)
 FILE_LISTS = {
-    "plain": ("a/1.jpg 0\nb/2.jpg 1\n", True, True),
-    "no line end at the end": ("a/1.jpg 0\nb/2.jpg 1", True, True),
-    "blank lines": ("\na/1.jpg 0\n\n\nb/2.jpg 1\n\n", True, True),
-    "a space in a path": ("my photos/a 1.jpg 3\nb.jpg 4\n", True, True),
-    "signs and digit groups": ("a.jpg +5\nb.jpg -3\nc.jpg 1_000\nd.jpg 007\n", True, True),
-    "names not in ASCII": ("caf\u00e9/\u82b1.jpg 2\n", True, True),
-    "dots in the path": ("./a/../b/1.jpg 0\nc//2.jpg 1\n", True, True),
-    "absolute paths": ("/data/a.jpg 0\n/data/b c.jpg 1\n", True, False),
-    "absolute and relative paths": ("b.jpg 1\n/data/a.jpg 0\n", False, False),
-    "tabs": ("a.jpg\t0\nb.jpg\t\t1\n", False, False),
-    "CRLF line ends": ("a.jpg 0\r\nb.jpg 1\r\n", False, False),
-    "two spaces": ("a.jpg  0\nb.jpg 1\n", False, False),
-    "blanks around a line": ("  a.jpg 0 \nb.jpg 1\n", False, False),
-    "a no-break space before the label": ("a.jpg\u00a05\nb x\u00a0 6\n", False, False),
-    "an ideographic space": ("a\u3000b.jpg 5\n", False, False),
-    "form feeds and separators": ("a.jpg 0\x0cb.jpg 1\x1ec.jpg 2\n", False, False),
-    "URLs": ("s3://bucket/a.jpg 0\nb.jpg 1\n", False, False),
+    "plain": ("a/1.jpg 0\nb/2.jpg 1\n", True, True, True),
+    "no line end at the end": ("a/1.jpg 0\nb/2.jpg 1", True, True, True),
+    "blank lines": ("\na/1.jpg 0\n\n\nb/2.jpg 1\n\n", True, True, True),
+    "a common folder": ("train/a/1.jpg 0\ntrain/b/2.jpg 1\ntrain/b/3.jpg 1\n", True, True, True),
+    "the same path twice": ("a/1.jpg 0\nb/2.jpg 1\na/1.jpg 0\n", True, True, True),
+    "one folder": ("a/1.jpg 0\na/2.jpg 0\n", True, True, False),
+    "a name beside the folders": ("a/1.jpg 0\nb/2.jpg 1\n3.jpg 2\n", True, True, False),
+    "a name that is also a folder": ("a/b 0\na/b/c 1\na/d/e 2\n", True, True, False),
+    "a space in a path": ("my photos/a 1.jpg 3\nb.jpg 4\n", True, True, False),
+    "signs and digit groups": ("a.jpg +5\nb.jpg -3\nc.jpg 1_000\nd.jpg 007\n", True, True, False),
+    "names not in ASCII": ("caf\u00e9/\u82b1.jpg 2\nb/\u00fc.jpg 1\n", True, True, True),
+    "dots in the path": ("./a/../b/1.jpg 0\nc//2.jpg 1\n", True, True, False),
+    "a dot folder": ("a/./1.jpg 0\nb/2.jpg 1\n", True, True, False),
+    "names beginning with dots": (".a/1.jpg 0\nb/.2.jpg 1\nb/..3 2\n", True, True, True),
+    "absolute paths": ("/data/a.jpg 0\n/data/b c.jpg 1\n", True, False, False),
+    "absolute and relative paths": ("b.jpg 1\n/data/a.jpg 0\n", False, False, False),
+    "tabs": ("a.jpg\t0\nb.jpg\t\t1\n", False, False, False),
+    "CRLF line ends": ("a.jpg 0\r\nb.jpg 1\r\n", False, False, False),
+    "two spaces": ("a.jpg  0\nb.jpg 1\n", False, False, False),
+    "blanks around a line": ("  a.jpg 0 \nb.jpg 1\n", False, False, False),
+    "a no-break space before the label": ("a.jpg\u00a05\nb x\u00a0 6\n", False, False, False),
+    "an ideographic space": ("a\u3000b.jpg 5\n", False, False, False),
+    "form feeds and separators": ("a.jpg 0\x0cb.jpg 1\x1ec.jpg 2\n", False, False, False),
+    "URLs": ("s3://bucket/a.jpg 0\nb.jpg 1\n", False, False, False),
 }
 
 
 @pytest.mark.parametrize("name", FILE_LISTS)
-@pytest.mark.parametrize("base", ["/data/train", "s3://bucket/train/"])
-def test_a_file_list_read_at_once_reads_as_line_by_line(tmp_path, name, base):
+@pytest.mark.parametrize("base", ["/data/train", "data/../data/train/", "s3://bucket/train/"])
+def test_a_file_list_read_at_once_reads_as_line_by_line(tmp_path, monkeypatch, name, base):
     """An ImageNet list is read in a few calls over the whole text, 1.9x faster than line by line,
-    where the text allows it; the paths and labels are those of the line-by-line reading."""
-    text, local, in_bucket = FILE_LISTS[name]
+    where the text allows it; the paths and labels are those of the line-by-line reading, and the
+    hash made from the names, where made, is that of the paths."""
+    text, local, in_bucket, hashed = FILE_LISTS[name]
+    in_bucket_base = base.startswith("s3://")
     listing = tmp_path / "list.txt"
     listing.write_bytes(text.encode())
+    monkeypatch.chdir(tmp_path)
     expected = readers._parsed_line_by_line(text.splitlines(), base, str(listing))
     assert readers.parse_file_list(str(listing), base) == expected
     at_once = readers._parsed_at_once(text, base)
-    assert (at_once is not None) == (in_bucket if base.startswith("s3://") else local)
-    assert at_once in (None, expected)
+    assert (at_once is not None) == (in_bucket if in_bucket_base else local)
+    if at_once is not None:
+        assert at_once[:2] == expected
+        assert (at_once[2] is not None) == (hashed and not in_bucket_base)
+        if at_once[2] is not None:
+            assert at_once[2].hexdigest() == reader_base.paths_hash(expected[0]).hexdigest()
+
+
+def test_a_file_list_readers_digest_is_that_of_its_paths(tmp_path, monkeypatch):
+    listing = tmp_path / "list.txt"
+    listing.write_text("".join(f"c{i % 3}/{i}.jpg {i % 3}\n" for i in range(12)))
+    paths, labels = readers.parse_file_list(str(listing), "/data")
+    from_files = readers.FileReader("cpu", 0, files=paths, labels=labels).digest()
+    monkeypatch.setattr(readers, "paths_hash", None)  # the list's hash serves
+    assert readers.FileReader("cpu", 0, file_list=str(listing), file_root="/data").digest() == from_files
 
 
 def test_a_bad_line_is_named_however_the_list_is_spaced(tmp_path):
