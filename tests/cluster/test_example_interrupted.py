@@ -30,6 +30,8 @@ def test_ctrl_c_stops_the_ddp_example_cleanly():
         env=environ,
         stdout=subprocess.PIPE,
         stderr=subprocess.STDOUT,
+        # as in a terminal: a suite started in the background (`cmd &`) ignores SIGINT, its children too
+        preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL),
     )
     said = bytearray()
     reader = threading.Thread(
