@@ -31,7 +31,8 @@ def init_ray(address: str | None, **init_args: Any) -> None:
     try:
         ray.init(address=address, **init_args)
     except ConnectionError as exc:  # the port answered, but not as a Ray head
-        raise RaypipeError(f"cannot join the Ray cluster at {target} ({_where_from(address)}): {exc}") from None
+        at = target or address or "the local address"
+        raise RaypipeError(f"cannot join the Ray cluster at {at} ({_where_from(address)}): {exc}") from None
 
 
 def _bootstrap_address(address: str | None) -> str | None:

@@ -294,9 +294,11 @@ class FileReader(ShardedReader):
                 raise ArgumentError("readers.file: files is empty")
             if labels is not None and len(labels) != len(files):
                 raise ArgumentError(f"readers.file: {len(files)} files but {len(labels)} labels")
-        for name, value in (("file_root", file_root), ("file_list", file_list), ("files", files)):
-            given = [] if value is None else [os.fspath(value)] if name != "files" else value
-            refuse_unexpanded_home("readers.file", name, given)
+        for name, value in (("file_root", file_root), ("file_list", file_list)):
+            if value is not None:
+                refuse_unexpanded_home("readers.file", name, [os.fspath(value)])
+        if files is not None:
+            refuse_unexpanded_home("readers.file", "files", files)
         self.configure_reader(**reader_args)
         self.file_filters = _as_patterns("file_filters", file_filters)
         self.dir_filters = _as_patterns("dir_filters", dir_filters)
