@@ -13,12 +13,15 @@ related to the common folder once), and as the definition has it (every path rel
 A ``file_list`` of the same files (written beside the tree once) is read and hashed as raypipe
 does it (the whole text in a few calls, the hash from its names) and, for reference, line by line
 then from the paths; both give the same paths, labels and hash (checked). Wall seconds, one
-process, the ResNet-50 training recipe on the host (batch 64, 2 threads).
+process, the ResNet-50 training recipe on the host (batch 64, 2 threads). Last, the memory the
+listing's paths hold as raypipe keeps them (folder prefixes and one string of names) and as a list
+of path strings, and what a path by a random index costs in each.
 """
 
 from __future__ import annotations
 
 import argparse
+import gc
 import os
 import sys
 import time
@@ -87,6 +90,35 @@ def file_list_reads(root: str) -> tuple[float, float]:
     return fast, slow
 
 
+def held_and_indexed(root: str) -> list[tuple[str, float, float]]:
+    """The listing's paths as raypipe keeps them (:class:`PathTable`) and as a list of path strings
+    (the reference): the MB each holds (tracemalloc) and the ns a path by a random index costs."""
+    import random
+    import tracemalloc
+
+    def held(make):
+        gc.collect()
+        tracemalloc.start()
+        made = make()
+        size = tracemalloc.get_traced_memory()[0]
+        tracemalloc.stop()
+        return made, size / 2**20
+
+    def indexed(paths) -> float:
+        order = random.Random(0).choices(range(len(paths)), k=min(200_000, 10 * len(paths)))
+        best = min(timed(lambda: [paths[i] for i in order])[1] for _ in range(5))
+        return best / len(order) * 1e9
+
+    table, table_mb = held(lambda: readers.list_local_root(root)[0])
+    strings, strings_mb = held(lambda: list(table))
+    if table != strings:
+        raise AssertionError("the table holds other paths than the list")
+    return [
+        ("listed file_root, as raypipe keeps them (PathTable)", table_mb, indexed(table)),
+        ("the same paths as a list of strings (reference)", strings_mb, indexed(strings)),
+    ]
+
+
 def measure(root: str) -> list[tuple[str, float]]:
     """Seconds of each step, in the order a training script meets them."""
     listing, by_folder, one_by_one = listing_and_digests(root)
@@ -126,9 +158,14 @@ def main(argv: list[str] | None = None) -> int:
     print("\n| step | seconds |\n|---|---|")
     for step, value in rows:
         print(f"| {step} | {value:.3f} |")
+    kept = held_and_indexed(root)
+    print("\n| paths | MB held | ns a path by index |\n|---|---|---|")
+    for what, mb, ns in kept:
+        print(f"| {what} | {mb:.3f} | {ns:.0f} |")
     digests, lists = rows[2][1] / max(rows[1][1], 1e-9), rows[4][1] / max(rows[3][1], 1e-9)
     print(f"\nthe digest of the paths by folder: {digests:.1f}x faster than path by path; all three the same hash")
     print(f"the file list at once: {lists:.1f}x faster than line by line, the same paths, labels and hash")
+    print(f"the listing's paths held in {kept[0][1] / max(kept[1][1], 1e-9):.2f}x the memory of a list of strings")
     return 0
 
 

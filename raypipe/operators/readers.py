@@ -12,7 +12,7 @@ import fnmatch
 import hashlib
 import os
 import re
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from itertools import repeat
 from operator import itemgetter
 from typing import Any
@@ -25,6 +25,7 @@ from ..storage import listings, store, urls
 from ..storage.failures import StorageError
 from ..storage.folders import list_url_root
 from ..storage.prefetch import Prefetcher
+from .path_table import PathTable
 from .reader_base import ShardedReader, as_hashed, paths_hash, paths_hash_under, refuse_unexpanded_home
 
 #: DALI's default ``file_filters``: the files ``file_root`` lists in each class folder.
@@ -77,12 +78,13 @@ def list_file_root(
     file_filters: Sequence[str] = DEFAULT_FILE_FILTERS,
     dir_filters: Sequence[str] | None = None,
     case_sensitive_filter: bool = False,
-) -> tuple[list[str], list[int]]:
+) -> tuple[Sequence[str], Sequence[int]]:
     """The files directly inside each class folder of ``file_root`` that match a glob of
     ``file_filters``; labels are the indices of the class folders (those matching
     ``dir_filters``, all when None) in sorted order. As DALI: sub-folders of a class folder and
     files beside the class folders are not read, and matching ignores case unless
-    ``case_sensitive_filter``. A URL ``file_root`` is listed in the object store (the same rules)."""
+    ``case_sensitive_filter``. A URL ``file_root`` is listed in the object store (the same rules).
+    A local folder's paths come as a :class:`PathTable` and its labels as an int32 array."""
     if urls.is_url(file_root):
         return list_bucket_root(file_root, file_filters, dir_filters, case_sensitive_filter)[:2]
     paths, labels, _ = list_local_root(file_root, file_filters, dir_filters, case_sensitive_filter)
@@ -94,31 +96,38 @@ def list_local_root(
     file_filters: Sequence[str] = DEFAULT_FILE_FILTERS,
     dir_filters: Sequence[str] | None = None,
     case_sensitive_filter: bool = False,
-) -> tuple[list[str], list[int], Any]:
+) -> tuple[PathTable, np.ndarray, Any]:
     """:func:`list_file_root` of a local folder, with :func:`paths_hash` of the paths made as they
     are listed: ``(paths, labels, hash)``. A listing's names need no relating (the common folder
     is ``file_root``, or the one class folder that holds files), so hashing them a folder at a
-    time costs a few calls in C, where relating a million paths costs seconds."""
+    time costs a few calls in C, where relating a million paths costs seconds. The paths are
+    kept a folder at a time too (:class:`PathTable`), not as a million strings."""
     if not os.path.isdir(file_root):
         raise ReaderError(f"readers.file: file_root {file_root!r} does not exist or is not a folder")
     wanted_dir = _matcher(dir_filters, case_sensitive_filter) if dir_filters is not None else None
     wanted_file = _matcher(file_filters, case_sensitive_filter)
     classes = sorted(e.name for e in os.scandir(file_root) if e.is_dir() and (wanted_dir is None or wanted_dir(e.name)))
-    paths, labels = [], []
-    under_root, first_names = hashlib.sha256(), None
-    for label, cls in enumerate(classes):
-        folder = os.path.join(file_root, cls, "")
-        with os.scandir(folder) as entries:
-            names = sorted(filter(wanted_file, [e.name for e in entries if not e.is_dir()]))
-        if not names:
-            continue
-        first_names = names if first_names is None else first_names
-        under_root.update(as_hashed(cls + "/" + ("\0" + cls + "/").join(names) + "\0"))
-        paths.extend(map(folder.__add__, names))
-        labels.extend([label] * len(names))
-    _checked_listing(file_root, paths, labels, file_filters, dir_filters, len(classes))
-    one_class = first_names is not None and len(first_names) == len(paths)
-    return paths, labels, hashlib.sha256(as_hashed("\0".join(first_names) + "\0")) if one_class else under_root
+    counts = np.zeros(len(classes), np.int64)
+    under_root = hashlib.sha256()
+    first: list[list[str]] = []  # the first class folder's names: the hash where no other holds files
+
+    def class_folders() -> Iterator[tuple[str, list[str]]]:  # a folder's names are dropped once stored
+        for label, cls in enumerate(classes):
+            folder = os.path.join(file_root, cls, "")
+            with os.scandir(folder) as entries:
+                names = sorted(filter(wanted_file, [e.name for e in entries if not e.is_dir()]))
+            if names:
+                under_root.update(as_hashed(cls + "/" + ("\0" + cls + "/").join(names) + "\0"))
+                counts[label] = len(names)
+                first[:] = first or [names]
+                yield folder, names
+
+    paths = PathTable(class_folders())
+    labels = np.repeat(np.arange(len(classes), dtype=np.int32), counts)
+    _checked_listing(file_root, paths, file_filters, dir_filters, len(classes))
+    if len(first[0]) == len(paths):  # one class folder holds files: the paths' common folder is that one
+        return paths, labels, hashlib.sha256(as_hashed("\0".join(first[0]) + "\0"))
+    return paths, labels, under_root
 
 
 def list_bucket_root(
@@ -130,19 +139,18 @@ def list_bucket_root(
     """:func:`list_file_root` of a URL, with the size of every object: ``(urls, labels, sizes)``."""
     wanted_dir = _matcher(dir_filters, case_sensitive_filter) if dir_filters is not None else None
     paths, labels, sizes, classes = list_url_root(file_root, wanted_dir, _matcher(file_filters, case_sensitive_filter))
-    _checked_listing(file_root, paths, labels, file_filters, dir_filters, classes)
+    _checked_listing(file_root, paths, file_filters, dir_filters, classes)
     return paths, labels, sizes
 
 
 def _checked_listing(
     file_root: str,
-    paths: list[str],
-    labels: list[int],
+    paths: Sequence[str],
     file_filters: Sequence[str],
     dir_filters: Sequence[str] | None,
     classes: int,
-) -> tuple[list[str], list[int]]:
-    """``(paths, labels)``, or ReaderError when no file matched."""
+) -> None:
+    """ReaderError when no file matched."""
     if not paths:
         filters = ", ".join(list(file_filters)[:4]) + (", ..." if len(file_filters) > 4 else "")
         where = f"{classes} class folder(s)"
@@ -152,7 +160,6 @@ def _checked_listing(
             f"readers.file: file_root {file_root!r} holds no files matching file_filters {filters} in {where} "
             "(expected one sub-folder per class)"
         )
-    return paths, labels
 
 
 def _as_patterns(name: str, value: str | Sequence[str] | None) -> tuple[str, ...] | None:
@@ -164,7 +171,7 @@ def _as_patterns(name: str, value: str | Sequence[str] | None) -> tuple[str, ...
     return patterns
 
 
-def parse_file_list(file_list: str, root: str | None = None) -> tuple[list[str], list[int]]:
+def parse_file_list(file_list: str, root: str | None = None) -> tuple[Sequence[str], list[int]]:
     """Lines of ``path label``; relative paths are relative to ``root`` where given (DALI's
     ``file_root`` beside a ``file_list``), else to the list file's folder (a URL list's paths to its
     URL folder); the list, the root and a path may be URLs."""
@@ -172,7 +179,9 @@ def parse_file_list(file_list: str, root: str | None = None) -> tuple[list[str],
     return paths, labels
 
 
-def read_file_list(file_list: str, root: str | None = None, hashed: bool = True) -> tuple[list[str], list[int], Any]:
+def read_file_list(
+    file_list: str, root: str | None = None, hashed: bool = True
+) -> tuple[Sequence[str], list[int], Any]:
     """:func:`parse_file_list`, with :func:`paths_hash` of the paths where ``hashed`` and the list's
     names give it at once (:func:`paths_hash_under`), else None: ``(paths, labels, hash)``."""
     try:
@@ -207,12 +216,13 @@ def _single_spaced(text: str) -> bool:
     return _OTHER_BLANK.search(text) is None
 
 
-def _parsed_at_once(text: str, base: str, hashed: bool = True) -> tuple[list[str], list[int], Any] | None:
+def _parsed_at_once(text: str, base: str, hashed: bool = True) -> tuple[PathTable, list[int], Any] | None:
     """:func:`_parsed_line_by_line`'s result, in calls that each take every line in C (an ImageNet
     list in 1.1 s, not 2.1 s): where words are parted by one space, a line's path is what precedes
     its last space; with the paths' hash where :func:`paths_hash_under` gives it. None for lists
     this cannot read that way (other blanks, a line it cannot read, to be named by the
-    line-by-line route, URL paths, absolute paths beside relative ones or under a URL ``base``)."""
+    line-by-line route, URL paths, absolute paths beside relative ones or under a URL ``base``).
+    The paths are kept as one :class:`PathTable`."""
     if not _single_spaced(text) or "://" in text:
         return None
     parts = list(map(str.rpartition, filter(None, text.split("\n")), repeat(" ")))
@@ -225,10 +235,10 @@ def _parsed_at_once(text: str, base: str, hashed: bool = True) -> tuple[list[str
         return None
     if not (text.startswith("/") or "\n/" in text):
         prefix = base.rstrip("/") + "/" if urls.is_url(base) else os.path.join(base, "")
-        return list(map(prefix.__add__, names)), labels, paths_hash_under(base, names) if hashed else None
+        return PathTable([(prefix, names)]), labels, paths_hash_under(base, names) if hashed else None
     if urls.is_url(base) or not all(map(str.startswith, names, repeat("/"))):
         return None  # some paths relative, or absolute ones inside a bucket
-    return names, labels, None
+    return PathTable([("", names)]), labels, None
 
 
 def _parsed_line_by_line(lines: list[str], base: str, file_list: str) -> tuple[list[str], list[int]]:
@@ -256,6 +266,8 @@ def _parsed_line_by_line(lines: list[str], base: str, file_list: str) -> tuple[l
 def _url_mask(paths: Sequence[str]) -> np.ndarray | None:
     """Which of ``paths`` are object-store URLs; None when none is (one scan in C of a million
     local paths, where asking each path takes 0.3-0.6 s)."""
+    if isinstance(paths, PathTable) and not paths.contains("://"):
+        return None
     if not any(map(str.__contains__, paths, repeat("://"))):
         return None
     remote = np.fromiter((urls.is_url(p) for p in paths), bool, len(paths))
@@ -305,7 +317,7 @@ class FileReader(ShardedReader):
         self.case_sensitive_filter = bool(case_sensitive_filter)
         self.file_root, self.file_list = file_root, file_list
         self._files, self._labels = files, labels
-        self.paths: list[str] | None = None
+        self.paths: Sequence[str] | None = None
         self._prefetch: Prefetcher | None = None  # object-store files only
         self._remote: np.ndarray | None = None  # which paths are URLs, when not all of them are
         self._sizes: list[int] | None = None
@@ -355,7 +367,7 @@ class FileReader(ShardedReader):
             return ("readers.file", self.file_root, self.file_filters, self.dir_filters, self.case_sensitive_filter)
         return None
 
-    def _list(self) -> tuple[list[str], list[int], list[int] | None]:
+    def _list(self) -> tuple[Sequence[str], Sequence[int], list[int] | None]:
         if self.file_list is not None:
             return (*parse_file_list(self.file_list, self.file_root), None)
         return list_bucket_root(self.file_root, self.file_filters, self.dir_filters, self.case_sensitive_filter)

@@ -10,6 +10,7 @@ import pytest
 import raypipe as rp
 from raypipe import fn
 from raypipe.operators import reader_base, readers
+from raypipe.operators.path_table import PathTable
 
 
 @rp.pipeline_def(batch_size=4, num_threads=2, seed=0)
@@ -290,7 +291,9 @@ def test_a_listing_hashes_as_its_paths_do(tmp_path, monkeypatch, filters, spelli
     monkeypatch.chdir(tmp_path)
     given = {"absolute": root, "relative": "t", "trailing slash": "t/", "dot and parent": "./t/../t"}[spelling]
     paths, labels, listed = readers.list_local_root(given, **filters)
-    assert (paths, labels) == readers.list_file_root(given, **filters)
+    listed_paths, listed_labels = readers.list_file_root(given, **filters)
+    assert paths == listed_paths and labels.tolist() == list(listed_labels)
+    assert isinstance(paths, PathTable) and labels.dtype == np.int32
     assert listed.hexdigest() == reader_base.paths_hash(paths).hexdigest()
     from_list = readers.FileReader("cpu", 0, files=paths, labels=labels).digest()
     monkeypatch.setattr(readers, "paths_hash", None)  # the listing's hash serves
