@@ -25,7 +25,7 @@ from raypipe.offload import RemoteWorker, WorkerLost
 from raypipe.service_config import ServiceConfig
 from raypipe.source_dataset import served_dataset
 
-from . import niceness, shared_listings
+from . import niceness, served_pipeline, shared_listings
 
 # Failures of the helper itself, not of the data: the unit goes to another worker.
 _LOST = (
@@ -42,17 +42,18 @@ class CpuHelper:
 
     def __init__(
         self,
-        pipeline_fn: Callable,
-        pipeline_kwargs: dict[str, Any],
         config: ServiceConfig,
         index: int,
         nice: int | None = None,
+        pipeline: tuple[Callable, dict[str, Any]] | None = None,
     ):
+        """``pipeline``: the function and keyword arguments to build; None, the ones the service
+        published (:mod:`actors.served_pipeline`)."""
         os.environ["CUDA_VISIBLE_DEVICES"] = ""  # a helper never touches a GPU
         if nice is not None:  # before the pipeline starts its threads
             niceness.apply(nice, f"CPU helper {index}")
         self.index = index
-        self.pipe = build_service_pipeline(pipeline_fn, pipeline_kwargs, config, None, f"CPU helper {index}")
+        self.pipe = build_service_pipeline(config, None, f"CPU helper {index}", pipeline)
         self._stages: dict[tuple, CpuStage] = {}
         self._lock = threading.Lock()
         self._units = self._samples = 0
@@ -90,11 +91,13 @@ class CpuHelper:
 
 
 def build_service_pipeline(
-    pipeline_fn: Callable, pipeline_kwargs: dict[str, Any], config: ServiceConfig, device_id: int | None, who: str
+    config: ServiceConfig, device_id: int | None, who: str, pipeline: tuple[Callable, dict[str, Any]] | None = None
 ) -> Any:
     """The service's pipeline as an actor of it builds it (the service's batch size and seed), after
     checking that its reader (or per-sample external source) sees the service's dataset: every node
-    must see the same data. Object-store folders the service listed are not listed again."""
+    must see the same data. Object-store folders the service listed are not listed again.
+    ``pipeline``: the function and keyword arguments; None, those the service published."""
+    pipeline_fn, pipeline_kwargs = pipeline if pipeline is not None else served_pipeline.load(config.name)
     shared_listings.install(config.name)
     pipe = pipeline_fn(
         **{**pipeline_kwargs, "batch_size": config.batch_size, "seed": config.seed, "device_id": device_id}

@@ -17,7 +17,7 @@ import itertools
 import os
 import threading
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from typing import Any
 
 import numpy as np
@@ -45,15 +45,7 @@ class PipelineActor:
     """Wraps one rank's pipeline; ``get_batch(epoch, start, k)`` returns host arrays through the
     object store (or CUDA IPC handles when the rank trains on this actor's GPU)."""
 
-    def __init__(
-        self,
-        pipeline_fn: Callable,
-        pipeline_kwargs: dict[str, Any],
-        config: ServiceConfig,
-        rank: int,
-        location: dict[str, Any],
-        nice: int | None = None,
-    ):
+    def __init__(self, config: ServiceConfig, rank: int, location: dict[str, Any], nice: int | None = None):
         if nice is not None:  # before the pipeline starts its threads
             niceness.apply(nice, f"the pipeline actor of rank {rank}")
         # The rank's GPU, before anything in this process touches CUDA: the actor shares it
@@ -63,7 +55,7 @@ class PipelineActor:
         self.rank = rank
         self.location = location
         device_id = 0 if location["gpu"] is not None else None
-        self.pipe = build_service_pipeline(pipeline_fn, pipeline_kwargs, config, device_id, "pipeline actor")
+        self.pipe = build_service_pipeline(config, device_id, "pipeline actor")
         self.engine = self.pipe.engine  # what the actor drives, shares with CPU helpers and allocates for
         self.pipe.enable_profiling()  # one clock read per operator call: cheap next to the operators
         self._process = ProcessMeter()

@@ -7,19 +7,15 @@ Apart from :mod:`cluster.placement` (which starts them) so that reading a servic
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Callable
-from typing import Any
 
 from actors import niceness
 
 
 @dataclasses.dataclass(frozen=True)
 class ActorLaunch:
-    """How a service starts its pipeline actors and CPU helpers: what they run, what they reserve,
-    and their scheduling priority."""
+    """How a service starts its pipeline actors and CPU helpers: what they reserve, and their
+    scheduling priority (what they run, they read from :mod:`actors.served_pipeline`)."""
 
-    pipeline: Callable
-    pipeline_kwargs: dict[str, Any]
     num_cpus: float
     max_restarts: int
     max_task_retries: int

@@ -110,7 +110,7 @@ def start_helper(
             runtime_env=niceness.runtime_env(nice),
             scheduling_strategy=NodeAffinitySchedulingStrategy(node, soft=False),
         )
-        .remote(launch.pipeline, launch.pipeline_kwargs, config, index, nice)
+        .remote(config, index, nice)
     )
     return handle, node
 

@@ -190,7 +190,7 @@ def start_pipeline_actor(
             runtime_env=niceness.runtime_env(nice),
             scheduling_strategy=NodeAffinitySchedulingStrategy(location.node_id, soft=False),
         )
-        .remote(launch.pipeline, launch.pipeline_kwargs, config, rank, location.as_dict(), nice)
+        .remote(config, rank, location.as_dict(), nice)
     )
     timeout_s = launch.startup_timeout_s
     try:

@@ -16,7 +16,7 @@ from typing import Any
 
 import ray
 
-from actors import shared_listings
+from actors import served_pipeline, shared_listings
 from raypipe import log
 from raypipe.errors import ArgumentError, RaypipeError, did_you_mean
 from raypipe.pipeline import PIPELINE_ARGS
@@ -174,6 +174,7 @@ def _release(name: str, actors: list) -> None:
         if actor is not None:
             ray.kill(actor, no_restart=True)
     service_record.clear(name)
+    served_pipeline.clear(name)
     coordinator_record.clear(name)
     shared_listings.clear(name)
 
@@ -289,8 +290,6 @@ def serve(
     _claim_name(name, replace)
     _check_helper_room(helper_plan)
     launch = ActorLaunch(
-        pipeline=pipeline,
-        pipeline_kwargs=pipeline_kwargs,
         num_cpus=float(num_cpus_per_actor),
         max_restarts=max_restarts,
         max_task_retries=ACTOR_MAX_TASK_RETRIES if max_restarts else 0,
@@ -298,6 +297,7 @@ def serve(
         niceness=niceness,
     )
     service_record.save(name, config, launch)
+    served_pipeline.publish(name, pipeline, pipeline_kwargs)
     shared_listings.publish(name, listed)
     coordinator = None
     try:

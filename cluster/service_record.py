@@ -6,6 +6,8 @@ there, not from the coordinator: the loader starts its pipeline actor while the 
 still starting, so the two worker processes start at once instead of one after the other
 (about 0.8 s of the time to the first batch on 2 cores). It never changes while the service
 runs, and goes with the coordinator's record (:mod:`cluster.coordinator_record`) at shutdown.
+The pipeline itself (factory and keyword arguments, which can be large) is kept apart, for the
+actors that build it (:mod:`actors.served_pipeline`).
 """
 
 from __future__ import annotations

@@ -85,4 +85,4 @@ def jpeg_files(jpeg_root) -> list[str]:
     """The paths of ``jpeg_root`` in reader order."""
     from raypipe.operators.readers import list_file_root
 
-    return list_file_root(jpeg_root)[0]
+    return list(list_file_root(jpeg_root)[0])

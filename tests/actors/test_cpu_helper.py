@@ -31,7 +31,7 @@ def helper(jpeg_files, monkeypatch):
     probe = served(jpeg_files[:8])
     config = ServiceConfig("svc", 1, 4, probe.reader_meta()["epoch_size"], probe.dataset_digest(), seed=9)
     probe.close()
-    made = CpuHelper(served, {"files": jpeg_files[:8]}, config, index=0)
+    made = CpuHelper(config, index=0, pipeline=(served, {"files": jpeg_files[:8]}))
     yield made
     made.pipe.close()
 

@@ -10,8 +10,10 @@ import time
 
 import pytest
 import ray
+from ray.experimental import internal_kv
 
 import raypipe as rp
+from actors import served_pipeline
 from cluster import service_record
 from cluster.loader import _wait_attached
 from cluster.naming import NAMESPACE, coordinator_name
@@ -28,7 +30,7 @@ def test_serve_records_what_it_serves_and_shutdown_forgets_it(cluster, jpeg_file
         config, launch = service_record.load("rec")
         assert config == svc.config
         assert (config.world_size, config.seed, config.dataset_len) == (2, 3, 8)
-        assert launch.pipeline is indexed and launch.pipeline_kwargs == {"files": jpeg_files[:8]}
+        assert served_pipeline.load("rec") == (indexed, {"files": jpeg_files[:8]})
         assert launch.niceness == 4
         assert connect("rec").config == config
         loaders = [rp.loader("rec", rank=r, world_size=2, output="numpy") for r in range(2)]
@@ -42,6 +44,8 @@ def test_serve_records_what_it_serves_and_shutdown_forgets_it(cluster, jpeg_file
     finally:
         svc.shutdown()
     assert service_record.load("rec") is None
+    with pytest.raises(RaypipeError, match="service 'rec' has no pipeline on record: it was shut down"):
+        served_pipeline.load("rec")
     with pytest.raises(RaypipeError, match="no raypipe service named 'rec'"):
         rp.loader("rec", rank=0, world_size=2)
 
@@ -97,3 +101,46 @@ def test_reading_records_does_not_import_the_actor_classes():
     probe = "import sys; from cluster import service_record; print(sorted(m for m in sys.modules if 'actors' in m))"
     out = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, check=True, cwd=ROOT).stdout
     assert "actors.pipeline_actor" not in out and "actors.cpu_helper" not in out, out
+
+
+LARGE_ARGUMENTS_SCRIPT = """
+import sys, ray, raypipe as rp
+from tests.cluster.pipelines import indexed
+ray.init(address=sys.argv[1], log_to_driver=False)
+files = sys.argv[2:] * 150  # 3,600 paths: about 300 KB pickled, over Ray's 100 KB for inline arguments
+svc = rp.serve(indexed, name="rec-large", world_size=1, files=files, replace=True)
+try:
+    loader = rp.loader("rec-large", rank=0, world_size=1, output="numpy")
+    images, labels = next(iter(loader))
+    got = labels.ravel().tolist()
+    print("first batch", len(got), all(0 <= v < len(files) for v in got), flush=True)
+finally:
+    svc.shutdown()
+"""
+
+
+def test_large_pipeline_arguments_are_no_actor_constructor_arguments(cluster, jpeg_files):
+    """A pipeline actor or coordinator given pipeline arguments over 100 KB (a ``files`` list of a
+    few thousand paths) got them through the object store, owned by the process that started it,
+    and Ray logged an error per actor that its restart would fail once they were lost. They come
+    from the GCS now (:mod:`actors.served_pipeline`): no such error, and the record stays small."""
+    proc = subprocess.run(
+        [sys.executable, "-c", LARGE_ARGUMENTS_SCRIPT, cluster.address, *jpeg_files],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=180,
+    )
+    assert proc.returncode == 0 and "first batch 5 True" in proc.stdout, proc.stderr[-3000:]
+    assert "constructor arguments in the object store" not in proc.stderr, proc.stderr[-3000:]
+
+
+def test_the_record_leaves_the_pipeline_arguments_out(cluster, jpeg_files):
+    files = list(jpeg_files) * 150
+    svc = rp.serve(indexed, name="rec-small", world_size=1, files=files, replace=True)
+    try:
+        blob = internal_kv._internal_kv_get(b"raypipe/rec-small/record", namespace=NAMESPACE)
+        assert blob is not None and len(blob) < 4096, len(blob)
+        assert served_pipeline.load("rec-small")[1] == {"files": files}
+    finally:
+        svc.shutdown()

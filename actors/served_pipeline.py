@@ -1,0 +1,44 @@
+"""The pipeline a service serves (its function and keyword arguments), kept in Ray's GCS key-value
+store under the service's name: its pipeline actors and CPU helpers read it there when they start
+(and when Ray restarts them) instead of taking it as constructor arguments.
+
+Ray keeps constructor arguments over 100 KB in the object store, owned by the process that starts
+the actor, and logs an error for each such actor that a restart fails once they are lost; the
+keyword arguments can be that large (a ``files`` list of a million paths pickles to about 100 MB).
+Kept apart from the service's record (:mod:`cluster.service_record`), they also leave that record
+small for every loader to read."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+from ray import cloudpickle
+from ray.experimental import internal_kv
+
+from raypipe.errors import RaypipeError
+
+NAMESPACE = "raypipe"
+
+
+def _key(service: str) -> bytes:
+    return f"raypipe/{service}/pipeline".encode()
+
+
+def publish(service: str, pipeline: Callable, kwargs: dict[str, Any]) -> None:
+    """Record ``pipeline`` and its keyword arguments for ``service``'s actors."""
+    blob = cloudpickle.dumps((pipeline, kwargs))
+    internal_kv._internal_kv_put(_key(service), blob, overwrite=True, namespace=NAMESPACE)
+
+
+def load(service: str) -> tuple[Callable, dict[str, Any]]:
+    """``(pipeline, kwargs)`` of ``service``; RaypipeError when it recorded none (it was shut down)."""
+    blob = internal_kv._internal_kv_get(_key(service), namespace=NAMESPACE)
+    if blob is None:
+        raise RaypipeError(f"service {service!r} has no pipeline on record: it was shut down")
+    return cloudpickle.loads(blob)
+
+
+def clear(service: str) -> None:
+    """Forget the pipeline (at shutdown)."""
+    internal_kv._internal_kv_del(_key(service), namespace=NAMESPACE)
