@@ -4,6 +4,7 @@ waiting for the coordinator (on the simulated cluster of ``conftest.py``)."""
 from __future__ import annotations
 
 import pathlib
+import pickle
 import subprocess
 import sys
 import time
@@ -142,5 +143,7 @@ def test_the_record_leaves_the_pipeline_arguments_out(cluster, jpeg_files):
         blob = internal_kv._internal_kv_get(b"raypipe/rec-small/record", namespace=NAMESPACE)
         assert blob is not None and len(blob) < 4096, len(blob)
         assert served_pipeline.load("rec-small")[1] == {"files": files}
+        published = internal_kv._internal_kv_get(b"raypipe/rec-small/pipeline", namespace=NAMESPACE)
+        assert len(published) < len(pickle.dumps(files)) / 4, "the paths are published compressed"
     finally:
         svc.shutdown()
