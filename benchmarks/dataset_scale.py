@@ -7,9 +7,11 @@ The tree (``--classes`` class folders of ``--per-class`` files, 1,281,000 by def
 training set) is made of hard links to 20 generated JPEGs (the ones ``raypipe bench`` uses), so
 it takes seconds and almost no disk; it is kept in ``--root`` (default
 ``~/.cache/raypipe/bench/scale-<classes>x<per-class>``) for the next run. The digest is timed the
-three ways it is worked out from a list of paths, all giving the same hash (checked): as a
-``file_root`` is listed (a folder's names hashed at once), from a ``files`` list (each folder
-related to the common folder once), and as the definition has it (every path related on its own).
+four ways it is worked out from a list of paths, all giving the same hash (checked): as a
+``file_root`` is listed (a folder's names hashed at once), from a sorted ``files`` list (kept as a
+table of folders and names, each folder's names hashed at once), from a ``files`` list in no
+folder order (each folder related to the common folder once), and as the definition has it (every
+path related on its own).
 A ``file_list`` of the same files (written beside the tree once) is read and hashed as raypipe
 does it (the whole text in a few calls, the hash from its names) and, for reference, line by line
 then from the paths; both give the same paths, labels and hash (checked). Wall seconds, one
@@ -28,6 +30,7 @@ import time
 
 from raypipe.bench.dataset import prepare
 from raypipe.operators import reader_base, readers
+from raypipe.operators.path_table import PathTable
 from raypipe.presets import resnet50_train
 
 SOURCES = 20  # hard links per JPEG stay under ext4's 65,000 for a million files
@@ -55,15 +58,22 @@ def timed(work):
     return result, time.perf_counter() - began
 
 
-def listing_and_digests(root: str) -> tuple[float, float, float]:
-    """Seconds to list ``root`` (hashing it as listed), and to work the digest out from the listed
-    paths by folder and path by path; all three hashes are checked equal."""
+def listing_and_digests(root: str) -> tuple[float, float, float, float]:
+    """Seconds to list ``root`` (hashing it as listed), and to work the digest out from a ``files``
+    list of the listed paths as a reader keeps it (a table, hashed a folder's names at once), from
+    the plain list (each folder related once: a list in no folder order) and path by path; all four
+    hashes are checked equal."""
     (paths, _, listed), listing = timed(lambda: readers.list_local_root(root))
-    fast, by_folder = timed(lambda: reader_base.paths_hash(paths).hexdigest())
-    slow, one_by_one = timed(lambda: reader_base._hash_names(reader_base._relative_one_by_one(paths)).hexdigest())
-    if not listed.hexdigest() == fast == slow:
-        raise AssertionError(f"the digests differ: {listed.hexdigest()} listed, {fast} by folder, {slow} path by path")
-    return listing, by_folder, one_by_one
+    strings = list(paths)
+    table, as_table = timed(lambda: reader_base.paths_hash(PathTable.compacted(strings)).hexdigest())
+    fast, by_folder = timed(lambda: reader_base.paths_hash(strings).hexdigest())
+    slow, one_by_one = timed(lambda: reader_base._hash_names(reader_base._relative_one_by_one(strings)).hexdigest())
+    if not listed.hexdigest() == table == fast == slow:
+        raise AssertionError(
+            f"the digests differ: {listed.hexdigest()} listed, {table} as a table, {fast} by folder, "
+            f"{slow} path by path"
+        )
+    return listing, as_table, by_folder, one_by_one
 
 
 def file_list_reads(root: str) -> tuple[float, float]:
@@ -121,7 +131,7 @@ def held_and_indexed(root: str) -> list[tuple[str, float, float]]:
 
 def measure(root: str) -> list[tuple[str, float]]:
     """Seconds of each step, in the order a training script meets them."""
-    listing, by_folder, one_by_one = listing_and_digests(root)
+    listing, as_table, by_folder, one_by_one = listing_and_digests(root)
     list_at_once, list_by_line = file_list_reads(root)
     pipe = resnet50_train(root, batch_size=64, num_threads=2, seed=0)
     _, build = timed(pipe.build)
@@ -131,7 +141,8 @@ def measure(root: str) -> list[tuple[str, float]]:
     pipe.close()
     return [
         ("list the folders, hashing them as listed (raypipe, file_root)", listing),
-        ("dataset digest of the paths, each folder related once (raypipe, files)", by_folder),
+        ("dataset digest of a files list of the paths, kept as a table (raypipe, a sorted files list)", as_table),
+        ("the same, each folder related once (raypipe, a files list in no folder order)", by_folder),
         ("dataset digest of the paths, each path related on its own (reference)", one_by_one),
         ("read a file_list of the same files and hash it, at once (raypipe)", list_at_once),
         ("read it line by line, then hash the paths by folder (reference)", list_by_line),
@@ -162,8 +173,8 @@ def main(argv: list[str] | None = None) -> int:
     print("\n| paths | MB held | ns a path by index |\n|---|---|---|")
     for what, mb, ns in kept:
         print(f"| {what} | {mb:.3f} | {ns:.0f} |")
-    digests, lists = rows[2][1] / max(rows[1][1], 1e-9), rows[4][1] / max(rows[3][1], 1e-9)
-    print(f"\nthe digest of the paths by folder: {digests:.1f}x faster than path by path; all three the same hash")
+    digests, lists = rows[3][1] / max(rows[1][1], 1e-9), rows[5][1] / max(rows[4][1], 1e-9)
+    print(f"\nthe digest of a sorted files list: {digests:.1f}x faster than path by path; all four the same hash")
     print(f"the file list at once: {lists:.1f}x faster than line by line, the same paths, labels and hash")
     print(f"the listing's paths held in {kept[0][1] / max(kept[1][1], 1e-9):.2f}x the memory of a list of strings")
     return 0

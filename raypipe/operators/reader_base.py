@@ -21,6 +21,7 @@ from ..batch_spec import BatchSpec
 from ..errors import ArgumentError, ReaderError
 from ..operator import Operator, Skip
 from ..storage import urls
+from .path_table import PathTable
 
 # DALI reader arguments that change nothing here (buffering and memory hints): accepted with
 # DALI's meaning so that ported pipelines run unchanged.
@@ -261,10 +262,13 @@ def paths_hash(paths: Sequence[str]) -> Any:
     ended by a zero byte: a reader's dataset identity that survives moving the dataset elsewhere.
 
     Each folder's absolute form and its place under the common folder are worked out once, not
-    once per file (a million files share a thousand folders). The hash is that of relating every
-    path on its own (:func:`_relative_one_by_one`), which lists this cannot read take."""
+    once per file (a million files share a thousand folders); a :class:`PathTable`'s names are
+    hashed a group at a time. The hash is that of relating every path on its own
+    (:func:`_relative_one_by_one`), which lists this cannot read take."""
     if len(paths) < 2:
         return _hash_names(os.path.basename(p) for p in paths)
+    if isinstance(paths, PathTable) and paths.by_folder():
+        return _hash_by_group(paths) or _hash_names(_relative_one_by_one(paths))
     folders: dict[str, str | None] = {}  # a path's folder as written -> its absolute, normalised form
     split = []
     for path in paths:
@@ -279,9 +283,40 @@ def paths_hash(paths: Sequence[str]) -> Any:
     direct = {name for folder, name in split if folders[folder] == common}
     if len(direct) == 1:  # one name in the common folder: their common path may be that file
         return _hash_names(_relative_one_by_one(paths))
-    prefix = common if common.endswith("/") else common + "/"
-    under = {folder: "" if at == common else at[len(prefix) :] + "/" for folder, at in folders.items()}
+    under = _under(common, folders)
     return _hash_names(under[folder] + name for folder, name in split)
+
+
+def _hash_by_group(table: PathTable) -> Any | None:
+    """:func:`paths_hash` of a table whose groups are folders (:meth:`PathTable.by_folder`), its
+    names hashed a group at a time (each group's text in a few calls); None where the paths must be
+    related one at a time."""
+    folders: dict[str, str | None] = {}
+    groups = []
+    for prefix, names in table.groups():  # names: each followed by a NUL
+        folder = "/" if prefix == "/" else prefix[:-1]  # a path's folder as written, as paths_hash cuts it
+        if folder not in folders:
+            folders[folder] = _absolute_folder(folder)
+        odd_name = names.startswith(("\0", ".\0", "..\0")) or any(n in names for n in ("\0\0", "\0.\0", "\0..\0"))
+        if odd_name or folders[folder] is None:
+            return None
+        groups.append((folder, names))
+    common = os.path.commonpath(list(set(folders.values())))
+    direct = {name for folder, names in groups if folders[folder] == common for name in names[:-1].split("\0")}
+    if len(direct) == 1:  # one name in the common folder: their common path may be that file
+        return None
+    under = _under(common, folders)
+    h = hashlib.sha256()
+    for folder, names in groups:
+        at = under[folder]
+        h.update(as_hashed(at + names[:-1].replace("\0", "\0" + at) + "\0" if at else names))
+    return h
+
+
+def _under(common: str, folders: dict[str, str | None]) -> dict[str, str]:
+    """Each folder's place under ``common``: "" for ``common`` itself, else its relative path and "/"."""
+    prefix = common if common.endswith("/") else common + "/"
+    return {folder: "" if at == common else at[len(prefix) :] + "/" for folder, at in folders.items()}
 
 
 #: what the joined names hold only where a name is not a normalised relative path: an empty

@@ -311,6 +311,11 @@ class FileReader(ShardedReader):
                 refuse_unexpanded_home("readers.file", name, [os.fspath(value)])
         if files is not None:
             refuse_unexpanded_home("readers.file", "files", files)
+            if any(map(str.__contains__, files, repeat("\0"))):
+                raise ArgumentError(
+                    f"readers.file: files holds a path with a NUL character: {next(p for p in files if chr(0) in p)!r}"
+                )
+            files = PathTable.compacted(files)  # a folder's prefix once, its names in one string
         self.configure_reader(**reader_args)
         self.file_filters = _as_patterns("file_filters", file_filters)
         self.dir_filters = _as_patterns("dir_filters", dir_filters)

@@ -27,10 +27,11 @@ def test_the_scale_benchmark_times_every_step_on_a_tree_of_links(tmp_path):
     assert done.returncode == 0, done.stderr[-3000:]
     assert "90 files in 3 class folders" in done.stdout and "(90 links made" in done.stdout
     rows = [line.split("|")[1:-1] for line in done.stdout.splitlines() if line.startswith("| ") and "---" not in line]
-    rows, kept = rows[:10], rows[10:]
+    rows, kept = rows[:11], rows[11:]
     assert [row[0].strip() for row in rows][1:] == [
         "list the folders, hashing them as listed (raypipe, file_root)",
-        "dataset digest of the paths, each folder related once (raypipe, files)",
+        "dataset digest of a files list of the paths, kept as a table (raypipe, a sorted files list)",
+        "the same, each folder related once (raypipe, a files list in no folder order)",
         "dataset digest of the paths, each path related on its own (reference)",
         "read a file_list of the same files and hash it, at once (raypipe)",
         "read it line by line, then hash the paths by folder (reference)",
@@ -47,7 +48,7 @@ def test_the_scale_benchmark_times_every_step_on_a_tree_of_links(tmp_path):
     ]
     assert all(float(value) > 0 for row in kept[1:] for value in row[1:])
     assert "the memory of a list of strings" in done.stdout
-    assert "all three the same hash" in done.stdout and "the same paths, labels and hash" in done.stdout
+    assert "all four the same hash" in done.stdout and "the same paths, labels and hash" in done.stdout
     assert sorted(os.listdir(tree)) == ["n00000000", "n00000001", "n00000002"]
     assert len((tmp_path / "tree.list.txt").read_text().splitlines()) == 90
     again = subprocess.run(command, cwd=ROOT, capture_output=True, text=True, timeout=300)

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 import pickle
+import random
 import tracemalloc
 
 import pytest
@@ -72,3 +73,20 @@ def test_it_holds_a_million_paths_in_a_fraction_of_a_lists_memory():
     table, table_bytes = held(lambda: PathTable(zip(folders, names)))
     assert table == as_list
     assert table_bytes < 0.3 * list_bytes, (table_bytes, list_bytes)
+
+
+def test_of_groups_runs_of_a_folder_and_compacted_keeps_shuffled_lists():
+    paths = [f"/data/c{c}/{i}.jpg" for c in range(4) for i in range(300)] + ["top.jpg", "/root.jpg", "s3://b/k/x"]
+    table = PathTable.of(paths)
+    assert table == paths and repr(table) == "PathTable(1203 paths in 7 groups)"
+    assert table.by_folder() and not PathTable([("/data/c", ["0/a"])]).by_folder()
+    assert isinstance(PathTable.compacted(paths), PathTable)
+    shuffled = paths[:]
+    random.Random(0).shuffle(shuffled)
+    assert PathTable.compacted(shuffled) is shuffled, "a group per path would hold no less"
+    assert PathTable.compacted(["/a/x"]) == ["/a/x"] and PathTable.compacted([]) == []
+
+
+def test_a_path_with_a_nul_is_refused():
+    with pytest.raises(ValueError, match="a path holds a NUL character"):
+        PathTable.of(["/a/x.jpg", "/a/y\0.jpg"])

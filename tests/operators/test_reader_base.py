@@ -13,6 +13,7 @@ import pytest
 import raypipe as rp
 from raypipe import tfrecord
 from raypipe.operators import reader_base
+from raypipe.operators.path_table import PathTable
 from raypipe.operators.readers import FileReader
 from raypipe.storage import urls
 
@@ -52,12 +53,30 @@ BY_FOLDER = {"class folders", "one folder", "relative", "dot and double slash", 
 BY_FOLDER |= {"files at the root", "URLs at the bucket's top"}
 
 
+@pytest.mark.parametrize("as_table", [False, True], ids=["list", "PathTable"])
 @pytest.mark.parametrize("name", LISTS)
-def test_paths_hash_is_every_path_related_on_its_own(name, monkeypatch):
+def test_paths_hash_is_every_path_related_on_its_own(name, as_table, monkeypatch):
+    """A list, and the same paths as a table (hashed a folder's names at a time)."""
     paths = LISTS[name]
+    expected = _hash_one_by_one(paths)
     if name in BY_FOLDER:
         monkeypatch.setattr(reader_base, "_relative_one_by_one", None)  # not called
-    assert reader_base.paths_hash(paths).hexdigest() == _hash_one_by_one(paths)
+    assert reader_base.paths_hash(PathTable.of(paths) if as_table else paths).hexdigest() == expected
+
+
+@pytest.mark.parametrize(
+    "groups",
+    [
+        [("/data/train/c", ["0/a.jpg", "1/b.jpg"])],  # a prefix that is no folder
+        [("", ["/data/a/x.jpg", "/data/b/y.jpg"])],  # names that hold folders (a file list's absolute paths)
+        [("/data/a/", ["x.jpg"]), ("/data/b/", ["y.jpg"]), ("/data/a/", ["z.jpg"])],  # a folder twice
+        [("/data/a/", ["x.jpg", "y.jpg"]), ("/data/", ["a"])],  # a name that is also a folder
+    ],
+    ids=["prefix no folder", "names with folders", "a folder twice", "name and folder"],
+)
+def test_a_table_of_any_shape_hashes_as_its_paths(groups):
+    table = PathTable(groups)
+    assert reader_base.paths_hash(table).hexdigest() == _hash_one_by_one(list(table))
 
 
 def test_a_reader_works_its_digest_out_once(jpeg_files, monkeypatch):

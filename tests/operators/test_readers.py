@@ -404,3 +404,14 @@ def test_readers_of_parallel_lists_read_in_step_as_in_dali(jpeg_files, tmp_path,
     assert all(a == b for batch in theirs for a, b in batch), "DALI pairs them alike"
     if not shuffled:
         assert batches[:3] == theirs[:3], "the first epoch: the same pairs in the same batches as DALI"
+
+
+def test_a_files_list_is_kept_compact_and_reads_as_given(jpeg_files):
+    """A sorted ``files`` list is kept as a PathTable (a folder's prefix once); a path with a NUL
+    character is named when the pipeline is defined."""
+    op = readers.FileReader("cpu", 0, files=jpeg_files)
+    op.prepare()
+    assert isinstance(op.paths, PathTable) and op.paths == jpeg_files
+    assert [op.source_of(i) for i in range(len(jpeg_files))] == jpeg_files
+    with pytest.raises(rp.ArgumentError, match=r"files holds a path with a NUL character: '/data/b\\x00.jpg'"):
+        readers.FileReader("cpu", 0, files=["/data/a.jpg", "/data/b\0.jpg"])
