@@ -415,3 +415,32 @@ def test_a_files_list_is_kept_compact_and_reads_as_given(jpeg_files):
     assert [op.source_of(i) for i in range(len(jpeg_files))] == jpeg_files
     with pytest.raises(rp.ArgumentError, match=r"files holds a path with a NUL character: '/data/b\\x00.jpg'"):
         readers.FileReader("cpu", 0, files=["/data/a.jpg", "/data/b\0.jpg"])
+
+
+def test_a_tables_urls_and_buckets_are_found_a_folder_at_a_time(monkeypatch):
+    """A bucket listing is kept as a table; which paths are URLs, and the first URL of each bucket
+    (checked before any batch), come from each folder's first path, as path by path."""
+    paths = [
+        *[f"s3://b1/train/c{c}/{i}.jpg" for c in range(2) for i in range(3)],
+        *[f"/data/c{c}/{i}.jpg" for c in range(2) for i in range(2)],
+        *[f"gs://b2/c/{i}.jpg" for i in range(2)],
+        "s3://b1/other/x.jpg",
+        "relative.jpg",
+    ]
+    table = PathTable.of(paths)
+    assert table.by_folder() and table == paths
+    by_path = readers._url_mask(paths)
+    monkeypatch.setattr(readers.urls, "is_url", _counted(readers.urls.is_url, calls := []))
+    assert np.array_equal(readers._url_mask(table), by_path) and len(calls) == 7, "one question per folder"
+    assert (
+        readers._bucket_firsts(table) == readers._bucket_firsts(paths) == ["s3://b1/train/c0/0.jpg", "gs://b2/c/0.jpg"]
+    )
+    assert readers._url_mask(PathTable.of([p for p in paths if "://" not in p])) is None
+
+
+def _counted(function, calls: list):
+    def counted(*args):
+        calls.append(args)
+        return function(*args)
+
+    return counted
