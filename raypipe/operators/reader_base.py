@@ -325,25 +325,36 @@ _EMPTY_PART = ("//", "/\0", "\0/", "\0\0")
 _DOT_PART = ("\0./", "\0../", "/./", "/../", "\0.\0", "\0..\0", "/.\0", "/..\0")
 
 
-def paths_hash_under(base: str, names: Sequence[str]) -> Any | None:
-    """:func:`paths_hash` of the local paths ``base``/``name`` for ``names`` (a file list's relative
-    paths), worked out on the joined names in a few calls in C: each path is the normalised
-    ``base`` and its name, so relating them to their common folder cuts the names' common folder
-    off each. None (leaving it to :func:`paths_hash`) for URL bases, names that are not normalised
-    relative paths, and names directly in their common folder (whose common path may be a file)."""
-    if urls.is_url(base) or len(names) < 2:
+def paths_hash_under(base: str, table: PathTable) -> Any | None:
+    """:func:`paths_hash` of the local paths ``base``/``name`` for the names of ``table`` (a file
+    list's relative paths, under one prefix), worked out on each group's joined names in a few
+    calls in C: each path is the normalised ``base`` and its name, so relating them to their common
+    folder cuts the names' common folder off each. None (leaving it to :func:`paths_hash`) for URL
+    bases, names that are not normalised relative paths, and names directly in their common folder
+    (whose common path may be a file)."""
+    if urls.is_url(base) or len(table) < 2:
         return None
-    joined = "\0" + "\0".join(names) + "\0"
-    if joined.count("\0") != len(names) + 1 or any(bad in joined for bad in _EMPTY_PART):
-        return None
-    if ("/." in joined or "\0." in joined) and any(bad in joined for bad in _DOT_PART):
-        return None
-    shared = os.path.commonprefix([min(names), max(names)])
+    lowest = highest = None
+    fewest_parts = None
+    for _, text in table.groups():  # each name followed by a NUL
+        joined = "\0" + text
+        if any(bad in joined for bad in _EMPTY_PART):
+            return None
+        if ("/." in joined or "\0." in joined) and any(bad in joined for bad in _DOT_PART):
+            return None
+        names = text[:-1].split("\0")
+        low, high, parts = min(names), max(names), min(map(str.count, names, repeat("/")))
+        lowest = low if lowest is None else min(lowest, low)
+        highest = high if highest is None else max(highest, high)
+        fewest_parts = parts if fewest_parts is None else min(fewest_parts, parts)
+    shared = os.path.commonprefix([lowest, highest])
     common = shared[: shared.rfind("/") + 1]  # the names' common folder, "" or ending in "/"
-    if min(map(str.count, names, repeat("/"))) <= common.count("/"):
+    if fewest_parts <= common.count("/"):
         return None
-    relative = joined.replace("\0" + common, "\0") if common else joined
-    return hashlib.sha256(as_hashed(relative[1:]))
+    h = hashlib.sha256()
+    for _, text in table.groups():
+        h.update(as_hashed(("\0" + text).replace("\0" + common, "\0")[1:] if common else text))
+    return h
 
 
 def _absolute_folder(folder: str) -> str | None:

@@ -148,14 +148,40 @@ def test_a_file_list_read_at_once_reads_as_line_by_line(tmp_path, monkeypatch, n
     listing.write_bytes(text.encode())
     monkeypatch.chdir(tmp_path)
     expected = readers._parsed_line_by_line(text.splitlines(), base, str(listing))
-    assert readers.parse_file_list(str(listing), base) == expected
+    assert _as_lists(readers.parse_file_list(str(listing), base)) == expected
     at_once = readers._parsed_at_once(text, base)
     assert (at_once is not None) == (in_bucket if in_bucket_base else local)
     if at_once is not None:
-        assert at_once[:2] == expected
+        assert isinstance(at_once[0], PathTable) and at_once[1].dtype == np.int32
+        assert _as_lists(at_once[:2]) == expected
         assert (at_once[2] is not None) == (hashed and not in_bucket_base)
         if at_once[2] is not None:
             assert at_once[2].hexdigest() == reader_base.paths_hash(expected[0]).hexdigest()
+
+
+def _as_lists(parsed: tuple) -> tuple[list[str], list[int]]:
+    return list(parsed[0]), [int(v) for v in parsed[1]]
+
+
+def test_a_long_file_list_is_read_a_chunk_at_a_time(tmp_path, monkeypatch):
+    """The at-once reading parses about a megabyte of text at a time (here 64 characters): the
+    table, labels and hash are those of the whole list read line by line."""
+    text = "".join(f"n{c:03d}/n{c:03d}_{i:04d}.JPEG {c}\n" for c in range(7) for i in range(40))
+    monkeypatch.setattr(readers, "_CHUNK_CHARS", 64)
+    paths, labels, hashed = readers._parsed_at_once(text, "/data/train")
+    expected = readers._parsed_line_by_line(text.splitlines(), "/data/train", "list.txt")
+    assert _as_lists((paths, labels)) == expected and repr(paths).endswith("in 94 groups)")
+    assert hashed.hexdigest() == reader_base.paths_hash(expected[0]).hexdigest()
+    monkeypatch.setattr(readers, "_CHUNK_CHARS", 10_000)  # one chunk: the same
+    again = readers._parsed_at_once(text, "/data/train")
+    assert again[0] == paths and np.array_equal(again[1], labels) and again[2].hexdigest() == hashed.hexdigest()
+
+
+def test_a_label_outside_int32_is_named(tmp_path):
+    listing = tmp_path / "list.txt"
+    listing.write_text("a.jpg 0\nb.jpg 2147483648\n")
+    with pytest.raises(rp.ReaderError, match="list.txt:2: label '2147483648' does not fit in int32"):
+        readers.parse_file_list(str(listing), "/data")
 
 
 def test_a_file_list_readers_digest_is_that_of_its_paths(tmp_path, monkeypatch):
