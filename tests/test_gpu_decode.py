@@ -24,6 +24,7 @@ from raypipe.gpu_decode import (
     GpuImageDecoder,
     ImageOwner,
     buffer_bytes,
+    code_stream,
     code_stream_maker,
     code_streams_in,
     decode_into_buffer,
@@ -353,6 +354,21 @@ def test_bytes_nvimgcodec_cannot_parse_decode_to_none_wherever_their_stream_was_
             assert isinstance(out, list) and out[0] is None and out[1].shape == (size[1], size[0], 3)
     finally:
         decoder.close()
+
+
+@needs_nvimgcodec_package
+def test_the_cpu_stages_code_streams_are_those_of_code_stream_for_any_layout_of_the_bytes(jpeg_files, monkeypatch):
+    monkeypatch.setenv(nvimgcodec_c.API_ENV, "python")
+    make = code_stream_maker()  # bound once to the binding's API, positional calls
+    data = np.fromfile(jpeg_files[0], np.uint8)
+    spread = np.zeros(2 * data.size, np.uint8)
+    spread[::2] = data
+    for given in (data, data.view(np.int8), spread[::2]):  # as read, as DALI's int8 bytes, strided
+        for window in WINDOWS[:2]:
+            made, ref = make(given, window), code_stream(data, window)
+            assert (made.width, made.height, repr(made.view)) == (ref.width, ref.height, repr(ref.view))
+    for window in WINDOWS[:2]:  # empty bytes: what nvImageCodec makes of them, the same both ways
+        assert (make(data[:0], window) is None) == (code_stream(data[:0], window) is None)
 
 
 def test_code_streams_are_made_by_the_cpu_stage_unless_the_environment_says_mixed(monkeypatch):
