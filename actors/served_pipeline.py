@@ -16,31 +16,23 @@ from collections.abc import Callable
 from typing import Any
 
 from ray import cloudpickle
-from ray.experimental import internal_kv
 
 from raypipe.errors import RaypipeError
 
-NAMESPACE = "raypipe"
+from . import service_kv
 
-
-def _key(service: str) -> bytes:
-    return f"raypipe/{service}/pipeline".encode()
+PART = "pipeline"
 
 
 def publish(service: str, pipeline: Callable, kwargs: dict[str, Any]) -> None:
     """Record ``pipeline`` and its keyword arguments for ``service``'s actors."""
     blob = zlib.compress(cloudpickle.dumps((pipeline, kwargs)), 1)
-    internal_kv._internal_kv_put(_key(service), blob, overwrite=True, namespace=NAMESPACE)
+    service_kv.put(service, PART, blob)
 
 
 def load(service: str) -> tuple[Callable, dict[str, Any]]:
     """``(pipeline, kwargs)`` of ``service``; RaypipeError when it recorded none (it was shut down)."""
-    blob = internal_kv._internal_kv_get(_key(service), namespace=NAMESPACE)
+    blob = service_kv.get(service, PART)
     if blob is None:
         raise RaypipeError(f"service {service!r} has no pipeline on record: it was shut down")
     return cloudpickle.loads(zlib.decompress(blob))
-
-
-def clear(service: str) -> None:
-    """Forget the pipeline (at shutdown)."""
-    internal_kv._internal_kv_del(_key(service), namespace=NAMESPACE)

@@ -10,36 +10,27 @@ import zlib
 from collections.abc import Hashable
 from typing import Any
 
-from ray.experimental import internal_kv
-
 from raypipe.storage import listings
 
-NAMESPACE = "raypipe"
+from . import service_kv
 
-
-def _key(service: str) -> bytes:
-    return f"raypipe/{service}/listings".encode()
+PART = "listings"
 
 
 def publish(service: str, found: dict[Hashable, Any]) -> None:
     """Record ``found`` for ``service``'s actors (nothing when empty, clearing an older record)."""
     if not found:
-        clear(service)
+        service_kv.delete(service, PART)
         return
     blob = zlib.compress(pickle.dumps(found, protocol=pickle.HIGHEST_PROTOCOL), 1)
-    internal_kv._internal_kv_put(_key(service), blob, overwrite=True, namespace=NAMESPACE)
+    service_kv.put(service, PART, blob)
 
 
 def install(service: str) -> None:
     """Use the listings ``service`` recorded, if any, in this process (none outside a Ray cluster:
     a helper built in a plain process lists for itself)."""
-    if not internal_kv._internal_kv_initialized():
+    if not service_kv.connected():
         return
-    blob = internal_kv._internal_kv_get(_key(service), namespace=NAMESPACE)
+    blob = service_kv.get(service, PART)
     if blob is not None:
         listings.install(pickle.loads(zlib.decompress(blob)))
-
-
-def clear(service: str) -> None:
-    """Forget ``service``'s listings (at shutdown)."""
-    internal_kv._internal_kv_del(_key(service), namespace=NAMESPACE)

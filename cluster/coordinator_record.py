@@ -12,26 +12,17 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from ray.experimental import internal_kv
+from actors import service_kv
 
-from .naming import NAMESPACE
-
-
-def _key(service: str) -> bytes:
-    return f"raypipe/{service}/coordinator".encode()
+PART = "coordinator"
 
 
 def save(service: str, record: dict[str, Any]) -> None:
     """Replace the service's coordinator record with ``record`` (JSON-serialisable)."""
-    internal_kv._internal_kv_put(_key(service), json.dumps(record).encode(), overwrite=True, namespace=NAMESPACE)
+    service_kv.put(service, PART, json.dumps(record).encode())
 
 
 def load(service: str) -> dict[str, Any] | None:
     """The service's last coordinator record, or None if it has none."""
-    blob = internal_kv._internal_kv_get(_key(service), namespace=NAMESPACE)
+    blob = service_kv.get(service, PART)
     return None if blob is None else json.loads(blob)
-
-
-def clear(service: str) -> None:
-    """Forget the service's coordinator record (at shutdown)."""
-    internal_kv._internal_kv_del(_key(service), namespace=NAMESPACE)

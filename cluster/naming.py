@@ -4,9 +4,8 @@ from __future__ import annotations
 
 import ray
 
+from actors.service_kv import NAMESPACE as NAMESPACE  # one namespace for the actors and the entries
 from raypipe.errors import did_you_mean
-
-NAMESPACE = "raypipe"
 
 
 def coordinator_name(service: str) -> str:

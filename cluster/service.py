@@ -16,7 +16,7 @@ from typing import Any
 
 import ray
 
-from actors import served_pipeline, shared_listings
+from actors import served_pipeline, service_kv, shared_listings
 from raypipe import log
 from raypipe.errors import ArgumentError, RaypipeError, did_you_mean
 from raypipe.pipeline import PIPELINE_ARGS
@@ -24,7 +24,7 @@ from raypipe.service_config import ServiceConfig
 from raypipe.source_dataset import served_dataset
 from raypipe.storage import listings
 
-from . import coordinator_record, object_store, service_record
+from . import object_store, service_record
 from .actor_launch import ActorLaunch
 from .coordinator import Coordinator
 from .diagnosis import diagnose
@@ -169,14 +169,12 @@ def _unavailable(rank: int, why: str) -> dict[str, Any]:
 
 
 def _release(name: str, actors: list) -> None:
-    """Kill ``actors`` (None entries skipped) and clear the service's record and its coordinator's."""
+    """Kill ``actors`` (None entries skipped) and forget the service's entries in the GCS (its record,
+    its coordinator's, its pipeline and listings)."""
     for actor in actors:
         if actor is not None:
             ray.kill(actor, no_restart=True)
-    service_record.clear(name)
-    served_pipeline.clear(name)
-    coordinator_record.clear(name)
-    shared_listings.clear(name)
+    service_kv.forget(name)
 
 
 def _check_pipeline_kwargs(pipeline: Callable, pipeline_kwargs: dict[str, Any]) -> None:

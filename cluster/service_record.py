@@ -13,30 +13,22 @@ actors that build it (:mod:`actors.served_pipeline`).
 from __future__ import annotations
 
 from ray import cloudpickle
-from ray.experimental import internal_kv
 
+from actors import service_kv
 from raypipe.service_config import ServiceConfig
 
 from .actor_launch import ActorLaunch
-from .naming import NAMESPACE
 
-
-def _key(service: str) -> bytes:
-    return f"raypipe/{service}/record".encode()
+PART = "record"
 
 
 def save(service: str, config: ServiceConfig, launch: ActorLaunch) -> None:
     """Record what ``service`` serves (replacing the record of an earlier service of that name)."""
     blob = cloudpickle.dumps((config, launch))
-    internal_kv._internal_kv_put(_key(service), blob, overwrite=True, namespace=NAMESPACE)
+    service_kv.put(service, PART, blob)
 
 
 def load(service: str) -> tuple[ServiceConfig, ActorLaunch] | None:
     """``(config, launch)`` of ``service``, or None when no service of that name recorded one."""
-    blob = internal_kv._internal_kv_get(_key(service), namespace=NAMESPACE)
+    blob = service_kv.get(service, PART)
     return None if blob is None else cloudpickle.loads(blob)
-
-
-def clear(service: str) -> None:
-    """Forget the record (at shutdown)."""
-    internal_kv._internal_kv_del(_key(service), namespace=NAMESPACE)

@@ -13,7 +13,7 @@ import pytest
 import ray
 
 import raypipe as rp
-from actors import shared_listings
+from actors import service_kv, shared_listings
 from raypipe.convert.plan import list_source
 from raypipe.convert.run import convert
 from raypipe.formats.registry import get
@@ -155,7 +155,7 @@ def test_a_cpu_helper_builds_its_pipeline_from_the_service_listing(cluster, s3_s
 
     try:
         assert ray.get(sizes.remote(config.name)) == len(jpeg_files), "the service's listing"
-        shared_listings.clear(config.name)
+        service_kv.delete(config.name, shared_listings.PART)
         assert ray.get(sizes.remote(config.name)) == len(jpeg_files) + 1, "listed again without it"
     finally:
         s3_server.client().delete_object(Bucket="service-test", Key=late)

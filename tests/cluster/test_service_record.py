@@ -14,7 +14,7 @@ import ray
 from ray.experimental import internal_kv
 
 import raypipe as rp
-from actors import served_pipeline
+from actors import served_pipeline, service_kv
 from cluster import service_record
 from cluster.loader import _wait_attached
 from cluster.naming import NAMESPACE, coordinator_name
@@ -51,6 +51,28 @@ def test_serve_records_what_it_serves_and_shutdown_forgets_it(cluster, jpeg_file
         rp.loader("rec", rank=0, world_size=2)
 
 
+def test_forgetting_a_service_forgets_all_its_entries_and_none_of_another(cluster):
+    """Shutdown forgets a service's entries by their prefix: those of a service whose name begins
+    with the same letters stay."""
+    for service in ("kv", "kv2", "kv.x"):
+        for part in ("record", "coordinator", "pipeline", "listings"):
+            service_kv.put(service, part, f"{service}:{part}".encode())
+    try:
+        assert service_kv.get("kv", "pipeline") == b"kv:pipeline"
+        service_kv.delete("kv", "pipeline")
+        assert service_kv.get("kv", "pipeline") is None and service_kv.get("kv", "record") == b"kv:record"
+        service_kv.forget("kv")
+        assert [service_kv.get("kv", p) for p in ("record", "coordinator", "listings")] == [None] * 3
+        assert (
+            service_kv.get("kv2", "record") == b"kv2:record" and service_kv.get("kv.x", "listings") == b"kv.x:listings"
+        )
+        assert service_kv.connected()
+    finally:
+        service_kv.forget("kv2")
+        service_kv.forget("kv.x")
+    assert service_kv.get("kv2", "coordinator") is None
+
+
 def test_a_record_left_by_a_dead_driver_is_not_a_service(cluster, jpeg_files):
     """A driver that dies takes its coordinator along and leaves its record: loaders refuse it."""
     svc = rp.serve(indexed, name="ghost", world_size=1, files=jpeg_files[:4], replace=True)
@@ -63,7 +85,7 @@ def test_a_record_left_by_a_dead_driver_is_not_a_service(cluster, jpeg_files):
         with pytest.raises(RaypipeError, match="no raypipe service named 'ghost'"):
             connect("ghost")
     finally:
-        service_record.clear("ghost")
+        service_kv.forget("ghost")
 
 
 def _wait_dead(call, what: str, timeout_s: float = 30.0) -> None:
