@@ -135,10 +135,27 @@ class Service:
 
     def shutdown(self) -> None:
         """Stop the coordinator and every rank's pipeline actor and forget the service's records.
-        Safe to call twice; a loader still open afterwards fails with a clear error."""
-        if self._coordinator is not None:
+        Safe to call twice; a loader still open afterwards fails with a clear error. A handle on a
+        service that ``serve(..., replace=True)`` has since replaced leaves the new service of its
+        name running (it finds the actors and records by name) and warns that it did."""
+        if self._coordinator is not None and self._replaced():
+            LOG.warning(
+                "service %r was replaced by another of that name (serve(..., replace=True)); "
+                "this handle's shutdown leaves the new one running",
+                self.name,
+            )
+        elif self._coordinator is not None:
             _release(self.name, [*self._actors().values(), *self._helpers().values(), self._coordinator])
         self._coordinator = None
+
+    def _replaced(self) -> bool:
+        """Whether the coordinator registered under this service's name is another actor than this
+        handle's: another ``serve`` took the name over."""
+        try:
+            current = ray.get_actor(coordinator_name(self.name), namespace=NAMESPACE)
+        except ValueError:
+            return False
+        return current._actor_id != self._coordinator._actor_id
 
 
 def connect(name: str) -> Service:

@@ -73,6 +73,26 @@ def test_forgetting_a_service_forgets_all_its_entries_and_none_of_another(cluste
     assert service_kv.get("kv2", "coordinator") is None
 
 
+def test_a_replaced_services_handle_shuts_down_nothing_of_the_new_one(cluster, jpeg_files, caplog):
+    """A driver's handle on a service that another ``serve(..., replace=True)`` took over finds the
+    actors and records by name: its shutdown must leave the new service serving."""
+    old = rp.serve(indexed, name="swap", world_size=1, files=jpeg_files[:4], replace=True)
+    new = rp.serve(indexed, name="swap", world_size=1, files=jpeg_files[:6], replace=True)
+    try:
+        with caplog.at_level("WARNING", logger="raypipe"):
+            old.shutdown()
+        assert "service 'swap' was replaced by another of that name" in caplog.text
+        assert service_record.load("swap")[0].dataset_len == 6
+        loader = rp.loader("swap", rank=0, world_size=1, output="numpy")
+        loader.set_epoch(0)
+        real = [int(v) for _, labels in loader for v, pad in zip(labels.ravel(), loader.last_is_pad) if not pad]
+        assert sorted(real) == list(range(6)), "the new service serves its whole epoch"
+        del loader
+    finally:
+        new.shutdown()
+    assert service_record.load("swap") is None and service_kv.get("swap", served_pipeline.PART) is None
+
+
 def test_a_record_left_by_a_dead_driver_is_not_a_service(cluster, jpeg_files):
     """A driver that dies takes its coordinator along and leaves its record: loaders refuse it."""
     svc = rp.serve(indexed, name="ghost", world_size=1, files=jpeg_files[:4], replace=True)
