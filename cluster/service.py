@@ -90,7 +90,7 @@ class Service:
         or ``{"available": False, "why"}``). A rank without an actor yet,
         or whose actor does not answer within ``timeout_s`` (restarting, say), is listed as
         unavailable."""
-        coordinator = self._coordinator.stats.remote()
+        coordinator = self._serving().stats.remote()
         found = self._actors()
         refs = {rank: actor.stats.remote() for rank, actor in found.items()}
         ready, _ = ray.wait(list(refs.values()), num_returns=len(refs), timeout=timeout_s)
@@ -127,11 +127,12 @@ class Service:
     def pause(self) -> None:
         """Stop every pipeline actor's read-ahead until a rank asks for its next batch, to free
         the CPUs (during evaluation, say); no batch is lost, the next one is recomputed."""
+        self._serving()
         ray.get([a.pause.remote() for a in self._actors().values()])
 
     def snapshot(self) -> dict[str, Any]:
         """The coordinator's small state: configuration, progress, where ranks attached."""
-        return ray.get(self._coordinator.snapshot.remote())
+        return ray.get(self._serving().snapshot.remote())
 
     def shutdown(self) -> None:
         """Stop the coordinator and every rank's pipeline actor and forget the service's records.
@@ -147,6 +148,18 @@ class Service:
         elif self._coordinator is not None:
             _release(self.name, [*self._actors().values(), *self._helpers().values(), self._coordinator])
         self._coordinator = None
+
+    def _serving(self) -> Any:
+        """This service's coordinator; a clear error when the service was shut down or replaced
+        (its actors found by name would be another service's)."""
+        if self._coordinator is None:
+            raise RaypipeError(f"service {self.name!r} was shut down")
+        if self._replaced():
+            raise RaypipeError(
+                f"service {self.name!r} was replaced by another of that name (serve(..., replace=True)); "
+                f"cluster.service.connect({self.name!r}) gives a handle on the new one"
+            )
+        return self._coordinator
 
     def _replaced(self) -> bool:
         """Whether the coordinator registered under this service's name is another actor than this

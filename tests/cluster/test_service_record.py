@@ -79,8 +79,13 @@ def test_a_replaced_services_handle_shuts_down_nothing_of_the_new_one(cluster, j
     old = rp.serve(indexed, name="swap", world_size=1, files=jpeg_files[:4], replace=True)
     new = rp.serve(indexed, name="swap", world_size=1, files=jpeg_files[:6], replace=True)
     try:
+        for call in (old.stats, old.pause, old.snapshot):  # by name they would reach the new service's actors
+            with pytest.raises(RaypipeError, match=r"'swap' was replaced by .*cluster.service.connect\('swap'\)"):
+                call()
         with caplog.at_level("WARNING", logger="raypipe"):
             old.shutdown()
+        with pytest.raises(RaypipeError, match="service 'swap' was shut down"):
+            old.stats()
         assert "service 'swap' was replaced by another of that name" in caplog.text
         assert service_record.load("swap")[0].dataset_len == 6
         loader = rp.loader("swap", rank=0, world_size=1, output="numpy")
