@@ -139,13 +139,11 @@ class Service:
         Safe to call twice; a loader still open afterwards fails with a clear error. A handle on a
         service that ``serve(..., replace=True)`` has since replaced leaves the new service of its
         name running (it finds the actors and records by name) and warns that it did."""
-        if self._coordinator is not None and self._replaced():
-            LOG.warning(
-                "service %r was replaced by another of that name (serve(..., replace=True)); "
-                "this handle's shutdown leaves the new one running",
-                self.name,
-            )
-        elif self._coordinator is not None:
+        if self._coordinator is None:
+            return
+        if self._replaced():
+            LOG.warning("%s; this handle's shutdown leaves the new one running", _replaced_message(self.name))
+        else:
             _release(self.name, [*self._actors().values(), *self._helpers().values(), self._coordinator])
         self._coordinator = None
 
@@ -156,8 +154,7 @@ class Service:
             raise RaypipeError(f"service {self.name!r} was shut down")
         if self._replaced():
             raise RaypipeError(
-                f"service {self.name!r} was replaced by another of that name (serve(..., replace=True)); "
-                f"cluster.service.connect({self.name!r}) gives a handle on the new one"
+                f"{_replaced_message(self.name)}; cluster.service.connect({self.name!r}) gives a handle on the new one"
             )
         return self._coordinator
 
@@ -169,6 +166,10 @@ class Service:
         except ValueError:
             return False
         return current._actor_id != self._coordinator._actor_id
+
+
+def _replaced_message(name: str) -> str:
+    return f"service {name!r} was replaced by another of that name (serve(..., replace=True))"
 
 
 def connect(name: str) -> Service:
