@@ -1,6 +1,7 @@
 """Which nvImageCodec backend decodes a batch, through its Python binding and through its C API.
 
     python benchmarks/nvimgcodec_backends.py [--images 512] [--batch 256] [--seconds 3] [--sets SET ...]
+    python benchmarks/nvimgcodec_backends.py --conditions [--threads 4]
 
 On an H200 the recipe decoded through the C API (:mod:`raypipe.nvimgcodec_c`) at 3,622 img/s
 against 9,165 through the Python binding, at 1.15 against 0.18 ms of host CPU per image: as if the
@@ -14,6 +15,11 @@ Python binding with the same backends: equal pixels mean the same backend decode
 instance that has no decoder for a set (nvImageCodec registers the hardware decoder per instance,
 where ``nvjpegCreateEx`` gives it one) gets a row that says so, with the library's status.
 
+``--conditions`` times instead, all backends allowed, the C API under each of the Mixed stage's
+conditions in turn (its host threads, ``--threads``; a non-blocking CUDA stream instead of CUDA's
+default one) and the Mixed stage's own decoder (:class:`raypipe.gpu_decode.GpuImageDecoder`) with
+each API: a condition that makes the C API slow shows as the first slow row.
+
 Without a GPU only the CPU backend runs by default (nvImageCodec's CPU backend needs no GPU); without
 nvImageCodec it says why and exits 0.
 """
@@ -21,6 +27,7 @@ nvImageCodec it says why and exits 0.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import os
 import sys
 import tempfile
@@ -34,7 +41,8 @@ from gpu_decode_rate import batches_of
 from raypipe import device_check, nvimgcodec_c
 from raypipe.backend import gpu_available
 from raypipe.datasets import make_jpeg_folder
-from raypipe.gpu_decode import code_stream, packed_layout
+from raypipe.gpu_decode import GpuImageDecoder, code_stream, packed_layout
+from raypipe.kernels.launch import Packed
 
 #: The backend sets of the rows, by the names :data:`raypipe.nvimgcodec_c.BACKEND_KINDS` uses.
 GPU_SETS = {"hw_gpu": ["hw_gpu"], "gpu": ["gpu"], "cpu": ["cpu"], "all": ["hw_gpu", "gpu", "cpu"]}
@@ -72,16 +80,39 @@ def python_decoder(nv: Any, device_id: int, names: list[str], cp: Any) -> Callab
     return decode
 
 
-def c_decoder(device_id: int, names: list[str]) -> Callable:
-    """The same through the C API."""
-    decoder = nvimgcodec_c.Decoder(device_id, 0, [(name, 1.0) for name in names], OPTIONS)
+def c_decoder(device_id: int, names: list[str], threads: int = 0, stream: Any = None) -> Callable:
+    """The same through the C API, nvImageCodec on ``threads`` host threads (0: its default),
+    ordered on the cupy ``stream`` (None: CUDA's default stream)."""
+    decoder = nvimgcodec_c.Decoder(device_id, threads, [(name, 1.0) for name in names], OPTIONS)
+    handle = 0 if stream is None else stream.ptr
 
     def decode(batch: tuple[list, list], buffer: Any, base: int, offsets: np.ndarray, dims: np.ndarray) -> int:
         data, windows = batch
         streams = [nvimgcodec_c.code_stream(d, w) for d, w in zip(data, windows)]
-        return int(decoder.decode(streams, base, offsets, dims, False, 0).sum())
+        return int(decoder.decode(streams, base, offsets, dims, False, handle).sum())
 
     return decode
+
+
+def stage_decoder(device_id: int, api: str, threads: int, cp: Any) -> tuple[Callable, str]:
+    """The Mixed stage's decoder (hardware decoder share 1, one nvImageCodec decoder) through
+    ``api`` on a non-blocking stream, each batch copied into the row's buffer for the pixel
+    comparison; and the API it decodes with (it falls back to the binding where the C API fails
+    its check)."""
+    os.environ[nvimgcodec_c.API_ENV] = api
+    decoder = GpuImageDecoder(device_id, threads, hw_load=1.0, decoders=1, on_host=cp is None)
+    stream = None if cp is None else cp.cuda.Stream(non_blocking=True)
+
+    def decode(batch: tuple[list, list], buffer: Any, base: int, offsets: np.ndarray, dims: np.ndarray) -> int:
+        data, windows = batch
+        out = decoder.decode(data, windows, False, stream, sizes=[tuple(w[2:]) for w in windows])
+        if not isinstance(out, Packed):
+            return sum(image is not None for image in out)
+        with contextlib.nullcontext() if stream is None else stream:
+            buffer[:] = out.data[: len(buffer)]
+        return len(out)
+
+    return decode, decoder.api
 
 
 def run(decode: Callable, batches: list, cp: Any, seconds: float) -> tuple[int, float, float, np.ndarray]:
@@ -116,13 +147,17 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--images", type=int, default=512)
     parser.add_argument("--batch", type=int, default=256)
     parser.add_argument("--seconds", type=float, default=3.0, help="timed seconds per row")
+    parser.add_argument("--conditions", action="store_true", help="the C API under the Mixed stage's conditions")
+    parser.add_argument("--threads", type=int, default=4, help="the Mixed stage's host threads for --conditions")
     parser.add_argument(
         "--sets", nargs="+", choices=sorted(GPU_SETS), metavar="SET",
         help=f"backend sets to time ({', '.join(GPU_SETS)}; default: all on a GPU, cpu without one)",
     )  # fmt: skip
     args = parser.parse_args(argv)
-    if args.images < 1 or args.batch < 1 or args.batch > args.images or args.seconds <= 0:
-        parser.error("--images and --batch must be positive, --batch at most --images, --seconds positive")
+    if args.images < 1 or args.batch < 1 or args.batch > args.images or args.seconds <= 0 or args.threads < 0:
+        parser.error(
+            "--images and --batch must be positive, --batch at most --images, --seconds positive, --threads at least 0"
+        )
     try:
         from nvidia import nvimgcodec as nv
     except ImportError as exc:
@@ -144,6 +179,8 @@ def main(argv: list[str] | None = None) -> int:
     print(
         f"{'backends':<10}{'API':<8}{'decoded':>9}{'img/s':>10}{'host CPU ms/img':>18}  pixels as the Python binding's"
     )
+    if args.conditions:
+        return conditions(device_id, sets.get("all", sets.get("cpu")), args, batches, cp)
     for label, names in sets.items():
         reference = None
         for api in ("python", "c"):
@@ -159,6 +196,31 @@ def main(argv: list[str] | None = None) -> int:
                 same = "equal" if np.array_equal(pixels, reference) else "differ"
             decoded = f"{first}/{len(batches[0][0])}"
             print(f"{label:<10}{api:<8}{decoded:>9}{rate:>10.0f}{cpu_ms:>18.3f}  {same}", flush=True)
+    return 0
+
+
+def conditions(device_id: int, names: list[str], args: argparse.Namespace, batches: list, cp: Any) -> int:
+    """The ``--conditions`` table: the C API under each of the Mixed stage's conditions, then the
+    Mixed stage's decoder with each API, every row's pixels against the first's."""
+    stream = None if cp is None else cp.cuda.Stream(non_blocking=True)
+    rows: list[tuple[str, Callable[[], Callable]]] = [
+        ("C API, nvImageCodec's threads, default stream", lambda: c_decoder(device_id, names)),
+        (f"C API, {args.threads} threads, default stream", lambda: c_decoder(device_id, names, args.threads)),
+        ("C API, nvImageCodec's threads, own stream", lambda: c_decoder(device_id, names, 0, stream)),
+        (f"C API, {args.threads} threads, own stream", lambda: c_decoder(device_id, names, args.threads, stream)),
+    ]
+    for api in ("python", "c"):
+        rows.append((f"Mixed stage's decoder, {api}", lambda api=api: stage_decoder(device_id, api, args.threads, cp)))
+    print(f"{'condition':<48}{'decoded':>9}{'img/s':>10}{'host CPU ms/img':>18}  pixels as the first row's")
+    reference = None
+    for label, make in rows:
+        made = make()
+        decode, used = made if isinstance(made, tuple) else (made, "c")
+        first, rate, cpu_ms, pixels = run(decode, batches, cp, args.seconds)
+        same = "-" if reference is None else ("equal" if np.array_equal(pixels, reference) else "differ")
+        reference = pixels if reference is None else reference
+        note = "" if label.endswith(used) or label.startswith("C API") else f" (decoded through {used}: C API failed)"
+        print(f"{label:<48}{f'{first}/{len(batches[0][0])}':>9}{rate:>10.0f}{cpu_ms:>18.3f}  {same}{note}", flush=True)
     return 0
 
 
