@@ -41,7 +41,7 @@ from gpu_decode_rate import batches_of
 from raypipe import device_check, nvimgcodec_c
 from raypipe.backend import gpu_available
 from raypipe.datasets import make_jpeg_folder
-from raypipe.gpu_decode import GpuImageDecoder, code_stream, packed_layout
+from raypipe.gpu_decode import GpuImageDecoder, c_api_backend_problem, check_batch, code_stream, packed_layout
 from raypipe.kernels.launch import Packed
 
 #: The backend sets of the rows, by the names :data:`raypipe.nvimgcodec_c.BACKEND_KINDS` uses.
@@ -80,10 +80,15 @@ def python_decoder(nv: Any, device_id: int, names: list[str], cp: Any) -> Callab
     return decode
 
 
-def c_decoder(device_id: int, names: list[str], threads: int = 0, stream: Any = None) -> Callable:
+def c_decoder(
+    device_id: int, names: list[str], threads: int = 0, stream: Any = None, first: Callable | None = None
+) -> Callable:
     """The same through the C API, nvImageCodec on ``threads`` host threads (0: its default),
-    ordered on the cupy ``stream`` (None: CUDA's default stream)."""
+    ordered on the cupy ``stream`` (None: CUDA's default stream); ``first(decoder)`` runs once
+    before the first batch."""
     decoder = nvimgcodec_c.Decoder(device_id, threads, [(name, 1.0) for name in names], OPTIONS)
+    if first is not None:
+        first(decoder)
     handle = 0 if stream is None else stream.ptr
 
     def decode(batch: tuple[list, list], buffer: Any, base: int, offsets: np.ndarray, dims: np.ndarray) -> int:
@@ -92,6 +97,30 @@ def c_decoder(device_id: int, names: list[str], threads: int = 0, stream: Any = 
         return int(decoder.decode(streams, base, offsets, dims, False, handle).sum())
 
     return decode
+
+
+def close_another(device_id: int, cp: Any) -> Callable:
+    """``first`` for :func:`c_decoder`: another decoder of the C API's instance made, used and
+    closed (the start-up check's per-backend decoders)."""
+    backend = "hw_gpu" if cp is not None else "cpu"
+    return lambda decoder: c_api_backend_problem.__wrapped__(device_id, backend, np if cp is None else cp)
+
+
+def decode_check_batch(cp: Any) -> Callable:
+    """``first`` for :func:`c_decoder`: the start-up check's batch decoded by the decoder itself."""
+
+    def first(decoder: nvimgcodec_c.Decoder) -> None:
+        sources, windows, sizes = check_batch()
+        offsets, total = packed_layout(sizes, 3)
+        buffer = np.zeros(total, np.uint8) if cp is None else cp.zeros(total, cp.uint8)
+        made = [nvimgcodec_c.code_stream(s, w) for s, w in zip(sources, windows)]
+        decoder.decode(
+            made, buffer.ctypes.data if cp is None else buffer.data.ptr, offsets, np.asarray(sizes), False, 0
+        )
+        if cp is not None:
+            cp.cuda.Device().synchronize()
+
+    return first
 
 
 def stage_decoder(device_id: int, api: str, threads: int, cp: Any) -> tuple[Callable, str]:
@@ -176,11 +205,11 @@ def main(argv: list[str] | None = None) -> int:
     make_jpeg_folder(root, num_classes=16, per_class=max(1, args.images // 16), seed=0)
     batches = batches_of(root, args.images, args.batch)
     print(f"{'GPU 0' if on_gpu else 'no GPU: the CPU backend only'}; {len(batches)} batches of {args.batch} crops")
+    if args.conditions:
+        return conditions(device_id, sets.get("all", sets.get("cpu")), args, batches, cp)
     print(
         f"{'backends':<10}{'API':<8}{'decoded':>9}{'img/s':>10}{'host CPU ms/img':>18}  pixels as the Python binding's"
     )
-    if args.conditions:
-        return conditions(device_id, sets.get("all", sets.get("cpu")), args, batches, cp)
     for label, names in sets.items():
         reference = None
         for api in ("python", "c"):
@@ -208,6 +237,14 @@ def conditions(device_id: int, names: list[str], args: argparse.Namespace, batch
         (f"C API, {args.threads} threads, default stream", lambda: c_decoder(device_id, names, args.threads)),
         ("C API, nvImageCodec's threads, own stream", lambda: c_decoder(device_id, names, 0, stream)),
         (f"C API, {args.threads} threads, own stream", lambda: c_decoder(device_id, names, args.threads, stream)),
+        (
+            "C API, another decoder of its instance closed",
+            lambda: c_decoder(device_id, names, args.threads, stream, close_another(device_id, cp)),
+        ),
+        (
+            "C API, the check's batch decoded first",
+            lambda: c_decoder(device_id, names, args.threads, stream, decode_check_batch(cp)),
+        ),
     ]
     for api in ("python", "c"):
         rows.append((f"Mixed stage's decoder, {api}", lambda api=api: stage_decoder(device_id, api, args.threads, cp)))
