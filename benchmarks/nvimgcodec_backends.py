@@ -128,8 +128,15 @@ def stage_decoder(device_id: int, api: str, threads: int, cp: Any) -> tuple[Call
     ``api`` on a non-blocking stream, each batch copied into the row's buffer for the pixel
     comparison; and the API it decodes with (it falls back to the binding where the C API fails
     its check)."""
-    os.environ[nvimgcodec_c.API_ENV] = api
-    decoder = GpuImageDecoder(device_id, threads, hw_load=1.0, decoders=1, on_host=cp is None)
+    previous = os.environ.get(nvimgcodec_c.API_ENV)
+    os.environ[nvimgcodec_c.API_ENV] = api  # read when the decoder is made
+    try:
+        decoder = GpuImageDecoder(device_id, threads, hw_load=1.0, decoders=1, on_host=cp is None)
+    finally:
+        if previous is None:
+            del os.environ[nvimgcodec_c.API_ENV]
+        else:
+            os.environ[nvimgcodec_c.API_ENV] = previous
     stream = None if cp is None else cp.cuda.Stream(non_blocking=True)
 
     def decode(batch: tuple[list, list], buffer: Any, base: int, offsets: np.ndarray, dims: np.ndarray) -> int:
@@ -146,7 +153,8 @@ def stage_decoder(device_id: int, api: str, threads: int, cp: Any) -> tuple[Call
 
 def run(decode: Callable, batches: list, cp: Any, seconds: float) -> tuple[int, float, float, np.ndarray]:
     """Decode ``batches`` in turn for ``seconds`` after one warm-up pass: the first batch's images
-    decoded, img/s, host CPU ms per image, and the first batch's buffer on the host."""
+    decoded, img/s, host CPU ms per image, and the first batch's pixels on the host (its images'
+    bytes, without the gaps between them)."""
     dims = [np.asarray([w[2:] for w in windows], np.int64) for _, windows in batches]
     layouts = [packed_layout(d.tolist(), 3) for d in dims]
     buffers = [np.zeros(total, np.uint8) if cp is None else cp.zeros(total, cp.uint8) for _, total in layouts]
@@ -167,7 +175,9 @@ def run(decode: Callable, batches: list, cp: Any, seconds: float) -> tuple[int, 
             one(k)
             images += len(batches[k][0])
     wall, cpu = time.perf_counter() - began, time.process_time() - began_cpu
-    pixels = buffers[0] if cp is None else buffers[0].get()
+    whole = buffers[0] if cp is None else buffers[0].get()
+    ends = layouts[0][0] + 3 * dims[0].prod(axis=1)
+    pixels = np.concatenate([whole[a:b] for a, b in zip(layouts[0][0].tolist(), ends.tolist())])  # not the gaps
     return first, images / wall, 1000 * cpu / images, pixels
 
 

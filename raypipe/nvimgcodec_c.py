@@ -9,17 +9,15 @@ per image (a code stream, its region, an output image) run with the GIL held (th
 library calls, no waiting inside), and a batch gives the GIL up twice: for the decode call and
 for the wait for its host work.
 
-It is not the default (``RAYPIPE_NVIMGCODEC_API=c`` chooses it): on an H200 the recipe decoded
-through it at 3,622 img/s against 9,165 through the Python binding, at 1.15 against 0.18 ms of
-host CPU per image, as if its batches went to a backend that decodes on the host. Candidates: this
-module's own nvImageCodec instance (the binding's is not reachable from Python), whose hardware
-decoder may not come up beside the binding's (``GpuImageDecoder`` now checks each backend alone
-through this instance at start-up, and decodes through the binding where one is missing), or the
-output images' descriptions. That version also reused each output image's handle from batch to
-batch; each batch now gets new images, as the binding makes them (not yet timed on a GPU;
-nvImageCodec 0.8's sources only reset a reused image's description).
-``benchmarks/nvimgcodec_backends.py`` tells which: per backend alone, each API's rate, host time
-and whether its pixels equal the binding's (the same backend decoded them).
+It is the default where it loads (``RAYPIPE_NVIMGCODEC_API=python`` chooses the binding): on an
+H200 the Mixed stage's decoder decoded the recipe's crops at 17,132 img/s through it against
+15,798 through the binding, the recipe in one process at 13,229 against 6,429 img/s (0.14 against
+0.23 ms of host CPU per image), and served by a pipeline actor at 9,737 against 9,153.
+``GpuImageDecoder`` checks at start-up that this module's own nvImageCodec instance (the
+binding's is not reachable from Python) decodes with each backend alone and decodes a batch as
+the binding does, and decodes through the binding, with one warning, where it does not.
+``benchmarks/nvimgcodec_backends.py`` times each API per backend, and with ``--conditions`` under
+the Mixed stage's conditions.
 On nvImageCodec's CPU backend both APIs give bit-identical images. This module's instance reports
 nvImageCodec's own messages on stderr as the binding's does (``PYNVIMGCODEC_VERBOSITY``, default 2:
 warnings and errors; 3 adds the decoders each instance registers, the hardware decoder or why not).
@@ -41,7 +39,8 @@ import numpy as np
 
 from .errors import ArgumentError
 
-#: ``python`` (the default) or ``c``: which nvImageCodec API decodes batches into their buffer.
+#: ``c`` (the default, where the C library loads) or ``python``: which nvImageCodec API decodes
+#: batches into their buffer.
 API_ENV = "RAYPIPE_NVIMGCODEC_API"
 #: The nvImageCodec versions (major, minor) whose structure layouts this module matches.
 SUPPORTED = ((0, 9),)
@@ -298,16 +297,14 @@ def library() -> _Library | None:
 
 
 def problem() -> str | None:
-    """Why the C API is not used here, or None when it is: it was not chosen
-    (``RAYPIPE_NVIMGCODEC_API`` unset or ``python``), no nvImageCodec, or a version whose structures
-    differ. Raises :class:`ArgumentError` for a bad value."""
+    """Why the C API is not used here, or None when it is: the binding was chosen
+    (``RAYPIPE_NVIMGCODEC_API=python``), no nvImageCodec, or a version whose structures differ.
+    Raises :class:`ArgumentError` for a bad value."""
     choice = os.environ.get(API_ENV, "").strip().lower()
     if choice not in ("", "c", "python"):
         raise ArgumentError(f"{API_ENV} must be c or python, got {choice!r}")
     if choice == "python":
         return f"{API_ENV}=python"
-    if not choice:
-        return f"the Python binding is the default ({API_ENV}=c chooses the C API, slower on an H200)"
     return _loaded()[1]
 
 
@@ -393,6 +390,8 @@ class Decoder:
         self._host = device_id == DEVICE_CPU_ONLY
         self._params = _header(_DecodeParams())
         self._infos = np.zeros(0, _INFO)
+        #: Batches decoded so far (nvImageCodec's hardware decoder sizes itself at the first).
+        self.batches = 0
 
     def decode(
         self, streams: Sequence[CodeStream], base: int, offsets: np.ndarray, sizes: np.ndarray, gray: bool, stream: int
@@ -439,6 +438,7 @@ class Decoder:
         """The decode call and the wait for its host work, both without the GIL; each image's success."""
         held, free = self._library.held, self._library.free
         handles = np.fromiter((s.handle for s in streams), np.uint64, n)
+        self.batches += 1
         future = _VOID()
         status = free.nvimgcodecDecoderDecode(
             _VOID(self._handle),

@@ -79,10 +79,12 @@ def test_the_api_comes_from_the_environment_and_a_bad_value_is_refused(monkeypat
     monkeypatch.setenv(nvimgcodec_c.API_ENV, "cuda")
     with pytest.raises(ArgumentError, match=f"{nvimgcodec_c.API_ENV} must be c or python, got 'cuda'"):
         nvimgcodec_c.problem()
-    monkeypatch.delenv(nvimgcodec_c.API_ENV)
-    assert nvimgcodec_c.problem().startswith("the Python binding is the default")
-    monkeypatch.setenv(nvimgcodec_c.API_ENV, "C")
-    assert (nvimgcodec_c.problem() is None) == (nvimgcodec_c.library() is not None)
+    for chosen in (None, "C", " c "):  # unset: the C API where its library loads
+        if chosen is None:
+            monkeypatch.delenv(nvimgcodec_c.API_ENV)
+        else:
+            monkeypatch.setenv(nvimgcodec_c.API_ENV, chosen)
+        assert (nvimgcodec_c.problem() is None) == (nvimgcodec_c.library() is not None)
 
 
 def _decode_c(decoder, data, windows, sizes, gray):
@@ -279,7 +281,27 @@ def test_each_backend_is_checked_in_the_c_apis_own_instance(monkeypatch):
     try:
         assert decoder.api == "c"
         decoder.backends = ("cpu", "hw_gpu")  # as if the binding's instance had the hardware decoder
-        assert "does not decode with the hw_gpu backend" in decoder._check_c_api()
+        unreached = lambda: pytest.fail("the backends are checked first")  # noqa: E731
+        assert "does not decode with the hw_gpu backend" in decoder._check_c_api(unreached, unreached)
+    finally:
+        decoder.close()
+
+
+@needs_nvimgcodec
+def test_the_c_apis_check_decodes_with_decoders_of_its_own(jpeg_files, monkeypatch):
+    """nvImageCodec 0.9's hardware decoder sizes itself at a decoder's first batch and hands what
+    exceeds that later to the next backend: decoders that had decoded the check's 3 images decoded
+    only 7 of each 256 on an H200's hardware decoder. The decoders that decode batches start with
+    the first batch they are given."""
+    files = jpeg_files[: len(WINDOWS)]
+    data = [np.fromfile(f, np.uint8) for f in files]
+    sizes = [Image.open(f).size if w is None else w[2:] for f, w in zip(files, WINDOWS)]
+    monkeypatch.setenv(nvimgcodec_c.API_ENV, "c")
+    decoder = GpuImageDecoder(0, num_threads=1, on_host=True, decoders=2)
+    try:
+        assert decoder.api == "c" and [c.batches for c in decoder._c_decoders] == [0, 0]
+        decoder.decode(data, WINDOWS, False, None, sizes)
+        assert [c.batches for c in decoder._c_decoders] == [1, 1]
     finally:
         decoder.close()
 

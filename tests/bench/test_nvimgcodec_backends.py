@@ -37,6 +37,18 @@ def test_a_backend_an_instance_lacks_is_a_row_that_says_so_and_the_next_rows_sti
     assert [row[2] for row in rows] == ["16/16", "16/16"] and rows[1][-1] == "equal"
 
 
+@pytest.mark.skipif(not nvimgcodec_installed(), reason="needs the nvImageCodec package")
+def test_the_conditions_rows_decode_every_crop_to_the_first_rows_pixels(bench, capsys):
+    """--conditions: the C API under each of the Mixed stage's conditions and the Mixed stage's own
+    decoder with each API (here all on the CPU backend: the same pixels in every row)."""
+    assert bench.main(["--images", "32", "--batch", "16", "--seconds", "0.2", "--conditions", "--threads", "1"]) == 0
+    lines = capsys.readouterr().out.splitlines()
+    rows = [line for line in lines if line.startswith(("C API", "Mixed stage"))]
+    assert len(rows) == 8 and all(" 16/16 " in row for row in rows)
+    assert rows[0].endswith("-") and all(row.endswith("equal") for row in rows[1:])
+    assert "(decoded through" not in " ".join(rows)  # the Mixed stage's C row decoded through the C API
+
+
 def test_without_nvimgcodec_it_says_why(bench, capsys, monkeypatch):
     monkeypatch.setitem(sys.modules, "nvidia.nvimgcodec", None)
     monkeypatch.setitem(sys.modules, "nvidia", None)
@@ -44,7 +56,9 @@ def test_without_nvimgcodec_it_says_why(bench, capsys, monkeypatch):
     assert "nvImageCodec is not installed here" in capsys.readouterr().out
 
 
-@pytest.mark.parametrize("args", [["--images", "0"], ["--batch", "8", "--images", "4"], ["--seconds", "0"]])
+@pytest.mark.parametrize(
+    "args", [["--images", "0"], ["--batch", "8", "--images", "4"], ["--seconds", "0"], ["--threads", "-1"]]
+)
 def test_bad_arguments_are_refused(bench, args):
     with pytest.raises(SystemExit):
         bench.main(args)
