@@ -260,9 +260,9 @@ def main() -> None:
         "(the default) or the Mixed stage; both give one row each",
     )  # fmt: skip
     parser.add_argument(
-        "--api", nargs="+", choices=("c", "python"), default=["python"],
-        help="nvImageCodec's API for the mixed rows (RAYPIPE_NVIMGCODEC_API): its Python binding (the "
-        "default) or its C API; both give one row each, in this process and in an actor",
+        "--api", nargs="+", choices=("c", "python"), default=["c"],
+        help="nvImageCodec's API for the mixed rows (RAYPIPE_NVIMGCODEC_API): its C API (the default) or "
+        "its Python binding; both give one row each, in this process and in an actor",
     )  # fmt: skip
     args = parser.parse_args()
     mixed_threads = args.mixed_threads or [None]

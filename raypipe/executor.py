@@ -495,7 +495,12 @@ class Executor:
         if self._decoder is None:
             hw_load = self._graph.deferred[0].producer.op.hw_decoder_load
             self._decoder = GpuImageDecoder(
-                self._device.device_id, self._num_threads, hw_load, self._decoders, on_host=not self._device.on_gpu
+                self._device.device_id,
+                self._num_threads,
+                hw_load,
+                self._decoders,
+                on_host=not self._device.on_gpu,
+                batch_hint=len(spec.sample_indices),
             )
         stream = self._device.copy_stream
         try:

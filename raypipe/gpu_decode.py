@@ -103,6 +103,13 @@ class GpuImageDecoder:
     ``on_host=True`` decodes with nvImageCodec's CPU backend into numpy arrays instead (``stream``
     None): the same batch logic, buffers and code streams without a GPU, which is how this class
     is tested on machines that have none.
+
+    ``batch_hint``: the pipeline's batch size. nvImageCodec 0.9's hardware decoder takes, in every
+    batch, at most as many images as its decoder's first batch held (rounded up to a multiple of
+    the GPU's JPEG engines) and hands the rest to nvJPEG's CUDA decoder, several times slower. A
+    decoder whose first part of a batch is smaller than its part of ``batch_hint`` (a batch that
+    lost skipped samples, a resume at an epoch's short last batch) first decodes that many copies
+    of the start-up check's crop into a scratch buffer, once (:meth:`_prime`).
     """
 
     def __init__(
@@ -113,10 +120,15 @@ class GpuImageDecoder:
         decoders: int | None = None,
         *,
         on_host: bool = False,
+        batch_hint: int | None = None,
     ):
         count = decoder_count() if decoders is None else decoders
         if isinstance(count, bool) or not isinstance(count, int) or count < 1:
             raise ValueError(f"GpuImageDecoder: decoders must be a positive int, got {count!r}")
+        if batch_hint is not None and (
+            isinstance(batch_hint, bool) or not isinstance(batch_hint, int) or batch_hint < 1
+        ):
+            raise ValueError(f"GpuImageDecoder: batch_hint must be a positive int or None, got {batch_hint!r}")
         nv = _nvimgcodec()
         if on_host:
             if nv is None:
@@ -150,6 +162,9 @@ class GpuImageDecoder:
             return nv.Decoder(device_id=device_id, max_num_cpu_threads=num_threads, backends=backends, options=options)
 
         self._decoders = [binding_decoder() for _ in range(count)]
+        #: Per API, which decoders have decoded their first batch (see ``batch_hint``).
+        self._started = {"c": [False] * count, "python": [False] * count}
+        self._part_hint = 0 if not batch_hint else -(-int(batch_hint) // count)
         self._streams = [None if on_host else self._cp.cuda.Stream(non_blocking=True) for _ in range(count - 1)]
         self._threads = ThreadPoolExecutor(count - 1, thread_name_prefix="raypipe-gpu-decode") if count > 1 else None
         color = nv.ColorSpec.SRGB if hasattr(nv.ColorSpec, "SRGB") else nv.ColorSpec.RGB  # RGB before 0.7
@@ -364,6 +379,11 @@ class GpuImageDecoder:
         it; through the Python binding an image that does not decode into its place (a format
         only a CPU backend reads, say) is decoded again the usual way."""
         part, params = code_streams[a:b], self._params[gray]
+        api = "c" if layout is not None and self._c_decoders else "python"
+        if not self._started[api][k]:
+            self._started[api][k] = True
+            if b - a < self._part_hint:
+                self._prime(k, api, self._part_hint, stream)
         with self._on_device():
             if layout is not None and self._c_decoders:
                 ok = self._c_decoders[k].decode(
@@ -382,6 +402,22 @@ class GpuImageDecoder:
                 for j, image in zip(missing, again):
                     out[j] = self._to_array(image, stream)
             return out
+
+    def _prime(self, k: int, api: str, count: int, stream: Any) -> None:
+        """Decoder ``k`` of ``api`` decodes ``count`` copies of the start-up check's crop (224x160)
+        into a scratch buffer: its first batch, which sizes nvImageCodec's hardware decoder for the
+        batches after."""
+        sources, windows, sizes = check_batch()
+        source, window, size = sources[1], windows[1], sizes[1]
+        layout = self._buffer([size] * count, 3, stream)
+        with self._on_device():
+            if api == "c":
+                made = [nvimgcodec_c.code_stream(source, window) for _ in range(count)]
+                offsets = layout.packed.offsets
+                self._c_decoders[k].decode(made, layout.base, offsets, layout.dims, False, _pointer(stream))
+            else:
+                made = [code_stream(source, window, self._nv) for _ in range(count)]
+                self._decode_into(self._decoders[k], made, layout.targets(0, count), self._params[False], stream)
 
     def _on_device(self) -> Any:
         return contextlib.nullcontext() if self._cp is None else self._cp.cuda.Device(self._device_id)

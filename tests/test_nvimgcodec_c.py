@@ -306,6 +306,38 @@ def test_the_c_apis_check_decodes_with_decoders_of_its_own(jpeg_files, monkeypat
         decoder.close()
 
 
+@needs_nvimgcodec
+def test_a_first_batch_smaller_than_the_hint_is_preceded_by_a_full_sized_one(jpeg_files, monkeypatch):
+    """A first part smaller than the batch size hinted would size the hardware decoder for good:
+    each decoder first decodes a scratch batch of its full part, once, then the batch itself."""
+    files = jpeg_files[: len(WINDOWS)]
+    data = [np.fromfile(f, np.uint8) for f in files]
+    sizes = [Image.open(f).size if w is None else w[2:] for f, w in zip(files, WINDOWS)]
+    monkeypatch.setenv(nvimgcodec_c.API_ENV, "c")
+    full = GpuImageDecoder(0, num_threads=1, on_host=True, decoders=2, batch_hint=len(WINDOWS))
+    short = GpuImageDecoder(0, num_threads=1, on_host=True, decoders=2, batch_hint=4 * len(WINDOWS))
+    try:
+        expected = full.decode(data, WINDOWS, False, None, sizes)
+        assert [c.batches for c in full._c_decoders] == [1, 1]  # a full first batch needs no scratch one
+        got = short.decode(data, WINDOWS, False, None, sizes)
+        assert [c.batches for c in short._c_decoders] == [2, 2]
+        short.decode(data, WINDOWS, False, None, sizes)
+        assert [c.batches for c in short._c_decoders] == [3, 3]  # once
+        assert all(np.array_equal(a, b) for a, b in zip(expected.samples(), got.samples()))
+        monkeypatch.setenv(nvimgcodec_c.API_ENV, "python")  # the binding's decoders are primed alike
+        binding = GpuImageDecoder(0, num_threads=1, on_host=True, decoders=2, batch_hint=4 * len(WINDOWS))
+        got = binding.decode(data, WINDOWS, False, None, sizes)
+        assert binding.api == "python" and binding._started["python"] == [True, True]
+        assert all(np.array_equal(a, b) for a, b in zip(expected.samples(), got.samples()))
+        binding.close()
+    finally:
+        full.close()
+        short.close()
+    for bad in (0, -1, True, 2.0):
+        with pytest.raises(ValueError, match="batch_hint must be a positive int"):
+            GpuImageDecoder(0, num_threads=1, on_host=True, batch_hint=bad)
+
+
 def test_the_check_batch_is_textured_and_cut_as_the_recipe_cuts():
     from raypipe.gpu_decode import check_batch
 
