@@ -20,7 +20,8 @@
 # three decoders at once, and a decode split into its host and library parts), nvimgcodec_gil
 # (benchmarks/nvimgcodec_gil.py: which per-image nvImageCodec calls give up the GIL, and their cost
 # beside busy Python threads), nvimgcodec_backends (benchmarks/nvimgcodec_backends.py: which backend
-# decodes a batch through nvImageCodec's Python binding and through its C API). One step runs only
+# decodes a batch through nvImageCodec's Python binding and through its C API, then the C API under
+# the Mixed stage's conditions and the Mixed stage's decoder with each API, `--conditions`). One step runs only
 # when named, profile: the recipe in this process under py-spy (GPU_SESSION_PROFILE_RATE samples a
 # second, default 50: more slows the recipe itself), and where each thread's samples went
 # (benchmarks/profile_summary.py).
@@ -250,7 +251,10 @@ nvimgcodec_gil() { "$PY" benchmarks/nvimgcodec_gil.py; }
 # Which backend decodes a batch through nvImageCodec's Python binding and through its C API; at
 # verbosity 3 each nvImageCodec instance (the binding's, raypipe's C API's) logs the decoders it
 # registers, the hardware decoder among them or why not.
-nvimgcodec_backends() { PYNVIMGCODEC_VERBOSITY=${PYNVIMGCODEC_VERBOSITY:-3} "$PY" benchmarks/nvimgcodec_backends.py; }
+nvimgcodec_backends() {
+    PYNVIMGCODEC_VERBOSITY=${PYNVIMGCODEC_VERBOSITY:-3} "$PY" benchmarks/nvimgcodec_backends.py || return 1
+    "$PY" benchmarks/nvimgcodec_backends.py --conditions --seconds 2
+}
 
 # The recipe in this process under the kit's py-spy (native frames where it can unwind them, else
 # Python's alone), then where each thread's samples went (benchmarks/profile_summary.py); the raw
@@ -322,7 +326,7 @@ printf 'step\tstatus\texit\tseconds\n' >"$SUMMARY"
 echo "raypipe GPU session: logs in $LOGS${OUT:+ (packed into $OUT/logs.tgz)}, budget ${BUDGET_S} s"
 
 declare -A LIMIT_S=([setup]=120 [machine]=60 [pytest_gpu]=150 [pytest_kernels]=100 [service]=120 [bench]=150
-    [cpu_costs]=60 [cpu_stage]=60 [ops_gpu]=90 [crash_trace]=120 [decode_rate]=90 [nvimgcodec_gil]=60 [nvimgcodec_backends]=60
+    [cpu_costs]=60 [cpu_stage]=60 [ops_gpu]=90 [crash_trace]=120 [decode_rate]=90 [nvimgcodec_gil]=60 [nvimgcodec_backends]=100
     [profile]=120)
 read -ra STEPS <<<"${GPU_SESSION_STEPS:-setup machine pytest_gpu ops_gpu pytest_kernels service bench nvimgcodec_backends decode_rate nvimgcodec_gil cpu_costs cpu_stage}"
 for name in "${STEPS[@]}"; do

@@ -3,11 +3,13 @@
     python benchmarks/nvimgcodec_backends.py [--images 512] [--batch 256] [--seconds 3] [--sets SET ...]
     python benchmarks/nvimgcodec_backends.py --conditions [--threads 4]
 
-On an H200 the recipe decoded through the C API (:mod:`raypipe.nvimgcodec_c`) at 3,622 img/s
-against 9,165 through the Python binding, at 1.15 against 0.18 ms of host CPU per image: as if the
-C API's batches went to a backend that decodes on the host, or waited for the GPU with a core
-spinning. Each row here decodes the recipe's random crops into one buffer per batch (as the Mixed
-stage does) through one API with one set of backends allowed: the hardware JPEG decoder alone
+On an H200 the recipe once decoded through the C API (:mod:`raypipe.nvimgcodec_c`) at 3,622 img/s
+against 9,165 through the Python binding, at 1.15 against 0.18 ms of host CPU per image; these
+rows told why (its start-up check's small batch, decoded first, had sized the hardware decoder:
+``--conditions``' "the check's batch decoded first" row).
+
+Each row here decodes the recipe's random crops into one buffer per batch (as the Mixed stage does)
+through one API with one set of backends allowed: the hardware JPEG decoder alone
 (``hw_gpu``), nvJPEG's CUDA decoder alone (``gpu``, Huffman decoding on the host), the CPU backend
 alone (``cpu``), and all three as the pipeline allows them. It reports the images decoded, img/s,
 host CPU ms per image (the whole process), and whether the batch's pixels equal those of the
