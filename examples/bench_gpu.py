@@ -5,8 +5,11 @@ and pinned asynchronous copies), resize 224, crop_mirror_normalize with a random
 float32 NCHW, batch 256. Prints img/s, host CPU time per image (all threads of this
 process), the pipeline's GPU memory pool (used, held and limit, each epoch, to show it stays
 flat), for the rows in this process how busy each stage's thread was in one more epoch, profiled
-and untimed (the one near 100 % bounds the rate) and, for reference in the same run, the same
-recipe with ``device="cpu"`` on the same files.
+and untimed (the one near 100 % bounds the rate), for the actor's row the same over its whole run
+and, per timed epoch, its first batch's wait and the rate after it (the actor runs on into the
+next epoch as a pipeline in this process does: a wait far longer than a batch's time says it
+stalled there), and, for reference in the same run, the same recipe with ``device="cpu"`` on the
+same files.
 
 Where the GPU stage runs (``--where``): ``process``, the pipeline in this process, which stands
 for the training rank's own (one CUDA context, as DALI runs); ``actor``, the service's layout:
@@ -152,7 +155,11 @@ def run_actor(root: str, batch_size: int, threads: int, batches: int, epochs: in
     """The recipe served by a pipeline actor to this process as rank 0 on GPU 0 (by CUDA IPC;
     host batches without a GPU), decoding through nvImageCodec's ``api``: a warm-up epoch, then
     ``epochs`` timed, each of at most ``batches`` batches. CPU time is this process's and the
-    actor's; memory per epoch is the actor's pool and, with torch on a GPU, the whole device's use."""
+    actor's; memory per epoch is the actor's pool and, with torch on a GPU, the whole device's use.
+    Each timed epoch also gives its first batch's wait (``first_ms``: the actor runs on into the
+    next epoch, so a wait far longer than a batch's time is a stall at the epoch's start) and the
+    rate after it (``steady_img_per_s``); ``stages`` is where the actor's pipeline spent its time
+    over the whole run (:func:`stage_shares`)."""
     import psutil
     import ray
 
@@ -181,13 +188,15 @@ def run_actor(root: str, batch_size: int, threads: int, batches: int, epochs: in
             loader = rp.loader("bench-gpu", rank=0, world_size=1, device="cuda:0" if on_gpu else "cpu",
                                output="torch" if torch is not None else "numpy")  # fmt: skip
             actor = psutil.Process(svc.stats()["actors"][0]["pid"])
-            wall = cpu = 0.0
-            images_done, memory = 0, []
+            wall = cpu = steady_s = 0.0
+            images_done, steady_images, memory, first_ms = 0, 0, [], []
             for epoch in range(epochs + 1):
                 loader.set_epoch(epoch)
                 began, began_cpu = time.perf_counter(), time.process_time() + sum(actor.cpu_times()[:2])
                 seen = 0
                 for k, (images, _) in enumerate(loader):
+                    if k == 0:
+                        first = time.perf_counter()
                     seen += images.shape[0]
                     shape = tuple(images.shape)
                     if k + 1 == batches:
@@ -196,14 +205,20 @@ def run_actor(root: str, batch_size: int, threads: int, batches: int, epochs: in
                     torch.cuda.synchronize()
                 if epoch == 0:
                     continue  # warm-up: the actor's start, first compiles and allocations
-                wall += time.perf_counter() - began
+                ended = time.perf_counter()
+                wall += ended - began
                 cpu += time.process_time() + sum(actor.cpu_times()[:2]) - began_cpu
                 images_done += seen
+                first_ms.append(1000 * (first - began))
+                steady_s += ended - first
+                steady_images += seen - shape[0]
                 usage = dict(svc.stats()["actors"][0]["memory"])
                 if on_gpu:
                     free, total = torch.cuda.mem_get_info(0)
                     usage["device_used_mb"] = round((total - free) / 2**20)
                 memory.append(usage)
+            served = svc.stats()["actors"][0]
+            stages = stage_shares(served["stages"], served["device"]["cpu_stage"]["threads"])
             del loader
         finally:
             svc.shutdown()
@@ -214,6 +229,9 @@ def run_actor(root: str, batch_size: int, threads: int, batches: int, epochs: in
         "cpu_ms_per_image": 1000 * cpu / images_done,
         "memory": memory,
         "shape": shape,
+        "stages": stages,
+        "first_ms": first_ms,
+        "steady_img_per_s": steady_images / steady_s if steady_s > 0 else None,
     }
 
 
@@ -319,6 +337,10 @@ def main() -> None:
             print(f"  output batch shape {result['shape']}")
             for epoch, memory in enumerate(result["memory"]):
                 print(f"  epoch {epoch}: GPU memory {memory}")
+            if "first_ms" in result:
+                waits = ", ".join(f"{ms:.0f}" for ms in result["first_ms"])
+                steady = result["steady_img_per_s"]
+                print(f"  first batch of each timed epoch after {waits} ms; from there on {steady or 0:.0f} img/s")
             for what, ms, share in result.get("stages", []):
                 print(f"  {what:<48}{ms:>9.2f} ms/batch {100 * share:>6.1f} % busy")
 

@@ -559,5 +559,7 @@ def test_the_gpu_benchmark_times_the_pipeline_in_this_process_and_served_by_an_a
     assert result.stdout.count("output batch shape (16, 3, 224, 224)") == 5
     assert result.stdout.count("  epoch 1: GPU memory") == 5, "each GPU row reports memory per timed epoch"
     busy = [line for line in result.stdout.splitlines() if line.endswith("% busy")]
-    assert sum("CPU stage, all samples" in line for line in busy) == 4, "each in-process row says where time goes"
+    assert sum("CPU stage, all samples" in line for line in busy) == 5, "each row says where its time goes"
+    first = [line for line in result.stdout.splitlines() if line.startswith("  first batch of each timed epoch")]
+    assert len(first) == 1 and float(first[0].split()[-2]) > 0, "the actor's row: epoch start and the rate after it"
     assert all(0 <= float(line.split()[-3]) for line in busy)
