@@ -33,7 +33,7 @@ import ctypes
 import functools
 import os
 import threading
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 
 import numpy as np
 
@@ -205,6 +205,8 @@ class _Library:
         for lib in (self.held, self.free):
             for name in _FUNCTIONS:
                 getattr(lib, name).restype = ctypes.c_int
+            for name, types in _ARGTYPES.items():  # typed where called per sample: plain ints for pointers
+                getattr(lib, name).argtypes = types
         properties = _header(_Properties())
         self._check("nvimgcodecGetProperties", self.held.nvimgcodecGetProperties(ctypes.byref(properties)))
         self.version = (properties.version // 1000, properties.version % 1000 // 100, properties.version % 100)
@@ -254,6 +256,21 @@ _FUNCTIONS = (
     "nvimgcodecImageCreate",
     "nvimgcodecImageDestroy",
 )
+
+
+_POINTER_OUT = ctypes.POINTER(ctypes.c_void_p)
+#: Argument types of the calls made per sample (a code stream, its region, its release).
+_ARGTYPES = {
+    "nvimgcodecCodeStreamCreateFromHostMem": [
+        ctypes.c_void_p,
+        _POINTER_OUT,
+        ctypes.c_void_p,
+        ctypes.c_size_t,
+        ctypes.c_void_p,
+    ],
+    "nvimgcodecCodeStreamGetSubCodeStream": [ctypes.c_void_p, _POINTER_OUT, ctypes.c_void_p],
+    "nvimgcodecCodeStreamDestroy": [ctypes.c_void_p],
+}
 
 
 def verbosity() -> int:
@@ -317,46 +334,70 @@ class CodeStream:
     """An nvImageCodec code stream over encoded bytes, cut to a region where given; keeps the bytes
     alive and destroys its handles when dropped (the region's first)."""
 
-    __slots__ = ("_library", "_parent", "data", "handle")
+    __slots__ = ("_destroy", "_parent", "data", "handle")
 
     def __init__(self, library: _Library, parent: int, handle: int, data: np.ndarray):
-        self._library = library
+        self._destroy = library.held.nvimgcodecCodeStreamDestroy
         self._parent = parent
         self.handle = handle
         self.data = data
 
     def __del__(self) -> None:
-        destroy = self._library.held.nvimgcodecCodeStreamDestroy
         if self.handle != self._parent:
-            destroy(_VOID(self.handle))
-        destroy(_VOID(self._parent))
+            self._destroy(self.handle)
+        self._destroy(self._parent)
 
 
 def code_stream(data: np.ndarray, window: tuple[int, int, int, int] | None) -> CodeStream | None:
     """A :class:`CodeStream` over ``data`` (encoded bytes) cut to ``window`` (x, y, width, height;
     None: the whole image); None when nvImageCodec cannot parse it. Made with the GIL held."""
-    library = _loaded()[0]
-    data = np.ascontiguousarray(data, dtype=np.uint8)
-    parent = _VOID()
-    status = library.held.nvimgcodecCodeStreamCreateFromHostMem(
-        _VOID(library.instance), ctypes.byref(parent), _VOID(data.ctypes.data), ctypes.c_size_t(data.size), None
-    )
-    if status != 0 or not parent.value:
-        return None
-    if window is None:
-        return CodeStream(library, parent.value, parent.value, data)
-    x, y, w, h = window
-    view = _header(_View())
-    _header(view.region)
-    view.region.ndim = 2
-    view.region.start[0], view.region.start[1] = y, x
-    view.region.end[0], view.region.end[1] = y + h, x + w
-    sub = _VOID()
-    status = library.held.nvimgcodecCodeStreamGetSubCodeStream(parent, ctypes.byref(sub), ctypes.byref(view))
-    if status != 0 or not sub.value:
-        library.held.nvimgcodecCodeStreamDestroy(parent)
-        return None
-    return CodeStream(library, parent.value, sub.value, data)
+    return _code_stream_maker()(data, window)
+
+
+@functools.cache
+def _code_stream_maker() -> Callable[[np.ndarray, tuple[int, int, int, int] | None], CodeStream | None]:
+    """:func:`code_stream`'s work, bound once to the library: its functions typed (plain ints for
+    pointers), the instance's handle, and one region description per thread, refilled per call
+    (nvImageCodec copies it into the sub code stream). A CPU stage makes one per sample."""
+    library = library_or_raise()
+    instance = library.instance
+    create = library.held.nvimgcodecCodeStreamCreateFromHostMem
+    cut = library.held.nvimgcodecCodeStreamGetSubCodeStream
+    destroy = library.held.nvimgcodecCodeStreamDestroy
+    views = threading.local()
+    uint8 = np.dtype(np.uint8)
+    addressof, c_char = ctypes.addressof, ctypes.c_char
+
+    def view() -> tuple[_View, int]:
+        made = _header(_View())
+        _header(made.region)
+        made.region.ndim = 2
+        views.made = made, ctypes.addressof(made)
+        return views.made
+
+    def make(data: np.ndarray, window: tuple[int, int, int, int] | None) -> CodeStream | None:
+        flags = data.flags
+        if data.dtype != uint8 or not flags.c_contiguous:
+            data = np.ascontiguousarray(data, dtype=uint8)
+            flags = data.flags
+        # a writable array's address for half the cost of data.ctypes.data
+        address = addressof(c_char.from_buffer(data)) if flags.writeable else data.ctypes.data
+        parent = ctypes.c_void_p()
+        if create(instance, parent, address, data.size, None) != 0 or not parent.value:
+            return None
+        if window is None:
+            return CodeStream(library, parent.value, parent.value, data)
+        region, view_address = getattr(views, "made", None) or view()
+        x, y, w, h = window
+        start, end = region.region.start, region.region.end
+        start[0], start[1], end[0], end[1] = y, x, y + h, x + w
+        sub = ctypes.c_void_p()
+        if cut(parent, sub, view_address) != 0 or not sub.value:
+            destroy(parent)
+            return None
+        return CodeStream(library, parent.value, sub.value, data)
+
+    return make
 
 
 class Decoder:

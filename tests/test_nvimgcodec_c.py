@@ -11,6 +11,7 @@ import shutil
 import subprocess
 import sys
 import warnings
+from concurrent.futures import ThreadPoolExecutor
 
 import numpy as np
 import pytest
@@ -95,6 +96,29 @@ def _decode_c(decoder, data, windows, sizes, gray):
     ok = decoder.decode(streams, buffer.ctypes.data, offsets, np.asarray(sizes), gray, 0)
     images = [buffer[o : o + w * h * channels].reshape(h, w, channels) for o, (w, h) in zip(offsets.tolist(), sizes)]
     return ok, images
+
+
+@needs_nvimgcodec
+def test_code_streams_made_on_several_threads_and_from_read_only_bytes_keep_their_own_windows(jpeg_files):
+    """Each thread refills one region description per code stream it cuts (nvImageCodec copies
+    it): streams made at once on two threads, writable or read-only, decode to their own windows."""
+    files = jpeg_files[: len(WINDOWS)]
+    data = [np.fromfile(f, np.uint8) for f in files]
+    sources = [*data, *(np.frombuffer(d.tobytes(), np.uint8) for d in data)]  # then read-only copies
+    windows = [*WINDOWS, *reversed(WINDOWS)]
+    sizes = [Image.open(files[k % len(files)]).size if w is None else w[2:] for k, w in enumerate(windows)]
+    decoder = nvimgcodec_c.Decoder(nvimgcodec_c.DEVICE_CPU_ONLY, 1, [("cpu", 1.0)], ":fancy_upsampling=1")
+    try:
+        one_by_one = [_decode_c(decoder, [d], [w], [z], False)[1][0] for d, w, z in zip(sources, windows, sizes)]
+        with ThreadPoolExecutor(2) as pool:
+            made = list(pool.map(nvimgcodec_c.code_stream, sources, windows))
+        offsets, total = packed_layout(sizes, 3)
+        buffer = np.zeros(total, np.uint8)
+        assert decoder.decode(made, buffer.ctypes.data, offsets, np.asarray(sizes), False, 0).all()
+        got = [buffer[o : o + w * h * 3].reshape(h, w, 3) for o, (w, h) in zip(offsets.tolist(), sizes)]
+        assert all(np.array_equal(a, b) for a, b in zip(one_by_one, got))
+    finally:
+        decoder.close()
 
 
 def _decode_python(data, window, gray):
