@@ -404,20 +404,20 @@ class GpuImageDecoder:
             return out
 
     def _prime(self, k: int, api: str, count: int, stream: Any) -> None:
-        """Decoder ``k`` of ``api`` decodes ``count`` copies of the start-up check's crop (224x160)
-        into a scratch buffer: its first batch, which sizes nvImageCodec's hardware decoder for the
-        batches after."""
+        """Decoder ``k`` of ``api`` decodes ``count`` copies of the start-up check's crop (224x160),
+        dropped after: its first batch, which sizes nvImageCodec's hardware decoder for the batches
+        after (the C API into a scratch buffer, the binding into images it allocates)."""
         sources, windows, sizes = check_batch()
         source, window, size = sources[1], windows[1], sizes[1]
-        layout = self._buffer([size] * count, 3, stream)
         with self._on_device():
             if api == "c":
+                layout = self._buffer([size] * count, 3, stream)
                 made = [nvimgcodec_c.code_stream(source, window) for _ in range(count)]
                 offsets = layout.packed.offsets
                 self._c_decoders[k].decode(made, layout.base, offsets, layout.dims, False, _pointer(stream))
             else:
                 made = [code_stream(source, window, self._nv) for _ in range(count)]
-                self._decode_into(self._decoders[k], made, layout.targets(0, count), self._params[False], stream)
+                self._decode_batch(self._decoders[k], made, self._params[False], stream)
 
     def _on_device(self) -> Any:
         return contextlib.nullcontext() if self._cp is None else self._cp.cuda.Device(self._device_id)

@@ -372,7 +372,7 @@ def _code_stream_maker() -> Callable[[np.ndarray, tuple[int, int, int, int] | No
         made = _header(_View())
         _header(made.region)
         made.region.ndim = 2
-        views.made = made, ctypes.addressof(made)
+        views.made = made, addressof(made)
         return views.made
 
     def make(data: np.ndarray, window: tuple[int, int, int, int] | None) -> CodeStream | None:
@@ -380,8 +380,8 @@ def _code_stream_maker() -> Callable[[np.ndarray, tuple[int, int, int, int] | No
         if data.dtype != uint8 or not flags.c_contiguous:
             data = np.ascontiguousarray(data, dtype=uint8)
             flags = data.flags
-        # a writable array's address for half the cost of data.ctypes.data
-        address = addressof(c_char.from_buffer(data)) if flags.writeable else data.ctypes.data
+        # a writable array's address for half the cost of data.ctypes.data (from_buffer refuses 0 bytes)
+        address = addressof(c_char.from_buffer(data)) if flags.writeable and data.size else data.ctypes.data
         parent = ctypes.c_void_p()
         if create(instance, parent, address, data.size, None) != 0 or not parent.value:
             return None

@@ -120,6 +120,14 @@ def test_code_streams_made_on_several_threads_and_from_read_only_bytes_keep_thei
     finally:
         decoder.close()
 
+    decoder = nvimgcodec_c.Decoder(nvimgcodec_c.DEVICE_CPU_ONLY, 1, [("cpu", 1.0)], ":fancy_upsampling=1")
+    try:  # empty bytes, writable or not: a code stream that fails to decode, as nvImageCodec has it
+        for empty in (np.zeros(0, np.uint8), np.frombuffer(b"", np.uint8)):
+            ok, _ = _decode_c(decoder, [empty, empty], [None, (0, 0, 8, 8)], [(8, 8), (8, 8)], False)
+            assert not ok.any()
+    finally:
+        decoder.close()
+
 
 def _decode_python(data, window, gray):
     from nvidia import nvimgcodec as nv
