@@ -3,6 +3,12 @@
 No GPU is needed: the stage is the one a GPU node runs (``decode_on_gpu``), built and run here.
 
     python benchmarks/cpu_stage_cost.py [--batch 256] [--threads 4] [--rounds 40] [--samples 512]
+    python benchmarks/cpu_stage_cost.py --source files tfrecord webdataset recordio caffe
+
+``--source`` chooses what the pipeline reads (one column each, their rounds interleaved): the
+folder of JPEGs, or the same JPEGs converted by ``raypipe convert`` into a container format (the
+preset reads a conversion with its format's reader), read a record at a time in a shuffled
+order, as under the service's global shuffle.
 
 As the executor runs it for ``--batch`` and ``--threads``: chunks of ``executor.chunk_size``
 samples, each run by one pool thread (one core is measured), a batch's results alive until the
@@ -27,17 +33,22 @@ from concurrent.futures import ThreadPoolExecutor
 
 import numpy as np
 
-from raypipe.bench.dataset import prepare
+from raypipe.bench.dataset import cache_dir, prepare
+from raypipe.convert.plan import list_source
+from raypipe.convert.run import convert
 from raypipe.cpu_stage import CpuStage
 from raypipe.executor import chunk_size
+from raypipe.formats.registry import get
 from raypipe.gpu_decode import code_stream_maker, nvimgcodec_installed
 from raypipe.jpeg_header import frame_size, read_frame
 from raypipe.keyed_random import SampleContext
 from raypipe.operators.crop_window import DRAWS, random_crop_windows
+from raypipe.operators.readers import FileReader
+from raypipe.operators.record_reader import RecordReader
 from raypipe.presets import resnet50_train
 
 TARGET_US = 20.0
-READ = "read the file (readers.file)"
+READ = "read the sample (the reader)"
 DECODER = "decoder, all of it (run_chunk)"
 COIN = "mirror coin flip (run_chunk)"
 WHOLE = "whole CPU stage"
@@ -45,12 +56,31 @@ HOST = "host decode"
 FLOOR = "floor"
 STREAMS = "nvImageCodec code streams for the crop windows"
 WHOLE_STREAMS = "whole CPU stage with the code streams"
+SOURCE_NAMES = {
+    "files": "folder of JPEG files",
+    "tfrecord": "TFRecord",
+    "webdataset": "WebDataset tar",
+    "recordio": "MXNet RecordIO",
+    "caffe": "Caffe LMDB",
+}
 
 
 def stage_of(root: str, batch: int, decode_on_gpu: bool) -> CpuStage:
-    """The ResNet-50 training pipeline's CPU stage on a GPU node (decoder ``device="mixed"``)."""
+    """The ResNet-50 training pipeline's CPU stage on a GPU node (decoder ``device="mixed"``);
+    ``root`` is the folder of JPEGs or a conversion of it (the preset reads either)."""
     pipe = resnet50_train(root, batch_size=batch, num_threads=1, decoder_device="mixed", seed=0)
     return pipe.engine.cpu_stage({"on_gpu": True, "decode_on_gpu": decode_on_gpu})
+
+
+def source_root(data_root: str, source: str) -> str:
+    """The folder the pipeline reads for ``source``: the JPEGs, or their conversion into a container
+    format (written once into the benchmark cache, then reused)."""
+    if source == "files":
+        return data_root
+    listed = list_source(data_root)
+    where = os.path.join(cache_dir(), f"containers-{len(listed.samples)}", source)
+    convert(listed, where, get(source), part_size=256, workers=2)
+    return where
 
 
 class Part:
@@ -87,8 +117,10 @@ def parts_of(root: str, batch: int, threads: int, samples: int) -> dict[str, Par
     """The deferred stage, its parts and the host-decode stage, chunked as the executor would."""
     stage = stage_of(root, batch, decode_on_gpu=True)
     host = stage_of(root, batch, decode_on_gpu=False)
-    reader, decoder, coin = (node.op for node in stage.graph.host_nodes)
-    plan = stage.graph.decode_plans[stage.graph.host_nodes[1]]  # deferred: the header and window only
+    ops = {node.op.schema.name: node.op for node in stage.graph.host_nodes}
+    reader = stage.graph.host_nodes[0].op
+    decoder, coin = ops["decoders.image_random_crop"], ops["random.coin_flip"]
+    plan = next(iter(stage.graph.decode_plans.values()))  # deferred: the header and window only
     size = len(reader)
     ctxs = [SampleContext(0, 0, i % size) for i in range(samples)]
     encoded = [reader.read(i)[0] for i in range(size)]
@@ -117,12 +149,28 @@ def parts_of(root: str, batch: int, threads: int, samples: int) -> dict[str, Par
         make = code_stream_maker()
         works[STREAMS] = lambda f, n: [make(d, w) for d, w in zip(data[f : f + n], windows[f : f + n])]
         works[WHOLE_STREAMS] = lambda f, n: with_code_streams(stage, stage.run_chunk(ctxs[f : f + n], 0, None))
-    paths = [reader.paths[c.sample_index] for c in ctxs]
-    spare = np.empty(max(d.size for d in encoded), np.uint8)
-    works[FLOOR] = lambda f, n: [_read_into(path, spare) for path in paths[f : f + n]]
+    floor = floor_reads(reader, [c.sample_index for c in ctxs], max(d.size for d in encoded))
+    if floor is not None:
+        works[FLOOR] = floor
     parts = {name: Part(work, chunk, batch) for name, work in works.items()}
     parts[HOST] = Part(lambda f, n: host.run_chunk(ctxs[f : f + n], 0, None), chunk_size(batch, threads), batch)
     return parts
+
+
+def floor_reads(reader: object, indices: list[int], largest: int) -> Callable[[int, int], object] | None:
+    """The reads of the samples' bytes alone, each into the same buffer: the file (a folder of
+    files) or the record (a container read one record at a time, as under a global shuffle). None
+    for a database (LMDB), whose reads go through its library."""
+    spare = np.empty(largest + (1 << 16), np.uint8)
+    if isinstance(reader, FileReader):
+        paths = [reader.paths[i] for i in indices]
+        return lambda f, n: [_read_into(path, spare) for path in paths[f : f + n]]
+    if not isinstance(reader, RecordReader):
+        return None
+    table = reader.table
+    fds = [os.open(path, os.O_RDONLY) for path in table.paths]  # open for the benchmark's life
+    where = [(fds[int(table.file_index[i])], int(table.offsets[i]), int(table.sizes[i])) for i in indices]
+    return lambda f, n: [os.preadv(fd, [spare[:size]], offset) for fd, offset, size in where[f : f + n]]
 
 
 def with_code_streams(stage: CpuStage, results: list) -> list:
@@ -144,47 +192,70 @@ def _read_into(path: str, buffer: np.ndarray) -> int:
         os.close(fd)
 
 
-def measure(root: str, batch: int, threads: int, rounds: int, samples: int) -> tuple[dict[str, float], int]:
-    """Best CPU microseconds per sample of every part over ``rounds`` interleaved rounds, and the chunk."""
-    parts = parts_of(root, batch, threads, samples)
+def measure(
+    roots: dict[str, str], batch: int, threads: int, rounds: int, samples: int
+) -> tuple[dict[str, dict[str, float]], int]:
+    """Best CPU microseconds per sample of every part of every source over ``rounds`` rounds, the
+    sources and parts interleaved within each; and the chunk."""
+    parts = {source: parts_of(root, batch, threads, samples) for source, root in roots.items()}
     with ThreadPoolExecutor(1) as pool:
-        for part in parts.values():
-            part.round(pool, samples)  # warm-up: first calls, the batches in flight
-            part.best = float("inf")
+        for of_source in parts.values():
+            for part in of_source.values():
+                part.round(pool, samples)  # warm-up: first calls, the batches in flight
+                part.best = float("inf")
         for _ in range(rounds):
-            for name, part in parts.items():
-                part.round(pool, samples if name != HOST else max(part.chunk, samples // 16))
-    return {name: part.best for name, part in parts.items()}, parts[WHOLE].chunk
+            for of_source in parts.values():
+                for name, part in of_source.items():
+                    part.round(pool, samples if name != HOST else max(part.chunk, samples // 16))
+    best = {source: {name: part.best for name, part in of_source.items()} for source, of_source in parts.items()}
+    return best, next(iter(parts.values()))[WHOLE].chunk
 
 
-def report(best: dict[str, float], args: argparse.Namespace, chunk: int, described: str) -> None:
-    whole = best[WHOLE]
-    bookkeeping = whole - best[READ] - best[DECODER] - best[COIN]
+def report(best: dict[str, dict[str, float]], args: argparse.Namespace, chunk: int, described: str) -> None:
+    """One column per source; the verdict against the target for each."""
+    sources = list(best)
+    first = best[sources[0]]
+    subparts = [n for n in first if n not in (READ, DECODER, COIN, WHOLE, HOST, FLOOR, STREAMS, WHOLE_STREAMS)]
+
+    def row(label: str, value: Callable[[dict[str, float]], float | None], digits: int = 1, bold: bool = False) -> str:
+        cells = []
+        for source in sources:
+            v = value(best[source])
+            text = "-" if v is None else f"{v:,.{digits}f}"
+            cells.append(f"**{text}**" if bold else text)
+        return f"| {f'**{label}**' if bold else label} | " + " | ".join(cells) + " |"
+
+    def rest(b: dict[str, float]) -> float:
+        return b[WHOLE] - b[READ] - b[DECODER] - b[COIN]
+
     print(f"\nCPU stage of the ResNet-50 training pipeline with GPU decoding, host CPU us per sample ({described};")
     print(
         f"batch {args.batch}, chunks of {chunk} as for {args.threads} threads, run by 1 pool thread; "
         f"best of {args.rounds} rounds of {args.samples} samples)"
     )
-    print("| part | us/sample |")
-    print("|---|---|")
-    print(f"| {READ} | {best[READ]:.1f} |")
-    print(f"| {DECODER} | {best[DECODER]:.1f} |")
-    for name in best:
-        if name not in (READ, DECODER, COIN, WHOLE, HOST, FLOOR, STREAMS, WHOLE_STREAMS):
-            print(f"| - {name} | {best[name]:.2f} |")
-    print(f"| {COIN} | {best[COIN]:.1f} |")
-    print(
-        f"| the rest: the stage's own calls, caches the parts alone miss (whole less the above) | {bookkeeping:.1f} |"
-    )
-    print(f"| **whole CPU stage, GPU decode** | **{whole:.1f}** |")
-    print(f"| the same less the file read | {whole - best[READ]:.1f} |")
-    if STREAMS in best:
-        print(f"| {STREAMS} (moved here from the Mixed stage) | {best[STREAMS]:.1f} |")
-        print(f"| {WHOLE_STREAMS} | {best[WHOLE_STREAMS]:.1f} |")
-    print(f"| for reference: the same files read into one reused buffer (the copy alone) | {best[FLOOR]:.1f} |")
-    print(f"| for reference: whole CPU stage, host ROI decode of the crop | {best[HOST]:.0f} |")
-    verdict = "meets" if whole <= TARGET_US else "misses"
-    print(f"\n{whole:.1f} us per sample: {verdict} the target of at most {TARGET_US:.0f} us per sample on one core")
+    print("| part | " + " | ".join(SOURCE_NAMES[s] for s in sources) + " |")
+    print("|---|" + "---|" * len(sources))
+    print(row(READ, lambda b: b[READ]))
+    print(row(DECODER, lambda b: b[DECODER]))
+    for name in subparts:
+        print(row(f"- {name}", lambda b, name=name: b[name], 2))
+    print(row(COIN, lambda b: b[COIN]))
+    print(row("the rest: the stage's own calls, labels, caches the parts alone miss (whole less the above)", rest))
+    print(row("whole CPU stage, GPU decode", lambda b: b[WHOLE], bold=True))
+    print(row("the same less the read", lambda b: b[WHOLE] - b[READ]))
+    if STREAMS in first:
+        print(row(f"{STREAMS} (moved here from the Mixed stage)", lambda b: b[STREAMS]))
+        print(row(WHOLE_STREAMS, lambda b: b[WHOLE_STREAMS]))
+    print(row("for reference: the same bytes read into one reused buffer (the copy alone)", lambda b: b.get(FLOOR)))
+    print(row("for reference: whole CPU stage, host ROI decode of the crop", lambda b: b[HOST], 0))
+    print()
+    for source in sources:
+        whole = best[source][WHOLE]
+        verdict = "meets" if whole <= TARGET_US else "misses"
+        print(
+            f"{SOURCE_NAMES[source]}: {whole:.1f} us per sample: {verdict} the target of at most "
+            f"{TARGET_US:.0f} us per sample on one core"
+        )
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -193,13 +264,19 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--threads", type=int, default=4, help="the pipeline's threads (they set the chunk size)")
     parser.add_argument("--rounds", type=int, default=40)
     parser.add_argument("--samples", type=int, default=512, help="samples per round")
+    parser.add_argument("--images", type=int, default=1000, help="generated JPEGs")
+    parser.add_argument(
+        "--source", nargs="+", choices=tuple(SOURCE_NAMES), default=["files"],
+        help="what the pipeline reads: the folder of JPEGs, or its conversion into a container format; one column each",
+    )  # fmt: skip
     args = parser.parse_args(argv)
-    data = prepare(None, 1000)
+    data = prepare(None, args.images)
     described = (
         f"{len(data.paths):,} generated JPEGs, {data.mean_width:.0f}x{data.mean_height:.0f} on average, "
         f"{data.mean_kib:.0f} KiB"
     )
-    best, chunk = measure(data.root, args.batch, args.threads, args.rounds, args.samples)
+    roots = {source: source_root(data.root, source) for source in dict.fromkeys(args.source)}
+    best, chunk = measure(roots, args.batch, args.threads, args.rounds, args.samples)
     report(best, args, chunk, described)
     return 0
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from . import fn
+from .formats.registry import converted_format, read_converted
 from .pipeline import pipeline_def
 from .types import FLOAT, FLOAT16, UINT8, DALIDataType
 
@@ -20,7 +21,11 @@ def resnet50_train(
     hw_decoder_load: float = 1.0,
 ):
     """Random-area crop decoded from JPEG, resized to ``size``, random mirror, ImageNet
-    normalization, CHW; labels from the class folders of ``file_root``.
+    normalization, CHW; labels from the class folders of ``file_root``. A ``file_root`` that
+    ``raypipe convert`` wrote into (TFRecord, WebDataset, RecordIO, Caffe LMDB) is read with its
+    format's reader: the same images and labels in the same order, from container files (the random
+    crops may differ: draws are keyed by each operator's place in the graph, and most formats'
+    labels take one operator more).
 
     ``dtype`` is FLOAT (float32), FLOAT16 (half the bytes) or UINT8: a quarter of the bytes,
     not normalized (the rank normalizes, e.g. with ``rp.Normalize``). ``hw_decoder_load``: the
@@ -29,7 +34,10 @@ def resnet50_train(
     if dtype not in (FLOAT, FLOAT16, UINT8):
         raise ValueError(f"resnet50_train: dtype must be types.FLOAT, FLOAT16 or UINT8, got {dtype!r}")
     normalized = dtype is not UINT8
-    jpegs, labels = fn.readers.file(file_root=file_root, random_shuffle=random_shuffle, name="Reader")
+    if converted_format(file_root) is None:
+        jpegs, labels = fn.readers.file(file_root=file_root, random_shuffle=random_shuffle, name="Reader")
+    else:
+        jpegs, labels = read_converted(file_root, random_shuffle=random_shuffle, name="Reader")
     images = fn.decoders.image_random_crop(jpegs, device=decoder_device, hw_decoder_load=hw_decoder_load)
     images = fn.resize(images, resize_x=size, resize_y=size)
     images = fn.crop_mirror_normalize(

@@ -19,10 +19,8 @@ from concurrent.futures import ProcessPoolExecutor, ThreadPoolExecutor, as_compl
 from dataclasses import dataclass, field
 
 from ..errors import ReaderError, UsageError
-from ..formats.registry import Format
+from ..formats.registry import MANIFEST, STATE, Format
 from .plan import Part, Source, plan_parts
-
-STATE = ".raypipe-convert"
 
 
 @dataclass
@@ -88,7 +86,7 @@ def convert(
 def check_destination(dst: str, fmt: Format, source: Source, part_size: int) -> None:
     """Record what ``dst`` receives; UsageError if it holds a conversion of something else."""
     os.makedirs(os.path.join(dst, STATE), exist_ok=True)
-    path = os.path.join(dst, STATE, "manifest.json")
+    path = os.path.join(dst, MANIFEST)
     manifest = {"format": fmt.name, "source": source.digest(), "samples": len(source.samples), "part_size": part_size}
     if os.path.exists(path):
         with open(path, encoding="utf-8") as f:

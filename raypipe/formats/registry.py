@@ -51,6 +51,10 @@ FORMATS = {
         Format("recordio", "recordio", "RecordIOWriter", "mxnet", True, ".idx"),
     )
 }
+#: The folder inside a conversion's destination where ``raypipe convert`` keeps its state, and its
+#: manifest there (the format, the source's digest, the sample count).
+STATE = ".raypipe-convert"
+MANIFEST = f"{STATE}/manifest.json"
 INDEXED = {"tfrecord": "tfrecord", "webdataset": "webdataset", "mxnet": "recordio", "recordio": "recordio"}
 
 
@@ -62,22 +66,31 @@ def get(name: str) -> Format:
         raise UsageError(f"unknown format {name!r} (choose from {', '.join(FORMATS)})") from None
 
 
+def converted_format(dst: str) -> Format | None:
+    """The format ``raypipe convert`` wrote into the folder or URL ``dst``; None when it holds no
+    conversion (no manifest)."""
+    import json
+
+    from ..storage import files, urls
+
+    try:
+        with files.open_binary(urls.join(dst, MANIFEST)) as f:
+            return get(json.loads(f.read())["format"])
+    except OSError:
+        return None
+
+
 def read_converted(dst: str, **reader_args: Any) -> tuple[Any, Any]:
     """Inside a pipeline definition: ``(encoded images, labels)`` read from what ``raypipe
     convert`` wrote into ``dst``, with the format's own DALI reader (``reader_args`` go to it:
     ``random_shuffle``, ``shard_id``, ``name``...). Labels come out as int32 ``(1,)`` in every
     format, as ``readers.file`` gives them."""
-    import json
-
     from .. import fn
-    from ..storage import files, urls
+    from ..storage import urls
 
-    manifest = urls.join(dst, ".raypipe-convert/manifest.json")
-    try:
-        with files.open_binary(manifest) as f:
-            fmt = get(json.loads(f.read())["format"])
-    except OSError:
-        raise UsageError(f"{dst!r} holds no conversion by raypipe convert (no {manifest})") from None
+    fmt = converted_format(dst)
+    if fmt is None:
+        raise UsageError(f"{dst!r} holds no conversion by raypipe convert (no {urls.join(dst, MANIFEST)})")
     if not fmt.sharded:
         return getattr(fn.readers, fmt.reader)(path=dst, **reader_args)
     suffix = fmt.writer_class().suffix

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import os
 import struct
-from collections.abc import Sequence
+from collections.abc import Collection, Sequence
 from typing import BinaryIO
 
 import crc32c
@@ -284,11 +284,14 @@ def _finish(kind: str | None, values: list) -> tuple[str | None, object]:
     return kind, values
 
 
-def parse_example(buf: bytes | memoryview | np.ndarray) -> dict[str, tuple[str | None, object]]:
+def parse_example(
+    buf: bytes | memoryview | np.ndarray, names: Collection[str] | None = None
+) -> dict[str, tuple[str | None, object]]:
     """Every feature of a serialized ``tf.train.Example`` as ``name: (kind, values)``: kind
     ``"bytes"`` with a list of memoryview slices of ``buf``, ``"float"`` with a float32 array,
     ``"int64"`` with an int64 array, or None (a feature with no list set) with an empty list.
-    Reads packed and unpacked repeated fields; ReaderError on a malformed message."""
+    Reads packed and unpacked repeated fields; ReaderError on a malformed message. Given
+    ``names``, only those features are parsed (a reader asks for a few of a record's features)."""
     view = memoryview(buf).cast("B") if not isinstance(buf, memoryview) else buf
     found: dict[str, tuple[str | None, list]] = {}
     try:
@@ -302,15 +305,16 @@ def parse_example(buf: bytes | memoryview | np.ndarray) -> dict[str, tuple[str |
                     continue
                 if w2 != pw.LEN:
                     raise pw.WireError(f"Features.feature with wire type {w2}")
-                name, feature = "", (None, [])
+                name, value = "", None
                 for n3, w3, a3, b3 in pw.fields(view, a2, b2):
                     if n3 in (1, 2) and w3 != pw.LEN:
                         raise pw.WireError(f"feature map entry field {n3} with wire type {w3}")
                     if n3 == 1:
                         name = bytes(view[a3:b3]).decode()
                     elif n3 == 2:
-                        feature = _parse_feature(view, a3, b3)
-                found[name] = feature
+                        value = (a3, b3)
+                if names is None or name in names:
+                    found[name] = (None, []) if value is None else _parse_feature(view, *value)
     except (pw.WireError, UnicodeDecodeError) as exc:
         raise ReaderError(f"malformed tf.train.Example: {exc}") from None
     return {name: _finish(kind, values) for name, (kind, values) in found.items()}

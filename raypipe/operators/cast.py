@@ -10,6 +10,7 @@ clamps to the target's range; integer to narrower integer clamps; anything to bo
 
 from __future__ import annotations
 
+import functools
 from types import ModuleType
 from typing import Any
 
@@ -31,15 +32,26 @@ def parse_dtype(op: str, name: str, value: DALIDataType | np.dtype | type | str)
     return dtype
 
 
-def _float_bounds(info: np.iinfo, float_dtype: np.dtype) -> tuple[Any, Any]:
-    """The widest ``[lo, hi]`` of ``float_dtype`` values inside the integer range
-    (``float32(2**31 - 1)`` rounds up to ``2**31``, which would overflow the cast); when
-    ``hi`` falls short of the integer maximum, the caller sets values above it to the maximum."""
-    ftype = float_dtype.type
+@functools.cache
+def _float_bounds(int_dtype: np.dtype, float_dtype: np.dtype) -> tuple[Any, Any, int]:
+    """The widest ``[lo, hi]`` of ``float_dtype`` values inside the range of ``int_dtype``
+    (``float32(2**31 - 1)`` rounds up to ``2**31``, which would overflow the cast), and the
+    integer maximum; when ``hi`` falls short of it, the caller sets values above ``hi`` to it.
+    Cached: ``np.iinfo`` costs microseconds, which a per-sample cast of a label would pay."""
+    info, ftype = np.iinfo(int_dtype), float_dtype.type
     lo, hi = ftype(info.min), ftype(info.max)
     if int(hi) > info.max:
         hi = np.nextafter(hi, ftype(0))
-    return lo, hi
+    return lo, hi, int(info.max)
+
+
+@functools.cache
+def _int_bounds(src: np.dtype, dst: np.dtype) -> tuple[int, int] | None:
+    """The ``[lo, hi]`` that integers of ``src`` clamp to as ``dst``, or None when every value fits."""
+    a, b = np.iinfo(src), np.iinfo(dst)
+    if a.min >= b.min and a.max <= b.max:
+        return None
+    return max(a.min, b.min), min(a.max, b.max)
 
 
 def saturate_cast(xp: ModuleType, x: Any, dtype: np.dtype, overwrite: bool = False) -> Any:
@@ -54,21 +66,20 @@ def saturate_cast(xp: ModuleType, x: Any, dtype: np.dtype, overwrite: bool = Fal
         return x != 0
     if dtype.kind == "f" or x.dtype.kind == "b":
         return x.astype(dtype)
-    info = np.iinfo(dtype)
     if x.dtype.kind == "f":
         if x.dtype.itemsize < 4:
             x, overwrite = x.astype(np.float32), True
-        lo, hi = _float_bounds(info, x.dtype)
+        lo, hi, top = _float_bounds(dtype, x.dtype)
         rounded = xp.rint(x, out=x) if overwrite else xp.rint(x)
-        over = rounded > hi if int(hi) < info.max else None
+        over = rounded > hi if int(hi) < top else None
         result = xp.clip(rounded, lo, hi, out=rounded).astype(dtype)
         if over is not None:
-            result[over] = info.max
+            result[over] = top
         return result
-    src = np.iinfo(x.dtype)
-    if src.min >= info.min and src.max <= info.max:
+    bounds = _int_bounds(x.dtype, dtype)
+    if bounds is None:
         return x.astype(dtype)
-    return xp.clip(x, max(info.min, src.min), min(info.max, src.max)).astype(dtype)
+    return xp.clip(x, *bounds).astype(dtype)
 
 
 def c_cast(value: float, dtype: np.dtype) -> np.ndarray:
@@ -99,6 +110,17 @@ class Cast(Operator):
 
     def compute(self, xp: ModuleType, inputs, args, ctx) -> Any:
         return saturate_cast(xp, xp.asarray(inputs[0]), self.dtype)
+
+    def run_chunk(self, inputs, args, ctxs) -> list:
+        """A chunk's samples of one shape and type converted in one call (small samples, such as
+        a reader's labels, cost a few numpy calls each otherwise); each result is a row of it."""
+        samples = inputs[0]
+        if not samples or args or not all(isinstance(x, np.ndarray) for x in samples):
+            return [self.compute(np, [x], {}, ctx) for x, ctx in zip(samples, ctxs)]
+        first = samples[0]
+        if any(x.shape != first.shape or x.dtype != first.dtype for x in samples):
+            return [saturate_cast(np, x, self.dtype) for x in samples]
+        return list(saturate_cast(np, np.stack(samples), self.dtype, overwrite=True))
 
 
 @register

@@ -13,7 +13,7 @@ from ..formats import recordio
 from ..formats.record_files import RecordTable
 from ..operator import Schema, register
 from .reader_base import as_path_list
-from .record_reader import RecordReader
+from .record_reader import RecordReader, record_output
 
 
 @register
@@ -63,4 +63,4 @@ class MXNetReader(RecordReader):
                 f"rebuild it with `raypipe index mxnet {self.paths[f]}`)"
             ) from None
         labels, image = recordio.unpack_irheader(payload)
-        return image.copy(), labels
+        return record_output(raw, image), labels

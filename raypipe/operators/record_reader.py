@@ -14,6 +14,13 @@ from ..formats.record_files import RecordFiles, RecordTable
 from .reader_base import ShardedReader
 
 
+def record_output(raw: np.ndarray, piece: np.ndarray) -> np.ndarray:
+    """``piece`` of the record ``raw`` as an output that holds no more memory than its record:
+    itself when ``raw`` is that record's own array (read alone) or ``piece`` owns its memory, a copy
+    when ``raw`` is a view into a cached extent, which the output would otherwise keep alive."""
+    return piece if raw.base is None or piece.base is None else piece.copy()
+
+
 class RecordReader(ShardedReader):
     """Subclasses give :meth:`open_table` (read or build the index, checked against the data
     files) and :meth:`parse` (a record's bytes to the reader's outputs)."""

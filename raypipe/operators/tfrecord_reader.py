@@ -22,14 +22,18 @@ from ..formats.tfrecord_file import parse_example, read_index, unframe
 from ..operator import Schema, register
 from ..tfrecord import DTYPE_NAMES, Feature, float32, int64, string
 from .reader_base import as_path_list
-from .record_reader import RecordReader
+from .record_reader import RecordReader, record_output
 
 _KIND = {int64: "int64", float32: "float", string: "bytes"}
 _NUMPY = {int64: np.int64, float32: np.float32}
 
 
-def feature_output(name: str, feature: Feature, found: tuple[str | None, Any] | None) -> np.ndarray:
-    """The output array of feature ``name`` from a parsed Example entry (None: missing)."""
+def feature_output(
+    name: str, feature: Feature, found: tuple[str | None, Any] | None, raw: np.ndarray | None = None
+) -> np.ndarray:
+    """The output array of feature ``name`` from a parsed Example entry (None: missing). A string
+    feature's bytes are a view of the record ``raw`` where that pins nothing more
+    (:func:`~raypipe.operators.record_reader.record_output`), else a copy."""
     dtype = DTYPE_NAMES[feature.dtype]
     if found is None:
         if not feature.fixed:
@@ -47,7 +51,8 @@ def feature_output(name: str, feature: Feature, found: tuple[str | None, Any] | 
     if feature.dtype == string:
         if count != 1:
             raise ReaderError(f"feature {name!r} holds {count} byte strings, a string feature reads exactly 1")
-        return np.frombuffer(values[0], np.uint8).copy()
+        value = np.frombuffer(values[0], np.uint8)
+        return value.copy() if raw is None else record_output(raw, value)
     array = np.asarray(values, _NUMPY[feature.dtype]) if count else np.zeros(0, _NUMPY[feature.dtype])
     if feature.fixed:
         if count != math.prod(feature.shape):
@@ -109,8 +114,8 @@ class TFRecordReader(RecordReader):
         return RecordTable.concat(self.paths, [read_index(i, p) for p, i in zip(self.paths, self.index_paths)])
 
     def parse(self, index: int, raw: np.ndarray) -> tuple[np.ndarray, ...]:
-        example = parse_example(unframe(raw))
-        return tuple(feature_output(name, f, example.get(name)) for name, f in self.features.items())
+        example = parse_example(unframe(raw), self.features)
+        return tuple(feature_output(name, f, example.get(name), raw) for name, f in self.features.items())
 
     def layout_fields(self) -> bytes:
         return repr(list(self.features.items())).encode()

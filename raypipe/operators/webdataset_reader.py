@@ -22,7 +22,7 @@ from ..formats.webdataset import TarIndex, index_of, read_index, scan
 from ..operator import Schema, register
 from ..types import to_numpy_dtype
 from .reader_base import as_path_list
-from .record_reader import RecordReader
+from .record_reader import RecordReader, record_output
 
 OP = "readers.webdataset"
 MISSING = {"": "empty", "empty": "empty", "skip": "skip", "error": "error"}
@@ -160,7 +160,6 @@ class WebDatasetReader(RecordReader):
         return f"{self.table.where(index)}, sample key {key!r}"
 
     def parse(self, index: int, raw: np.ndarray) -> tuple[np.ndarray, ...]:
-        shared = raw.base is not None  # a view into a cached extent: copy, so as not to pin it
         outputs = []
         for out, dtype in enumerate(self.dtypes):
             size = int(self._sizes[index, out])
@@ -168,8 +167,8 @@ class WebDatasetReader(RecordReader):
                 outputs.append(np.zeros(0, dtype))
                 continue
             start = int(self._offsets[index, out])
-            piece = raw[start : start + size]
-            if shared or start % dtype.itemsize:
+            piece = record_output(raw, raw[start : start + size])
+            if start % dtype.itemsize and piece.base is not None:
                 piece = piece.copy()
             outputs.append(piece.view(dtype))
         return tuple(outputs)

@@ -192,6 +192,25 @@ def test_parse_example_reads_what_protobuf_writes(packed):
     assert parsed["unset"] == (None, [])
 
 
+def test_parse_example_parses_only_the_features_asked_for():
+    example = example_class(True)()
+    feature = example.features.feature
+    feature["image/encoded"].bytes_list.value.append(b"\xff\xd8jpeg")
+    feature["label"].int64_list.value.append(7)
+    feature["missing_value"].SetInParent()
+    buf = example.SerializeToString()
+    whole = parse_example(buf)
+    asked = parse_example(buf, {"label", "missing_value", "absent"})
+    assert set(asked) == {"label", "missing_value"}
+    assert asked["label"][1].tolist() == whole["label"][1].tolist() == [7]
+    assert asked["missing_value"] == whole["missing_value"] == (None, [])
+    # a feature not asked for is skipped over unparsed: its malformed value goes unnoticed
+    bad_value = encode_example({"label": [7]}) + b"\x0a\x0b\x0a\x09\x0a\x03bad\x12\x02\x1a\x05"
+    assert parse_example(bad_value, {"label"})["label"][1].tolist() == [7]
+    with pytest.raises(ReaderError, match="malformed tf.train.Example"):
+        parse_example(bad_value)
+
+
 def test_protobuf_reads_what_encode_example_writes():
     features = {
         "image/encoded": b"\xff\xd8data",

@@ -11,7 +11,7 @@ import pytest
 
 import raypipe as rp
 from raypipe import fn, types
-from raypipe.operators.cast import saturate_cast
+from raypipe.operators.cast import Cast, saturate_cast
 
 
 def run(files, device, build):
@@ -90,6 +90,28 @@ def test_saturate_cast_edges(src, dtype, expected):
     got = saturate_cast(np, values, np.dtype(dtype))
     assert got.dtype == dtype
     np.testing.assert_array_equal(got, np.array(expected, dtype=dtype))
+
+
+@pytest.mark.parametrize(
+    "batch",
+    [
+        [np.array([v], np.int64) for v in (3, -(2**40), 2**40, 0)],  # one shape: one call for the chunk
+        [np.array([v], np.float32) for v in (2.5, -3.5, 1e10, -1e10)],
+        [np.array([1.5], np.float64), np.array([[2.5, 3e9]]), np.zeros((0,)), np.array([7.0], np.float32)],
+    ],
+    ids=["int64 labels", "float32 labels", "mixed shapes and types"],
+)
+def test_a_chunk_converts_as_its_samples_would_one_by_one(batch):
+    """The CPU stage of a pipeline whose decode is deferred to the GPU runs a node for a chunk at a
+    time (``run_chunk``), as it does the readers' labels."""
+    got = Cast("cpu", 0, dtype=types.INT32).run_chunk([batch], {}, [None] * len(batch))
+    expected = [saturate_cast(np, x, np.dtype(np.int32)) for x in batch]
+    assert len(got) == len(batch)
+    for g, e in zip(got, expected):
+        assert g.dtype == np.int32 and g.shape == e.shape
+        np.testing.assert_array_equal(g, e)
+    got[0][...] = 99  # each sample its own values, even as rows of one converted chunk
+    assert not any(np.any(g == 99) for g in got[1:])
 
 
 def test_saturate_cast_overwrite_reuses_the_buffer():
