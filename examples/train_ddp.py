@@ -57,7 +57,7 @@ import raypipe as rp
 from cluster.placement import require_resources
 from raypipe import log
 from raypipe.datasets import make_jpeg_folder
-from raypipe.presets import resnet50_train
+from raypipe.presets import num_classes, resnet50_train
 
 #: How long after the last checkpoint Ray Train has surely registered it (its health check runs
 #: every RAY_TRAIN_HEALTH_CHECK_INTERVAL_S, 2 s by default).
@@ -171,7 +171,9 @@ def _first_failure(config: dict) -> bool:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--data", help="folder of class folders of JPEGs (default: generated)")
+    parser.add_argument(
+        "--data", help="folder of class folders of JPEGs, or its conversion by raypipe convert (default: generated)"
+    )
     parser.add_argument("--workers", type=int, default=2)
     parser.add_argument("--epochs", type=int, default=2)
     parser.add_argument("--gpu", action="store_true", help="train on GPUs (nccl); default CPU (gloo)")
@@ -216,7 +218,7 @@ def main() -> None:
                 include_dashboard=False,
                 **quiet,
             )
-    classes = len([d for d in os.listdir(root) if os.path.isdir(os.path.join(root, d))])
+    classes = num_classes(root)
     per_worker = {"CPU": 1.0} | ({"GPU": 1.0} if args.gpu else {})
     require_resources("Ray Train workers", args.workers, per_worker)
     svc = rp.serve(

@@ -2,13 +2,33 @@
 
 from __future__ import annotations
 
+import os
+
 from . import fn
-from .formats.registry import converted_format, read_converted
+from .errors import UsageError
+from .formats.registry import CLASSES, converted_format, read_converted
 from .pipeline import pipeline_def
+from .storage import files, urls
 from .types import FLOAT, FLOAT16, UINT8, DALIDataType
 
 IMAGENET_MEAN = (0.485 * 255, 0.456 * 255, 0.406 * 255)
 IMAGENET_STD = (0.229 * 255, 0.224 * 255, 0.225 * 255)
+
+
+def num_classes(file_root: str) -> int:
+    """How many classes the labels of :func:`resnet50_train` count for ``file_root``: its class
+    folders, or for a conversion by ``raypipe convert`` (a folder or URL) the classes it listed."""
+    if converted_format(file_root) is None:
+        return len([d for d in os.listdir(file_root) if os.path.isdir(os.path.join(file_root, d))])
+    listing = urls.join(file_root, CLASSES)
+    try:
+        with files.open_binary(listing) as f:
+            return len(f.read().splitlines())
+    except OSError:
+        raise UsageError(
+            f"{file_root!r} holds a conversion without {CLASSES} (its source was a file list, not class folders): "
+            "count its classes from that list"
+        ) from None
 
 
 @pipeline_def(batch_size=64, num_threads=2, seed=0)

@@ -5,13 +5,16 @@ keyed by each operator's place in the graph, and the other formats' labels take 
 
 from __future__ import annotations
 
+import os
+
 import numpy as np
 import pytest
 
 from raypipe.convert.plan import list_source
 from raypipe.convert.run import convert
 from raypipe.formats.registry import get
-from raypipe.presets import resnet50_train
+from raypipe.errors import UsageError
+from raypipe.presets import num_classes, resnet50_train
 
 
 def batches(root: str, count: int) -> list[tuple[np.ndarray, np.ndarray]]:
@@ -33,3 +36,16 @@ def test_a_conversion_gives_the_batches_of_its_folder(tmp_path, jpeg_root, fmt):
         assert images.shape == want_images.shape == (5, 3, 32, 32) and images.dtype == want_images.dtype
         if fmt == "caffe":
             np.testing.assert_array_equal(images, want_images)
+
+
+def test_the_classes_of_a_folder_and_of_its_conversion(tmp_path, jpeg_root, jpeg_files):
+    dst = str(tmp_path / "tfrecord")
+    convert(list_source(jpeg_root), dst, get("tfrecord"), part_size=8, workers=1)
+    assert num_classes(jpeg_root) == num_classes(dst) == 4
+    listed = tmp_path / "list.txt"
+    listed.write_text("".join(f"{path} {i % 3}\n" for i, path in enumerate(jpeg_files)))
+    from_list = str(tmp_path / "from-list")
+    convert(list_source(str(listed)), from_list, get("tfrecord"), part_size=8, workers=1)
+    assert not os.path.exists(os.path.join(from_list, "classes.txt"))
+    with pytest.raises(UsageError, match="without classes.txt"):
+        num_classes(from_list)

@@ -72,7 +72,8 @@ def run(args: argparse.Namespace) -> int:
     print(
         f"read it inside a pipeline with fn.readers.{fmt.reader}, its shards and indexes chosen for you:\n"
         f"    from raypipe.formats.registry import read_converted\n"
-        f"    jpegs, labels = read_converted({summary.dst!r})"
+        f"    jpegs, labels = read_converted({summary.dst!r})\n"
+        f"or give it to the ResNet-50 preset as its file_root: presets.resnet50_train({summary.dst!r})"
     )
     if args.json:
         with open(args.json, "w", encoding="utf-8") as f:

@@ -19,7 +19,7 @@ from concurrent.futures import ProcessPoolExecutor, ThreadPoolExecutor, as_compl
 from dataclasses import dataclass, field
 
 from ..errors import ReaderError, UsageError
-from ..formats.registry import MANIFEST, STATE, Format
+from ..formats.registry import CLASSES, MANIFEST, STATE, Format
 from .plan import Part, Source, plan_parts
 
 
@@ -76,7 +76,7 @@ def convert(
         if progress is not None:
             progress(done["samples"])
     if source.classes:
-        with open(os.path.join(dst, "classes.txt"), "w", encoding="utf-8") as f:
+        with open(os.path.join(dst, CLASSES), "w", encoding="utf-8") as f:
             f.writelines(f"{label} {name}\n" for label, name in enumerate(source.classes))
     summary.files = sorted(os.path.join(dst, p.name) for p in parts) if fmt.sharded else [dst]
     summary.seconds = time.perf_counter() - began

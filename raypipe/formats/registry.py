@@ -55,6 +55,8 @@ FORMATS = {
 #: manifest there (the format, the source's digest, the sample count).
 STATE = ".raypipe-convert"
 MANIFEST = f"{STATE}/manifest.json"
+#: The class names of a conversion of class folders, one ``label name`` line each, in its destination.
+CLASSES = "classes.txt"
 INDEXED = {"tfrecord": "tfrecord", "webdataset": "webdataset", "mxnet": "recordio", "recordio": "recordio"}
 
 

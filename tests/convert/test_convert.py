@@ -123,6 +123,7 @@ def test_cli_convert_prints_a_summary_and_index_rewrites_the_same_index(tmp_path
     assert "24 samples" in out and "4 classes" in out and "3 shards, 0 already done" in out and "MB/s written" in out
     printed = "\n".join(line.strip() for line in out.splitlines() if line.startswith("    "))
     assert printed == f"from raypipe.formats.registry import read_converted\njpegs, labels = read_converted({dst!r})"
+    assert f"presets.resnet50_train({dst!r})" in out
 
     @rp.pipeline_def(batch_size=24, num_threads=1, device_id=None)
     def as_printed():
