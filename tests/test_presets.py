@@ -12,8 +12,8 @@ import pytest
 
 from raypipe.convert.plan import list_source
 from raypipe.convert.run import convert
-from raypipe.formats.registry import get
 from raypipe.errors import UsageError
+from raypipe.formats.registry import get
 from raypipe.presets import num_classes, resnet50_train
 
 
