@@ -99,23 +99,35 @@ class RecordFiles:
 
     def read(self, index: int) -> np.ndarray:
         """The bytes of record ``index`` (a view into a cached extent, or a new array)."""
-        size = int(self.table.sizes[index])
-        offset = int(self.table.offsets[index])
-        extent = int(self._extent_of[index])
+        return self.read_many([index])[0]
+
+    def read_many(self, indices: Sequence[int]) -> list[np.ndarray]:
+        """The bytes of records ``indices``, each as :meth:`read` gives it: the cached extents
+        looked up under one lock, the records' places taken from the table for all at once (a
+        chunk's records cost one Python step each, not a dozen)."""
+        idx = np.asarray(indices, dtype=np.int64)
+        extents = self._extent_of[idx].tolist()
         with self._lock:
-            future = self._cache.get(extent)
+            futures = [self._cache.get(e) for e in extents]
+            hits = 0
+            for extent, future in zip(extents, futures):
+                if future is not None:
+                    self._cache.move_to_end(extent)
+                    hits += 1
+            self.stats["extent_hits"] += hits
+            self.stats["direct_reads"] += len(extents) - hits
+        t = self.table
+        places = zip(idx.tolist(), t.file_index[idx].tolist(), t.offsets[idx].tolist(), t.sizes[idx].tolist())
+        out = []
+        for (index, f, offset, size), extent, future in zip(places, extents, futures):
             if future is not None:
-                self._cache.move_to_end(extent)
-                self.stats["extent_hits"] += 1
-        if future is not None:
-            data = future.result()
-            start = offset - int(self._extent_start[extent])
-            return data[start : start + size]
-        with self._lock:
-            self.stats["direct_reads"] += 1
-        if self._records is not None and self._remote[int(self.table.file_index[index])]:
-            return self._records.take(index)
-        return self._pread(int(self.table.file_index[index]), offset, size, index)
+                start = offset - int(self._extent_start[extent])
+                out.append(future.result()[start : start + size])
+            elif self._records is not None and self._remote[f]:
+                out.append(self._records.take(index))
+            else:
+                out.append(self._pread(f, offset, size, index))
+        return out
 
     @property
     def remote(self) -> bool:

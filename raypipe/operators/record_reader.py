@@ -84,11 +84,20 @@ class RecordReader(ShardedReader):
             self._files.will_read_records(indices)
 
     def run_chunk(self, inputs, args, ctxs):
-        """On an object store, the chunk's records fetched together (a CPU helper reads chunks it
-        was not told of ahead)."""
-        if self._files is not None and self._files.remote:
-            self._files.will_read_records([ctx.sample_index for ctx in ctxs])
-        return super().run_chunk(inputs, args, ctxs)
+        """The chunk's records read together (:meth:`RecordFiles.read_many`); on an object store,
+        fetched together first (a CPU helper reads chunks it was not told of ahead). A sample
+        outside the table, or a record that fails, raises: the CPU stage then reads the chunk
+        sample by sample, which names or skips it."""
+        self.prepare()
+        indices = [ctx.sample_index for ctx in ctxs]
+        if not indices:
+            return []
+        if self._files.remote:
+            self._files.will_read_records(indices)
+        if min(indices) < 0 or max(indices) >= len(self.table):
+            raise IndexError(f"{self.schema.name}: a sample index of the chunk is outside [0, {len(self.table)})")
+        outs = [self.parse(i, raw) for i, raw in zip(indices, self._files.read_many(indices))]
+        return [out[0] for out in outs] if self.num_outputs == 1 else outs
 
     def close(self) -> None:
         if self._files is not None:

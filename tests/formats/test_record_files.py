@@ -64,6 +64,21 @@ def test_sequential_batches_read_whole_extents_ahead(two_files):
     files.close()
 
 
+def test_a_chunk_read_at_once_gives_each_record_as_read_alone(two_files):
+    records, table = two_files
+    files = RecordFiles(table, extent_bytes=4096)
+    files.will_read(list(range(8)))  # the first extents read ahead; the rest of the chunk read directly
+    chunk = [3, 60, 0, 41, 7, 3, 25]
+    got = files.read_many(chunk)
+    assert [g.tobytes() for g in got] == [records[i] for i in chunk]
+    in_extents = [i for i in chunk if i < 8]
+    assert files.stats["extent_hits"] == len(in_extents) and files.stats["direct_reads"] == len(chunk) - len(in_extents)
+    assert all(g.base is not None for i, g in zip(chunk, got) if i < 8)  # views of their extent
+    assert all(g.base is None and g.nbytes == table.sizes[i] for i, g in zip(chunk, got) if i >= 8)
+    assert files.read_many([]) == []
+    files.close()
+
+
 def test_the_extent_cache_stays_bounded(two_files):
     records, table = two_files
     files = RecordFiles(table, extent_bytes=4096, cache_bytes=10_000)

@@ -13,6 +13,7 @@ import pytest
 from raypipe.convert.plan import list_source
 from raypipe.convert.run import convert
 from raypipe.formats.registry import get
+from raypipe.keyed_random import SampleContext
 from raypipe.operators.mxnet_reader import MXNetReader
 from raypipe.operators.record_reader import record_output
 from raypipe.operators.tfrecord_reader import TFRecordReader
@@ -79,4 +80,23 @@ def test_an_image_holds_no_more_memory_than_its_record(tmp_path, jpeg_root, jpeg
             assert held.nbytes == record > image.nbytes
     stats = reader.io_stats()
     assert (stats["extent_reads"] > 0) == ahead and (stats["direct_reads"] > 0) != ahead
+    reader.close()
+
+
+@pytest.mark.parametrize("fmt", ["tfrecord", "webdataset", "recordio"])
+def test_a_chunk_reads_as_its_samples_read_one_by_one(tmp_path, jpeg_root, fmt):
+    """The CPU stage of a pipeline whose decode is deferred to the GPU reads a chunk at a time;
+    a sample it cannot read makes the chunk raise, and the stage then reads sample by sample."""
+    dst = str(tmp_path / fmt)
+    convert(list_source(jpeg_root), dst, get(fmt), part_size=8, workers=1)
+    reader = reader_of(fmt, dst)
+    order = [9, 2, 23, 2, 16]
+    chunk = reader.run_chunk([], {}, [SampleContext(0, 0, i) for i in order])
+    alone = [reader.run_sample([], {}, SampleContext(0, 0, i)) for i in order]
+    assert len(chunk) == len(order)
+    for a, b in zip(chunk, alone):
+        assert [x.tobytes() for x in a] == [x.tobytes() for x in b]
+    assert reader.run_chunk([], {}, []) == []
+    with pytest.raises(IndexError, match="outside"):
+        reader.run_chunk([], {}, [SampleContext(0, 0, 3), SampleContext(0, 0, 24)])
     reader.close()
