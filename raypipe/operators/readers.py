@@ -504,10 +504,21 @@ class FileReader(ShardedReader):
         self._prefetch.want(indices, None if sizes is None else [sizes[i] for i in indices])
 
     def run_chunk(self, inputs, args, ctxs):
-        """Object-store files of the chunk fetched together (those announced ahead are not fetched again)."""
+        """The chunk's samples: object-store files fetched together (those announced ahead are not
+        fetched again); local files read one after another, their labels rows of one array. A
+        sample outside the list, or a file that cannot be read, raises: the CPU stage then reads
+        the chunk sample by sample, which names or skips it."""
+        indices = [ctx.sample_index for ctx in ctxs]
         if self._prefetch is not None:
-            self.will_read([ctx.sample_index for ctx in ctxs])
-        return super().run_chunk(inputs, args, ctxs)
+            self.will_read(indices)
+            return super().run_chunk(inputs, args, ctxs)
+        if not indices:
+            return []
+        if min(indices) < 0 or max(indices) >= len(self.paths):
+            raise IndexError(f"readers.file: a sample index of the chunk is outside [0, {len(self.paths)})")
+        paths = self.paths
+        data = [read_file(paths[i]) for i in indices]
+        return list(zip(data, self.labels[indices].reshape(len(indices), 1)))
 
     def close(self) -> None:
         """Stop fetching ahead and drop what was fetched."""

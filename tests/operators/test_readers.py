@@ -76,6 +76,31 @@ def test_random_access_reads_any_index(jpeg_files):
         reader.read(24)
 
 
+def test_a_chunk_reads_as_its_samples_read_one_by_one(jpeg_files, tmp_path):
+    """The CPU stage of a pipeline whose decode is deferred to the GPU reads a chunk at a time;
+    a sample it cannot read makes the chunk raise, and the stage then reads sample by sample."""
+    from raypipe.keyed_random import SampleContext
+    from raypipe.operators.readers import FileReader
+
+    missing = str(tmp_path / "gone.jpg")
+    reader = FileReader(device="cpu", op_id=0, files=[*jpeg_files, missing], labels=[*range(100, 124), 7])
+    reader.prepare()
+    order = [17, 3, 17, 0, 23]
+    chunk = reader.run_chunk([], {}, [SampleContext(0, 0, i) for i in order])
+    alone = [reader.run_sample([], {}, SampleContext(0, 0, i)) for i in order]
+    assert len(chunk) == len(order)
+    for (data, label), (want, want_label) in zip(chunk, alone):
+        assert data.tobytes() == want.tobytes()
+        assert label.dtype == want_label.dtype == np.int32 and label.shape == want_label.shape == (1,)
+        assert label.tolist() == want_label.tolist()
+    assert [int(label[0]) for _, label in chunk] == [100 + i for i in order]
+    assert reader.run_chunk([], {}, []) == []
+    with pytest.raises(IndexError, match="outside"):
+        reader.run_chunk([], {}, [SampleContext(0, 0, 25)])
+    with pytest.raises(OSError):
+        reader.run_chunk([], {}, [SampleContext(0, 0, 1), SampleContext(0, 0, 24)])
+
+
 def test_shards_split_and_move(jpeg_files):
     seen = []
     for shard in range(3):
