@@ -13,7 +13,8 @@
 # pytest_kernels (the kernel and actor tests, compiled on the GPU instead of the simulator),
 # service (benchmarks/gpu_service_check.py: a Ray service to a torch rank through CUDA IPC against
 # the host path, memory flat over 6 epochs after 2 to fill the pools), bench (examples/bench_gpu.py, the GPU stage in the rank's
-# process and in a pipeline actor), cpu_costs (the CPU stage per sample, benchmarks/cpu_helpers.py),
+# process and in a pipeline actor; GPU_SESSION_SOURCE=caffe, tfrecord, webdataset or recordio reads the
+# JPEGs converted into that container instead of a folder of files), cpu_costs (the CPU stage per sample, benchmarks/cpu_helpers.py),
 # cpu_stage (the GPU path's CPU stage per sample on this host, benchmarks/cpu_stage_cost.py),
 # ops_gpu (the operators' device variants against their host results),
 # decode_rate (benchmarks/gpu_decode_rate.py: nvImageCodec alone on the recipe's crops, one to
@@ -157,7 +158,7 @@ bench() {
     [[ -n ${GPU_SESSION_API:-} ]] && read -ra more <<<"${more[*]} --api $GPU_SESSION_API"
     "$PY" examples/bench_gpu.py --images 2560 --epochs 2 --batch-size 256 --threads 4 \
         --where "${GPU_SESSION_WHERE:-both}" --hw-load "${loads[@]}" --decoders "${decoders[@]}" \
-        "${extra[@]}" "${more[@]}"
+        --source "${GPU_SESSION_SOURCE:-files}" "${extra[@]}" "${more[@]}"
 }
 
 # The operators' device variants on the GPU against their host results (test_gpu_variants.py: every

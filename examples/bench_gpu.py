@@ -25,6 +25,7 @@ process's; ``both`` runs the two in one go.
     python examples/bench_gpu.py --decode-into 1 0     # a batch into one buffer, or images allocated
     python examples/bench_gpu.py --code-streams cpu mixed  # which stage makes the code streams
     python examples/bench_gpu.py --api c python        # nvImageCodec's C API or its Python binding
+    python examples/bench_gpu.py --source caffe        # the JPEGs converted into LMDB (or tfrecord, ...)
     python examples/bench_gpu.py --mixed-threads 1 4 --switch-ms 5 0.5
                                    # CPU-stage threads of the mixed rows; Python's GIL switch interval
 
@@ -43,7 +44,10 @@ import tempfile
 import time
 
 from raypipe.backend import gpu_available, gpu_unavailable_reason
+from raypipe.convert.plan import list_source
+from raypipe.convert.run import convert
 from raypipe.datasets import make_jpeg_folder
+from raypipe.formats.registry import FORMATS, get
 from raypipe.gpu_decode import CODE_STREAMS_ENV, DECODERS_ENV, INTO_ENV, nvimgcodec_available
 from raypipe.nvimgcodec_c import API_ENV
 from raypipe.presets import resnet50_train
@@ -235,9 +239,24 @@ def run_actor(root: str, batch_size: int, threads: int, batches: int, epochs: in
     }
 
 
+def converted(root: str, fmt: str) -> str:
+    """``root``'s JPEGs converted into ``fmt`` by ``raypipe convert``, in a temporary folder named
+    after the source's digest: written once, then reused."""
+    source = list_source(root)
+    dst = os.path.join(tempfile.gettempdir(), f"raypipe-bench-gpu-{fmt}-{source.digest()[:12]}")
+    summary = convert(source, dst, get(fmt), part_size=1024, workers=os.cpu_count() or 1)
+    print(f"reading {summary.samples} JPEGs as {fmt} from {dst}")
+    return dst
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--data", help="a folder of class folders of JPEGs (default: generate)")
+    parser.add_argument(
+        "--source", choices=("files", *FORMATS), default="files",
+        help="read the JPEGs as a folder of files, or converted by raypipe convert (once, into a cached folder "
+        "beside the generated data) into a container format: its reader in every row",
+    )  # fmt: skip
     parser.add_argument("--images", type=int, default=5120, help="images per timed epoch")
     parser.add_argument("--batch-size", type=int, default=256)
     parser.add_argument("--threads", type=int, default=4)
@@ -296,6 +315,8 @@ def main() -> None:
     root = args.data or os.path.join(tempfile.gettempdir(), "raypipe-bench-gpu-jpegs")
     if not args.data:
         make_jpeg_folder(root, num_classes=16, per_class=max(1, args.images // 16), seed=0)
+    if args.source != "files":
+        root = converted(root, args.source)
     where = "GPU 0" if gpu_available() else f"no GPU ({gpu_unavailable_reason()}): host fallback"
     decoder = "nvImageCodec" if gpu_available() and nvimgcodec_available() else "host decode"
     print(f"{where}; mixed decoder: {decoder}; batch {args.batch_size}, {args.threads} threads")

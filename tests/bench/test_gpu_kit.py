@@ -563,3 +563,32 @@ def test_the_gpu_benchmark_times_the_pipeline_in_this_process_and_served_by_an_a
     first = [line for line in result.stdout.splitlines() if line.startswith("  first batch of each timed epoch")]
     assert len(first) == 1 and float(first[0].split()[-2]) > 0, "the actor's row: epoch start and the rate after it"
     assert all(0 <= float(line.split()[-3]) for line in busy)
+
+
+def test_the_gpu_benchmark_reads_the_jpegs_converted_into_a_container(tmp_path):
+    data = tmp_path / "jpegs"
+    subprocess.run(
+        [
+            sys.executable,
+            "-c",
+            f"from raypipe.datasets import make_jpeg_folder; make_jpeg_folder({str(data)!r}, 2, 16)",
+        ],
+        cwd=ROOT,
+        check=True,
+        timeout=60,
+    )
+    args = ["--data", str(data), "--images", "32", "--batch-size", "16", "--threads", "1", "--epochs", "1"]
+    args += ["--cpu-images", "16", "--where", "process", "--source", "caffe"]
+    result = subprocess.run(
+        [sys.executable, "examples/bench_gpu.py", *args],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=240,
+        env=os.environ | {"RAYPIPE_DEVICE": "cpu", "TMPDIR": str(tmp_path)},
+    )
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert "reading 32 JPEGs as caffe from " + str(tmp_path) in result.stdout
+    rows = [line for line in result.stdout.splitlines() if line.startswith("mixed, in this process")]
+    assert len(rows) == 1 and float(rows[0][48:].split()[0]) > 0
+    assert "output batch shape (16, 3, 224, 224)" in result.stdout
