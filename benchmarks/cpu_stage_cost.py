@@ -134,7 +134,7 @@ def parts_of(root: str, batch: int, threads: int, samples: int) -> dict[str, Par
 
     drawn = {first: draws_of(first, min(chunk, samples - first)) for first in range(0, samples, chunk)}
     works: dict[str, Callable[[int, int], object]] = {
-        READ: lambda f, n: [reader.read(c.sample_index) for c in ctxs[f : f + n]],
+        READ: lambda f, n: reader.run_chunk([], {}, ctxs[f : f + n]),
         "JPEG header: size and EXIF block (marker walk)": lambda f, n: [read_frame(d) for d in data[f : f + n]],
         f"keyed draws for the window ({DRAWS * attempts} a sample)": draws_of,
         "crop windows from the draws": lambda f, n: random_crop_windows(

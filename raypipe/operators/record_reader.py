@@ -84,7 +84,7 @@ class RecordReader(ShardedReader):
             self._files.will_read_records(indices)
 
     def run_chunk(self, inputs, args, ctxs):
-        """The chunk's records read together (:meth:`RecordFiles.read_many`); on an object store,
+        """The chunk's records read together (:meth:`RecordFiles.records`); on an object store,
         fetched together first (a CPU helper reads chunks it was not told of ahead). A sample
         outside the table, or a record that fails, raises: the CPU stage then reads the chunk
         sample by sample, which names or skips it."""
@@ -96,7 +96,7 @@ class RecordReader(ShardedReader):
             self._files.will_read_records(indices)
         if min(indices) < 0 or max(indices) >= len(self.table):
             raise IndexError(f"{self.schema.name}: a sample index of the chunk is outside [0, {len(self.table)})")
-        outs = [self.parse(i, raw) for i, raw in zip(indices, self._files.read_many(indices))]
+        outs = [self.parse(i, raw) for i, raw in zip(indices, self._files.records(indices))]
         return [out[0] for out in outs] if self.num_outputs == 1 else outs
 
     def close(self) -> None:

@@ -69,13 +69,13 @@ def test_a_chunk_read_at_once_gives_each_record_as_read_alone(two_files):
     files = RecordFiles(table, extent_bytes=4096)
     files.will_read(list(range(8)))  # the first extents read ahead; the rest of the chunk read directly
     chunk = [3, 60, 0, 41, 7, 3, 25]
-    got = files.read_many(chunk)
+    got = list(files.records(chunk))
     assert [g.tobytes() for g in got] == [records[i] for i in chunk]
     in_extents = [i for i in chunk if i < 8]
     assert files.stats["extent_hits"] == len(in_extents) and files.stats["direct_reads"] == len(chunk) - len(in_extents)
     assert all(g.base is not None for i, g in zip(chunk, got) if i < 8)  # views of their extent
     assert all(g.base is None and g.nbytes == table.sizes[i] for i, g in zip(chunk, got) if i >= 8)
-    assert files.read_many([]) == []
+    assert list(files.records([])) == []
     files.close()
 
 
