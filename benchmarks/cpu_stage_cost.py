@@ -48,7 +48,7 @@ from raypipe.operators.record_reader import RecordReader
 from raypipe.presets import resnet50_train
 
 TARGET_US = 20.0
-READ = "read the sample (the reader)"
+READ = "read the samples (the reader, a chunk at a time)"
 DECODER = "decoder, all of it (run_chunk)"
 COIN = "mirror coin flip (run_chunk)"
 WHOLE = "whole CPU stage"

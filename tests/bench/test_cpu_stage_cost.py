@@ -25,7 +25,11 @@ def test_the_stage_benchmark_reports_every_part_of_every_source(tmp_path):
     lines = done.stdout.splitlines()
     assert "| part | folder of JPEG files | TFRecord |" in lines
     rows = {line.split("|")[1].strip().strip("*"): line.split("|")[2:-1] for line in lines if line.startswith("| ")}
-    for name in ("read the sample (the reader)", "whole CPU stage, GPU decode", "decoder, all of it (run_chunk)"):
+    for name in (
+        "read the samples (the reader, a chunk at a time)",
+        "whole CPU stage, GPU decode",
+        "decoder, all of it (run_chunk)",
+    ):
         values = [float(cell.strip().strip("*").replace(",", "")) for cell in rows[name]]
         assert len(values) == 2 and all(v > 0 for v in values)
     floor = rows["for reference: the same bytes read into one reused buffer (the copy alone)"]
