@@ -20,6 +20,7 @@ import os
 import sys
 
 from raypipe.errors import ReaderError, UsageError
+from raypipe.formats.registry import converted_format
 from raypipe.operators.readers import list_file_root
 
 from .contenders import Contender, contenders
@@ -145,6 +146,12 @@ def check(args: argparse.Namespace) -> Options:
             raise UsageError(f"--{key.replace('_', '-')} must be at least 1, got {value}")
     chosen = _select(contenders(args.threads), args.only, args.skip)
     if args.data is not None:
+        if converted_format(args.data) is not None:
+            raise UsageError(
+                f"--data: {args.data} holds a conversion by raypipe convert; the contenders read JPEG files, "
+                "so give the folder it was converted from (benchmarks/cpu_stage_cost.py --source and "
+                "examples/bench_gpu.py --source time raypipe on containers)"
+            )
         try:
             available = len(list_file_root(args.data)[0])
         except ReaderError as exc:

@@ -228,6 +228,7 @@ def test_time_batches_times_whole_epochs_until_the_seconds_have_passed():
         (["--images", "48", "--batch-size", "16"], r"at least 64 images \(service-2ranks has 2 ranks\)"),
         (["--data", "MISSING"], "--data: readers.file: file_root .* does not exist"),
         (["--data", "DATA", "--images", "100"], "--images 100: .* holds only 24 images"),
+        (["--data", "CONVERTED"], "--data: .* holds a conversion by raypipe convert; .* converted from"),
         (["--json", "NOWHERE"], "--json .*: not a writable file path"),
     ],
 )
@@ -238,6 +239,9 @@ def test_bad_arguments_stop_before_anything_starts(tmp_path, jpeg_root, capsys, 
 
     monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "cache"))
     places = {"MISSING": str(tmp_path / "missing"), "DATA": jpeg_root, "NOWHERE": str(tmp_path / "no" / "b.json")}
+    places["CONVERTED"] = str(tmp_path / "converted")
+    (tmp_path / "converted" / ".raypipe-convert").mkdir(parents=True)
+    (tmp_path / "converted" / ".raypipe-convert" / "manifest.json").write_text('{"format": "tfrecord"}')
     with pytest.raises(SystemExit) as exit_info:
         cli.main(["bench", *[places.get(a, a) for a in argv]])
     assert exit_info.value.code == 2
