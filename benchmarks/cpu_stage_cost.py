@@ -32,6 +32,7 @@ from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 
 import numpy as np
+from file_read_cost import read_into
 
 from raypipe.bench.dataset import cache_dir, prepare
 from raypipe.convert.plan import list_source
@@ -164,7 +165,7 @@ def floor_reads(reader: object, indices: list[int], largest: int) -> Callable[[i
     spare = np.empty(largest + (1 << 16), np.uint8)
     if isinstance(reader, FileReader):
         paths = [reader.paths[i] for i in indices]
-        return lambda f, n: [_read_into(path, spare) for path in paths[f : f + n]]
+        return lambda f, n: [read_into(path, spare) for path in paths[f : f + n]]
     if not isinstance(reader, RecordReader):
         return None
     table = reader.table
@@ -181,15 +182,6 @@ def with_code_streams(stage: CpuStage, results: list) -> list:
         for d in stage.graph.deferred:
             result[d] = result[d].with_code_stream(make)
     return results
-
-
-def _read_into(path: str, buffer: np.ndarray) -> int:
-    """The file's bytes into ``buffer``, always the same memory: the read without a new array."""
-    fd = os.open(path, os.O_RDONLY)
-    try:
-        return os.preadv(fd, [buffer[: os.lseek(fd, 0, os.SEEK_END)]], 0)
-    finally:
-        os.close(fd)
 
 
 def measure(

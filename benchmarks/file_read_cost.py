@@ -171,7 +171,7 @@ def copy_floor(paths: list[str], folder: str, rounds: int) -> dict[str, float]:
     ways: list[Callable[[], object]] = [
         lambda: [os.preadv(fds[0], [spare[: sizes[0]]], 0) for _ in paths],
         lambda: [os.preadv(fd, [spare[:size]], 0) for fd, size in zip(fds, sizes)],
-        lambda: [_read_into(p, spare) for p in paths],
+        lambda: [read_into(p, spare) for p in paths],
         lambda: [os.preadv(whole, [spare[: sizes[i]]], offsets[i]) for i in order],
     ]
     best = dict.fromkeys(COPY_FLOOR, float("inf"))
@@ -188,7 +188,8 @@ def copy_floor(paths: list[str], folder: str, rounds: int) -> dict[str, float]:
     return best
 
 
-def _read_into(path: str, buffer: np.ndarray) -> int:
+def read_into(path: str, buffer: np.ndarray) -> int:
+    """The file's bytes into ``buffer``, always the same memory: the read without a new array."""
     fd = os.open(path, os.O_RDONLY)
     try:
         return os.preadv(fd, [buffer[: os.lseek(fd, 0, os.SEEK_END)]], 0)

@@ -525,8 +525,9 @@ def test_the_service_check_runs_the_host_path_against_itself_without_a_gpu(tmp_p
     assert "GPU part exercised: False" in result.stdout and "service check passed" in result.stdout
 
 
-def test_the_gpu_benchmark_times_the_pipeline_in_this_process_and_served_by_an_actor(tmp_path):
-    data = tmp_path / "jpegs"
+def _bench_gpu(data: Path, args: list[str], **env: str) -> subprocess.CompletedProcess:
+    """``examples/bench_gpu.py args`` on the host path, over 2 classes x 16 JPEGs generated into
+    ``data``, with ``env`` added to the environment."""
     subprocess.run(
         [
             sys.executable,
@@ -537,16 +538,21 @@ def test_the_gpu_benchmark_times_the_pipeline_in_this_process_and_served_by_an_a
         check=True,
         timeout=60,
     )
-    args = ["--data", str(data), "--images", "32", "--batch-size", "16", "--threads", "1", "--epochs", "2"]
-    args += ["--cpu-images", "16", "--where", "both", "--hw-load", "0.65", "1", "--decoders", "1", "2"]
-    result = subprocess.run(
+    return subprocess.run(
         [sys.executable, "examples/bench_gpu.py", *args],
         cwd=ROOT,
         capture_output=True,
         text=True,
         timeout=240,
-        env=os.environ | {"RAYPIPE_DEVICE": "cpu"},
+        env=os.environ | {"RAYPIPE_DEVICE": "cpu"} | env,
     )
+
+
+def test_the_gpu_benchmark_times_the_pipeline_in_this_process_and_served_by_an_actor(tmp_path):
+    data = tmp_path / "jpegs"
+    args = ["--data", str(data), "--images", "32", "--batch-size", "16", "--threads", "1", "--epochs", "2"]
+    args += ["--cpu-images", "16", "--where", "both", "--hw-load", "0.65", "1", "--decoders", "1", "2"]
+    result = _bench_gpu(data, args)
     assert result.returncode == 0, result.stdout + result.stderr
     rows = {
         line[:48].strip(): line[48:].split() for line in result.stdout.splitlines() if line.startswith(("mixed", "cpu"))
@@ -567,26 +573,9 @@ def test_the_gpu_benchmark_times_the_pipeline_in_this_process_and_served_by_an_a
 
 def test_the_gpu_benchmark_reads_the_jpegs_converted_into_a_container(tmp_path):
     data = tmp_path / "jpegs"
-    subprocess.run(
-        [
-            sys.executable,
-            "-c",
-            f"from raypipe.datasets import make_jpeg_folder; make_jpeg_folder({str(data)!r}, 2, 16)",
-        ],
-        cwd=ROOT,
-        check=True,
-        timeout=60,
-    )
     args = ["--data", str(data), "--images", "32", "--batch-size", "16", "--threads", "1", "--epochs", "1"]
     args += ["--cpu-images", "16", "--where", "process", "--source", "caffe"]
-    result = subprocess.run(
-        [sys.executable, "examples/bench_gpu.py", *args],
-        cwd=ROOT,
-        capture_output=True,
-        text=True,
-        timeout=240,
-        env=os.environ | {"RAYPIPE_DEVICE": "cpu", "TMPDIR": str(tmp_path)},
-    )
+    result = _bench_gpu(data, args, TMPDIR=str(tmp_path))  # the conversion under tmp_path
     assert result.returncode == 0, result.stdout + result.stderr
     assert "reading 32 JPEGs as caffe from " + str(tmp_path) in result.stdout
     rows = [line for line in result.stdout.splitlines() if line.startswith("mixed, in this process")]
