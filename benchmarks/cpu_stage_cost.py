@@ -28,6 +28,7 @@ import argparse
 import os
 import sys
 import time
+import weakref
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 
@@ -169,9 +170,14 @@ def floor_reads(reader: object, indices: list[int], largest: int) -> Callable[[i
     if not isinstance(reader, RecordReader):
         return None
     table = reader.table
-    fds = [os.open(path, os.O_RDONLY) for path in table.paths]  # open for the benchmark's life
+    fds = [os.open(path, os.O_RDONLY) for path in table.paths]  # open as long as the reads are
     where = [(fds[int(table.file_index[i])], int(table.offsets[i]), int(table.sizes[i])) for i in indices]
-    return lambda f, n: [os.preadv(fd, [spare[:size]], offset) for fd, offset, size in where[f : f + n]]
+
+    def reads(f: int, n: int) -> list[int]:
+        return [os.preadv(fd, [spare[:size]], offset) for fd, offset, size in where[f : f + n]]
+
+    weakref.finalize(reads, lambda: [os.close(fd) for fd in fds])
+    return reads
 
 
 def with_code_streams(stage: CpuStage, results: list) -> list:
