@@ -26,6 +26,7 @@ import numba
 import numpy as np
 from numba import cuda
 
+from ..operators.resample import vertical_first
 from .convert import round_half_up
 from .filters import CUBIC, CUBIC_A, LINEAR, NEAREST, REACH
 from .launch import Packed, allocate, launch, store_rule, to_device
@@ -79,13 +80,14 @@ def _tap_range(center, support, in_size):
 
 @cuda.jit(device=True)
 def _weight(kind, x):
-    """The filter at ``x`` (float64): Keys' cubic for ``CUBIC``, else the triangle."""
+    """The filter at ``x`` (float64): Keys' cubic for ``CUBIC``, else the triangle. Each product is
+    rounded on its own (:func:`_product`), as numpy computes :func:`cubic_weights` on the host."""
     x = abs(x)
     if kind == CUBIC:
         if x < 1.0:
-            return ((CUBIC_A + 2.0) * x - (CUBIC_A + 3.0)) * x * x + 1.0
+            return _product(_product(_product(CUBIC_A + 2.0, x) - (CUBIC_A + 3.0), x), x) + 1.0
         if x < 2.0:
-            return (((x - 5.0) * x + 8.0) * x - 4.0) * CUBIC_A
+            return _product(_product(_product(x - 5.0, x) + 8.0, x) - 4.0, CUBIC_A)
         return 0.0
     return max(0.0, 1.0 - x)
 
@@ -229,7 +231,7 @@ def resample_batch(
     boxes = np.asarray(boxes, dtype=np.float64).reshape(n, 4)
     fx, first_x, span_x, _ = axis_filters(in_w, width, boxes[:, 0], boxes[:, 2], antialias, filters)
     fy, first_y, span_y, _ = axis_filters(in_h, height, boxes[:, 1], boxes[:, 3], antialias, filters)
-    rows_first = (height < in_h) & (2 * width - height > 2 * in_w - in_h)  # Pillow's order: vertical_first
+    rows_first = vertical_first(in_w, in_h, width, height)  # Pillow's order, per sample
     mid_h = np.where(rows_first, height, span_y)
     mid_w = np.where(rows_first, span_x, width)
     mid, mid_offsets, _ = allocate(xp, np.stack([mid_h, mid_w, channels], axis=1), mid_dtype)

@@ -128,23 +128,54 @@ def resample(
     pillow_rounding = np.dtype(image.dtype) == np.uint8 and out_dtype == np.uint8
     src = image[fy : fy + wy.shape[1], fx : fx + wx.shape[1]].astype(xp.float32)
     middle_dtype = np.dtype(np.uint8) if pillow_rounding else np.dtype(np.float32)
-    if vertical_first(in_w, in_h, width, height):
-        middle = cast_to(xp, _along_rows(xp, wy, src), middle_dtype).astype(xp.float32, copy=False)
-        out = xp.matmul(wx, middle)
-    else:
-        middle = cast_to(xp, xp.matmul(wx, src), middle_dtype).astype(xp.float32, copy=False)
-        out = _along_rows(xp, wy, middle)
+    out = _two_passes(xp, src, wx, wy, middle_dtype, bool(vertical_first(in_w, in_h, width, height)))
     return cast_to(xp, out, out_dtype)
 
 
-def vertical_first(in_w: int, in_h: int, out_w: int, out_h: int) -> bool:
-    """Whether Pillow resamples rows before columns for this resize.
+def _two_passes(xp: ModuleType, src: Any, wx: Any, wy: Any, middle_dtype: np.dtype, rows_first: bool) -> Any:
+    """``wy`` applied along the rows of float32 ``src`` and ``wx`` along its columns, the rows
+    first when ``rows_first``, the intermediate cast to ``middle_dtype``."""
+    if rows_first:
+        middle = cast_to(xp, _along_rows(xp, wy, src), middle_dtype).astype(xp.float32, copy=False)
+        return xp.matmul(wx, middle)
+    middle = cast_to(xp, xp.matmul(wx, src), middle_dtype).astype(xp.float32, copy=False)
+    return _along_rows(xp, wy, middle)
 
-    Recent Pillow (python-pillow/Pillow#9549) runs the vertical pass first when the
-    height shrinks markedly more than the width; this condition reproduces its choice
-    (checked against Pillow 13 on random sizes and boxes: whole-image sizes decide).
+
+def vertical_first(in_w: Any, in_h: Any, out_w: Any, out_h: Any) -> Any:
+    """Whether Pillow resamples rows before columns for this resize (sizes as ints, or arrays of
+    them for a whole batch).
+
+    Pillow 13 (python-pillow/Pillow#9549) runs the vertical pass first when the height shrinks
+    markedly more than the width; this condition reproduces its choice (checked against Pillow 13
+    on random sizes and boxes: whole-image sizes decide). Earlier releases always run the
+    horizontal pass first (:func:`pillow_orders_passes`); with a uint8 intermediate the two orders
+    differ by up to 6 grey levels with the cubic filter.
     """
-    return out_h < in_h and 2 * out_w - out_h > 2 * in_w - in_h
+    return pillow_orders_passes() & (out_h < in_h) & (2 * out_w - out_h > 2 * in_w - in_h)
+
+
+@functools.cache
+def pillow_orders_passes() -> bool:
+    """Whether the installed Pillow picks the order of its two passes from the sizes (13 and
+    later) rather than always running the horizontal one first (before 13).
+
+    Found once per process by resizing a probe image both ways: the answer decides the order of the
+    host array path and of the resampling kernels, so that both give the installed Pillow's
+    result."""
+    from PIL import Image
+
+    rows, cols, channels = np.mgrid[:13, :9, :3]
+    image = ((rows * 7919 + cols * 104729 + channels * 31) % 256).astype(np.uint8)  # 5 levels apart
+    pillow = np.asarray(Image.fromarray(image).resize((10, 6), Image.Resampling.BICUBIC)).astype(np.int16)
+    _, wx = resample_weights(9, 10, kind=CUBIC)
+    _, wy = resample_weights(13, 6, kind=CUBIC)
+    src = image.astype(np.float32)
+    gaps = [
+        np.abs(cast_to(np, _two_passes(np, src, wx, wy, np.dtype(np.uint8), first), np.dtype(np.uint8)) - pillow).max()
+        for first in (True, False)
+    ]
+    return bool(gaps[0] < gaps[1])
 
 
 def _along_rows(xp: ModuleType, weights: Any, image: Any) -> Any:

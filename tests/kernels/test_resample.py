@@ -14,8 +14,9 @@ from raypipe.backend import to_host
 from raypipe.kernels import launch
 from raypipe.kernels.filters import CUBIC, LINEAR, NEAREST
 from raypipe.kernels.resample import resample_batch
+from raypipe.operators import resample as resample_module
 from raypipe.operators.random_resized_crop import RandomResizedCrop
-from raypipe.operators.resample import resample, resample_weights, vertical_first
+from raypipe.operators.resample import pillow_orders_passes, resample, resample_weights, vertical_first
 from raypipe.operators.resize import Resize
 from tests.kernels.helpers import contexts, host_samples, on_device
 
@@ -92,7 +93,7 @@ def test_kernel_weights_are_exactly_the_host_weights(xp, antialias, kind):
 def test_resize_ragged_uint8_batch_matches_pillow_in_both_pass_orders(xp, ragged):
     sizes = [(24, 10), (12, 20), (5, 9)]  # (h, w): rows first, columns first, upscaled
     images = ragged(sizes=sizes)
-    assert [vertical_first(w, h, 10, 6) for h, w in sizes] == [True, False, False]
+    assert [vertical_first(w, h, 10, 6) for h, w in sizes] == [pillow_orders_passes(), False, False]
     op = Resize("gpu", 0, resize_x=10, resize_y=6)
     assert launch.available(xp, 2 * sum(i.size for i in images))
     out = op.run_batch(xp, [on_device(xp, images)], {}, contexts(3))
@@ -100,6 +101,25 @@ def test_resize_ragged_uint8_batch_matches_pillow_in_both_pass_orders(xp, ragged
     for got, image, ctx in zip(host_samples(out), images, contexts(3), strict=True):
         assert_within_tolerance(got, op.run_sample([image], {}, ctx))
         assert np.abs(got.astype(np.int16) - op.compute(np, [image], {}, ctx)).max() <= 1
+
+
+@pytest.mark.parametrize("orders", [True, False])
+def test_kernels_run_the_passes_in_the_order_the_installed_pillow_does(xp, ragged, monkeypatch, orders):
+    """Pillow before 13 always resamples columns first: with ``pillow_orders_passes`` saying so,
+    the kernels and the host array path both do, where the other order differs by several levels."""
+    monkeypatch.setattr(resample_module, "pillow_orders_passes", lambda: orders)
+    images = ragged(sizes=[(20, 24), (13, 9)])[1:] + ragged(sizes=[(24, 10)])
+    packed = launch.pack(xp, on_device(xp, images), "test")
+    out = host_samples(resample_batch(xp, packed, np.array([(10, 6)] * 2), filters=(CUBIC, CUBIC)))
+    gaps = []
+    for got, image in zip(out, images, strict=True):
+        assert vertical_first(image.shape[1], image.shape[0], 10, 6) == orders
+        host = resample(np, image, 10, 6, filters=(CUBIC, CUBIC))
+        assert np.abs(got.astype(np.int16) - host).max() <= 1
+        monkeypatch.setattr(resample_module, "pillow_orders_passes", lambda: not orders)
+        gaps.append(np.abs(resample(np, image, 10, 6, filters=(CUBIC, CUBIC)).astype(np.int16) - host).max())
+        monkeypatch.setattr(resample_module, "pillow_orders_passes", lambda: orders)
+    assert max(gaps) >= 3
 
 
 @pytest.mark.parametrize(

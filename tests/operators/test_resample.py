@@ -12,6 +12,7 @@ and 0.21, checked alongside).
 from __future__ import annotations
 
 import numpy as np
+import PIL
 import pytest
 
 from raypipe import fn, types
@@ -23,6 +24,7 @@ from raypipe.operators.resample import (
     RESIZE_FILTERS,
     interp_filters,
     nearest_indices,
+    pillow_orders_passes,
     resample,
     resample_weights,
     resize_nearest,
@@ -36,6 +38,12 @@ SIZES = [(64, 48), (300, 200), (120, 400), (37, 23), (800, 600)]
 
 def _diff(a: np.ndarray, b: np.ndarray) -> np.ndarray:
     return np.abs(a.astype(np.int16) - b.astype(np.int16))
+
+
+def test_the_pass_order_probe_finds_the_installed_pillows_rule():
+    """Pillow 13 picks which pass runs first from the sizes; 11 and 12 always start with the
+    horizontal one (checked by hand with both: the probe answers False there)."""
+    assert pillow_orders_passes() == (int(PIL.__version__.split(".")[0]) >= 13)
 
 
 def test_nearest_indices_reference_values():
