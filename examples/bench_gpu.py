@@ -5,7 +5,7 @@ and pinned asynchronous copies), resize 224, crop_mirror_normalize with a random
 float32 NCHW, batch 256. Prints img/s, host CPU time per image (all threads of this
 process), the pipeline's GPU memory pool (used, held and limit, each epoch, to show it stays
 flat), for the rows in this process how busy each stage's thread was in one more epoch, profiled
-and untimed (the one near 100 % bounds the rate), for the actor's row the same over its whole run
+and untimed (the one near 100 % bounds the rate), for the actor's row the same over its timed epochs
 and, per timed epoch, its first batch's wait and the rate after it (the actor runs on into the
 next epoch as a pipeline in this process does: a wait far longer than a batch's time says it
 stalled there), and, for reference in the same run, the same recipe with ``device="cpu"`` on the
@@ -51,6 +51,7 @@ from raypipe.formats.registry import FORMATS, get
 from raypipe.gpu_decode import CODE_STREAMS_ENV, DECODERS_ENV, INTO_ENV, nvimgcodec_available
 from raypipe.nvimgcodec_c import API_ENV
 from raypipe.presets import resnet50_train
+from raypipe.profile import report_between
 from raypipe.stage_threads import THREADS_ENV
 
 NAME_WIDTH = 56
@@ -163,7 +164,7 @@ def run_actor(root: str, batch_size: int, threads: int, batches: int, epochs: in
     Each timed epoch also gives its first batch's wait (``first_ms``: the actor runs on into the
     next epoch, so a wait far longer than a batch's time is a stall at the epoch's start) and the
     rate after it (``steady_img_per_s``); ``stages`` is where the actor's pipeline spent its time
-    over the whole run (:func:`stage_shares`)."""
+    from the end of the warm-up epoch on (:func:`stage_shares`)."""
     import psutil
     import ray
 
@@ -208,6 +209,7 @@ def run_actor(root: str, batch_size: int, threads: int, batches: int, epochs: in
                 if on_gpu:
                     torch.cuda.synchronize()
                 if epoch == 0:
+                    warm = svc.stats()["actors"][0]["stages"]
                     continue  # warm-up: the actor's start, first compiles and allocations
                 ended = time.perf_counter()
                 wall += ended - began
@@ -222,7 +224,7 @@ def run_actor(root: str, batch_size: int, threads: int, batches: int, epochs: in
                     usage["device_used_mb"] = round((total - free) / 2**20)
                 memory.append(usage)
             served = svc.stats()["actors"][0]
-            stages = stage_shares(served["stages"], served["device"]["cpu_stage"]["threads"])
+            stages = stage_shares(report_between(warm, served["stages"]), served["device"]["cpu_stage"]["threads"])
             del loader
         finally:
             svc.shutdown()

@@ -106,22 +106,41 @@ class Profile:
         "overhead_us_per_sample", "wall_s"}``, rows in the order they first appeared; ``per_s`` is
         calls per second of wall time since profiling began (samples/s for CPU-stage rows, batches/s
         for the others); the overhead is None before any sample."""
-        sums = self._sums()
-        wall = time.perf_counter() - self._started
-        rows = [
-            {
-                "stage": stage,
-                "name": name,
-                "calls": calls,
-                "total_s": total,
-                "mean_ms": 1000 * total / calls,
-                "per_s": calls / wall if wall > 0 else 0.0,
-            }
-            for (stage, name), (calls, total) in sums.items()
-        ]
-        sample = sums.get(("cpu", SAMPLE))
-        overhead = None
-        if sample:
-            operators = sum(total for (stage, name), (_, total) in sums.items() if stage == "cpu" and name != SAMPLE)
-            overhead = 1e6 * (sample[1] - operators) / sample[0]
-        return {"rows": rows, "overhead_us_per_sample": overhead, "wall_s": wall}
+        return _as_report(self._sums(), time.perf_counter() - self._started)
+
+
+def report_between(before: dict[str, Any], after: dict[str, Any]) -> dict[str, Any]:
+    """What one :meth:`Profile.report` says happened between two reports of the same profile
+    (``before`` taken first): each row's calls and seconds since ``before``, rows without a call
+    since left out, and the wall time between the two; the per-sample overhead is of the
+    interval too (None without a sample in it). A warm-up's compiles and first allocations
+    then stay out of a steady state's figures."""
+    earlier = {(row["stage"], row["name"]): (row["calls"], row["total_s"]) for row in before["rows"]}
+    since = {}
+    for row in after["rows"]:
+        key = (row["stage"], row["name"])
+        calls, total = earlier.get(key, (0, 0.0))
+        if row["calls"] > calls:
+            since[key] = (row["calls"] - calls, row["total_s"] - total)
+    return _as_report(since, after["wall_s"] - before["wall_s"])
+
+
+def _as_report(sums: dict[tuple[str, str], tuple[int, float]], wall: float) -> dict[str, Any]:
+    """:meth:`Profile.report`'s dict of ``(calls, seconds)`` per (stage, name) over ``wall`` seconds."""
+    rows = [
+        {
+            "stage": stage,
+            "name": name,
+            "calls": calls,
+            "total_s": total,
+            "mean_ms": 1000 * total / calls,
+            "per_s": calls / wall if wall > 0 else 0.0,
+        }
+        for (stage, name), (calls, total) in sums.items()
+    ]
+    sample = sums.get(("cpu", SAMPLE))
+    overhead = None
+    if sample:
+        operators = sum(total for (stage, name), (_, total) in sums.items() if stage == "cpu" and name != SAMPLE)
+        overhead = 1e6 * (sample[1] - operators) / sample[0]
+    return {"rows": rows, "overhead_us_per_sample": overhead, "wall_s": wall}

@@ -8,7 +8,7 @@ import threading
 import pytest
 
 from raypipe import ArgumentError, fn, pipeline_def
-from raypipe.profile import COUNTED, EXACT, FULLY_TIMED, SAMPLE, SAMPLED, TIMING_STRIDE, Profile
+from raypipe.profile import COUNTED, EXACT, FULLY_TIMED, SAMPLE, SAMPLED, TIMING_STRIDE, Profile, report_between
 
 
 @pipeline_def(batch_size=4, num_threads=2, seed=0)
@@ -60,6 +60,27 @@ def test_the_report_sums_per_stage_and_name():
     assert first["per_s"] == pytest.approx(2 / report["wall_s"]) and report["wall_s"] >= empty["wall_s"]
     assert [(r["stage"], r["name"]) for r in report["rows"]] == [("cpu", "op"), ("cpu", SAMPLE), ("gpu", "op")]
     assert report["overhead_us_per_sample"] == pytest.approx(500.0)
+
+
+def test_a_report_between_two_reports_holds_only_what_happened_in_between():
+    profile = Profile()
+    profile.add("cpu", "op", 2.0)  # a warm-up's slow first call
+    profile.add("cpu", SAMPLE, 2.5)
+    profile.add("gpu", "op", 1.0)
+    before = profile.report()
+    for _ in range(4):
+        profile.add("cpu", "op", 0.001)
+        profile.add("cpu", SAMPLE, 0.0015)
+    profile.add("caller", "wait", 0.25)
+    after = profile.report()
+    between = report_between(before, after)
+    rows = {(r["stage"], r["name"]): (r["calls"], r["total_s"], r["mean_ms"]) for r in between["rows"]}
+    assert rows.keys() == {("cpu", "op"), ("cpu", SAMPLE), ("caller", "wait")}, "the idle GPU row is left out"
+    assert rows[("cpu", "op")] == (4, pytest.approx(0.004), pytest.approx(1.0))
+    assert rows[("caller", "wait")] == (1, 0.25, 250.0)
+    assert between["wall_s"] == pytest.approx(after["wall_s"] - before["wall_s"])
+    assert between["overhead_us_per_sample"] == pytest.approx(500.0)
+    assert report_between(after, after) == {"rows": [], "overhead_us_per_sample": None, "wall_s": 0.0}
 
 
 def test_each_thread_times_its_first_samples_and_then_one_in_the_stride():
