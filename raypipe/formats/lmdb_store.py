@@ -16,6 +16,7 @@ from collections.abc import Callable
 from typing import TypeVar
 
 import lmdb
+import numpy as np
 
 from ..errors import ReaderError
 from ..storage.urls import is_url
@@ -73,12 +74,69 @@ def _open(path: str, readahead: bool, max_readers: int) -> lmdb.Environment:
         raise ReaderError(f"LMDB {path!r} cannot be opened: {exc}") from None
 
 
+class _Mapping:
+    """One process's open environment of a store, its threads' read transactions, and the arrays
+    that view values in its map (:meth:`view`). It is released (transactions ended, the
+    environment let go of) once it is closed and its last view is gone, so a view never outlives
+    the memory it shows."""
+
+    def __init__(self, path: str, readahead: bool, max_readers: int) -> None:
+        self.env, self._key = _acquire(path, readahead, max_readers)
+        self.pid = os.getpid()
+        self.txns: list[lmdb.Transaction] = []
+        self._views: dict[int, weakref.ref] = {}  # by id: a weak reference to an array is unhashable
+        self._gone = self._view_gone  # one bound method for every view's weak reference
+        self._lock = threading.Lock()
+        self._closed = False
+
+    def view(self, value: memoryview, dtype: np.dtype = np.uint8) -> np.ndarray:
+        """``value`` (a buffer into the map) as a read-only array, without a copy; the map stays
+        until the array and every array made from it are gone. Called only while a read is in
+        flight, so never after :meth:`close`."""
+        array = np.frombuffer(value, dtype)
+        ref = weakref.ref(array, self._gone)
+        self._views[id(ref)] = ref
+        return array
+
+    def close(self) -> None:
+        """Release now, or when the last view is gone (kept alive until then)."""
+        with self._lock:
+            if self._closed:
+                return
+            self._closed = True
+            if self._views:
+                _PENDING.add(self)
+                return
+        self._release()
+
+    def _view_gone(self, ref: weakref.ref) -> None:
+        with self._lock:
+            self._views.pop(id(ref), None)
+            last = self._closed and not self._views
+        if last:
+            _PENDING.discard(self)
+            self._release()
+
+    def _release(self) -> None:
+        if self.pid != os.getpid():
+            return  # a forked child's copy: the parent's environment is not this process's to close
+        for txn in self.txns:
+            txn.abort()
+        self.txns = []
+        _release(self._key)
+
+
+# Closed mappings whose views are still alive: held here, as their store may be gone.
+_PENDING: set[_Mapping] = set()
+
+
 class LmdbStore:
     """Read-only access to the values of one LMDB in key order, from any number of threads.
 
     The environment opens lazily in each process (and again after :meth:`close`), shared with
     the other stores of the same database in the process (the first one's ``readahead``
-    applies); the key list is read once. :meth:`close` waits for the reads in flight, so a
+    applies); the key list is read once. :meth:`close` waits for the reads in flight, and the
+    map stays while an array viewing a value in it (:meth:`apply`'s ``view``) is alive, so a
     buffer never outlives its map. The kernel's read-ahead stays on by default: image values
     span many pages, and with it a cold LMDB read 10x faster here in key order and in random
     order alike (``benchmarks/RESULTS.md``)."""
@@ -87,60 +145,60 @@ class LmdbStore:
         self.path = os.fspath(path)
         self.readahead, self.max_readers = readahead, max_readers
         self._keys: list[bytes] | None = None
-        self._env: lmdb.Environment | None = None
-        self._pid = -1
+        self._map: _Mapping | None = None
         self._generation = 0
         self._active = 0
         self._cond = threading.Condition()
         self._local = threading.local()
-        self._txns: list[lmdb.Transaction] = []
         self._finalizer: weakref.finalize | None = None
 
-    def _environment(self) -> lmdb.Environment:
-        env = self._env
-        if env is not None and self._pid == os.getpid():
-            return env
+    def _mapping(self) -> _Mapping:
+        mapping = self._map
+        if mapping is not None and mapping.pid == os.getpid():
+            return mapping
         with self._cond:
-            if self._env is None or self._pid != os.getpid():
-                self._env, key = _acquire(self.path, self.readahead, self.max_readers)
-                self._finalizer = weakref.finalize(self, _release, key)
-                self._pid = os.getpid()
-                self._txns = []
+            if self._map is None or self._map.pid != os.getpid():
+                if self._finalizer is not None:
+                    self._finalizer.detach()  # a forked child's copy of the parent's mapping
+                self._map = _Mapping(self.path, self.readahead, self.max_readers)
+                self._finalizer = weakref.finalize(self, self._map.close)
                 self._generation += 1
-            return self._env
+            return self._map
 
-    def _txn(self) -> lmdb.Transaction:
-        env = self._environment()
+    def _txn(self, mapping: _Mapping) -> lmdb.Transaction:
         local = self._local
         if getattr(local, "generation", None) != self._generation:
-            local.txn = env.begin(buffers=True)
+            local.txn = mapping.env.begin(buffers=True)
             local.generation = self._generation
             with self._cond:
-                self._txns.append(local.txn)
+                mapping.txns.append(local.txn)
         return local.txn
 
     @property
     def keys(self) -> list[bytes]:
         """Every key in key order (the order Caffe and DALI read in)."""
         if self._keys is None:
-            with self._environment().begin() as txn:
+            with self._mapping().env.begin() as txn:
                 self._keys = list(txn.cursor().iternext(keys=True, values=False))
         return self._keys
 
     def __len__(self) -> int:
         return len(self.keys)
 
-    def apply(self, index: int, parse: Callable[[memoryview], T]) -> T:
-        """``parse(value)`` of key ``index``, where ``value`` is a buffer into the map, valid
-        only during the call (``parse`` copies what it keeps)."""
+    def apply(self, index: int, parse: Callable[[memoryview, Callable[..., np.ndarray]], T]) -> T:
+        """``parse(value, view)`` of key ``index``: ``value`` is a buffer into the map, valid only
+        during the call, and ``view(buffer, dtype=np.uint8)`` makes a read-only array of a part of
+        it that stays valid as long as the array lives (no copy); ``parse`` copies what else it
+        keeps."""
         key = self.keys[index]
         with self._cond:
             self._active += 1
         try:
-            value = self._txn().get(key)
+            mapping = self._mapping()
+            value = self._txn(mapping).get(key)
             if value is None:
                 raise ReaderError(f"LMDB {self.path!r}: key {key!r} (index {index}) has no value")
-            return parse(value)
+            return parse(value, mapping.view)
         finally:
             with self._cond:
                 self._active -= 1
@@ -149,7 +207,7 @@ class LmdbStore:
 
     def get(self, index: int) -> bytes:
         """A copy of the value of key ``index``."""
-        return self.apply(index, bytes)
+        return self.apply(index, lambda value, _: bytes(value))
 
     def digest(self) -> str:
         """A hash of the key list (and so of the count)."""
@@ -161,15 +219,12 @@ class LmdbStore:
 
     def close(self) -> None:
         """End every thread's transaction and let go of the environment once the reads in
-        flight are done; the next read reopens it."""
+        flight are done and no array views a value (then, not before); the next read reopens it."""
         with self._cond:
             self._cond.wait_for(lambda: not self._active)
-            if self._pid == os.getpid():
-                for txn in self._txns:
-                    txn.abort()
-                if self._finalizer is not None:
-                    self._finalizer()
-            self._txns, self._env, self._finalizer = [], None, None
+            if self._finalizer is not None:
+                self._finalizer()  # closes the mapping
+            self._map, self._finalizer = None, None
             self._generation += 1
 
 

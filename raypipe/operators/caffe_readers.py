@@ -9,7 +9,7 @@ only when asked for (DALI reads the proto after the additional ones whenever the
 from __future__ import annotations
 
 import hashlib
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
 
 import lmdb
@@ -34,9 +34,10 @@ class LmdbReader(ShardedReader):
         self.paths = as_path_list(self.schema.name, "path", path)
         self.configure_reader(**reader_args)
 
-    def parse(self, value: memoryview) -> tuple[np.ndarray, ...]:
-        """The outputs of one value, copied out of it (a buffer into the map, valid only during
-        the call); raise ReaderError or WireError."""
+    def parse(self, value: memoryview, view: Callable[..., np.ndarray]) -> tuple[np.ndarray, ...]:
+        """The outputs of one value (a buffer into the map, valid only during the call): encoded
+        images as arrays made by ``view`` (read-only, keeping the map, no copy: a decoder only
+        reads them), the rest copied out of it; raise ReaderError or WireError."""
         raise NotImplementedError
 
     def layout_fields(self) -> bytes:
@@ -112,9 +113,10 @@ def _count(op: str, name: str, value: Any, low: int) -> int:
 
 @register
 class CaffeReader(LmdbReader):
-    """Caffe ``Datum`` values: the image (encoded bytes as 1-D uint8; unencoded pixels as
-    (height, width, channels) uint8 holding the stored bytes unchanged, as DALI does) and the
-    label as int32 of shape (1,). A value without data or label gives an empty array, as in DALI."""
+    """Caffe ``Datum`` values: the image (encoded bytes as 1-D uint8, a read-only view into the
+    database's map; unencoded pixels as (height, width, channels) uint8 holding the stored bytes
+    unchanged, as DALI does) and the label as int32 of shape (1,). A value without data or label
+    gives an empty array, as in DALI."""
 
     schema = Schema("readers.caffe", devices=("cpu",), min_inputs=0, max_inputs=0, num_outputs=2, is_reader=True)
 
@@ -136,7 +138,7 @@ class CaffeReader(LmdbReader):
     def layout_fields(self) -> bytes:
         return bytes([self.image_available, self.label_available])
 
-    def parse(self, value: memoryview) -> tuple[np.ndarray, ...]:
+    def parse(self, value: memoryview, view: Callable[..., np.ndarray]) -> tuple[np.ndarray, ...]:
         d = parse_datum(value)
         out = []
         if self.image_available:
@@ -148,7 +150,7 @@ class CaffeReader(LmdbReader):
                     raise ReaderError(f"unencoded Datum of height x width x channels {shape} holds {len(d.data)} bytes")
                 out.append(np.frombuffer(d.data, np.uint8).reshape(shape).copy())
             else:
-                out.append(np.frombuffer(d.data, np.uint8).copy())
+                out.append(view(d.data))
         if self.label_available:
             out.append(np.array([d.label], np.int32) if d.label is not None else np.empty(0, np.int32))
         return tuple(out)
@@ -195,12 +197,12 @@ class Caffe2Reader(LmdbReader):
         fields = (self.label_type, self.num_labels, self.image_available, self.additional_inputs, self.bbox)
         return np.array(fields, np.int64).tobytes()
 
-    def parse(self, value: memoryview) -> tuple[np.ndarray, ...]:
+    def parse(self, value: memoryview, view: Callable[..., np.ndarray]) -> tuple[np.ndarray, ...]:
         tensors = parse_tensor_protos(value)
         out = []
         k = 0
         if self.image_available:
-            out.append(_image(_tensor(tensors, k, "image")))
+            out.append(_image(_tensor(tensors, k, "image"), view))
             k += 1
         if self.label_type != NO_LABEL:
             label, used = self._label(tensors, k)
@@ -263,11 +265,12 @@ def _tensor(tensors: list[Tensor], k: int, what: str) -> Tensor:
     return tensors[k]
 
 
-def _image(t: Tensor) -> np.ndarray:
+def _image(t: Tensor, view: Callable[..., np.ndarray]) -> np.ndarray:
+    """The image of tensor ``t``: encoded bytes as a ``view`` into the map (no copy), pixels copied."""
     if t.data_type == DataType.STRING:
         if not t.string_data:
             raise ReaderError("image tensor (STRING) holds no string")
-        return np.frombuffer(t.string_data[0], np.uint8).copy()
+        return view(t.string_data[0])
     if t.data_type == DataType.BYTE:
         if len(t.dims) not in (2, 3) or min(t.dims) < 0:
             raise ReaderError(f"image tensor (BYTE) has dims {t.dims}; expected [H, W] or [H, W, C]")

@@ -4,6 +4,7 @@ threads, and the LMDB writers."""
 
 from __future__ import annotations
 
+import gc
 import os
 import threading
 
@@ -13,6 +14,7 @@ import pytest
 from google.protobuf import descriptor_pb2, descriptor_pool, message_factory
 
 from raypipe.errors import ReaderError
+from raypipe.formats import lmdb_store
 from raypipe.formats import protowire as pw
 from raypipe.formats.caffe import (
     Caffe2Writer,
@@ -232,7 +234,7 @@ def test_close_waits_for_reads_in_flight(tmp_path):
     store = LmdbStore(str(tmp_path / "db"))
     entered, release, result = threading.Event(), threading.Event(), []
 
-    def slow_parse(value):
+    def slow_parse(value, view):
         entered.set()
         release.wait(5)
         return bytes(value)
@@ -249,6 +251,40 @@ def test_close_waits_for_reads_in_flight(tmp_path):
     closer.join(5)
     assert result == [b"value"] and not closer.is_alive()
     assert store.get(0) == b"value"
+
+
+def test_views_keep_the_map_after_close_and_release_it_with_the_last_one(tmp_path):
+    values = [np.random.default_rng(i).bytes(70_000 + i) for i in range(3)]
+    write_lmdb(tmp_path / "db", [(f"{i}", v) for i, v in enumerate(values)])
+    store = LmdbStore(str(tmp_path / "db"))
+    first = store.apply(0, lambda value, view: view(value))
+    part = store.apply(1, lambda value, view: view(value))[100:200]  # a view of a view
+    assert not first.flags.writeable and first.tobytes() == values[0]
+    key = (os.getpid(), os.path.realpath(tmp_path / "db"))
+    store.close()
+    assert key in lmdb_store._SHARED, "closed, but views remain: the map stays"
+    assert store.get(2) == values[2], "the next read reopens it, sharing the environment"
+    store.close()
+    assert first.tobytes() == values[0] and part.tobytes() == values[1][100:200]
+    del first
+    gc.collect()
+    assert key in lmdb_store._SHARED
+    del part
+    gc.collect()
+    assert key not in lmdb_store._SHARED and not lmdb_store._PENDING
+
+
+def test_a_view_outlives_its_dropped_store(tmp_path):
+    write_lmdb(tmp_path / "db", [(b"k", b"x" * 50_000)])
+    store = LmdbStore(str(tmp_path / "db"))
+    image = store.apply(0, lambda value, view: view(value))
+    key = (os.getpid(), os.path.realpath(tmp_path / "db"))
+    del store
+    gc.collect()
+    assert key in lmdb_store._SHARED and image.tobytes() == b"x" * 50_000
+    del image
+    gc.collect()
+    assert key not in lmdb_store._SHARED
 
 
 def test_stores_of_one_database_share_its_environment(tmp_path):

@@ -92,7 +92,9 @@ def test_caffe_outputs_follow_the_datum(tmp_path):
     assert image.tobytes() == b"\xff\xd8no-label" and label.dtype == np.int32 and label.shape == (0,)
     image, label = reader.read(3)
     assert image.dtype == np.uint8 and image.shape == (0,) and label.tolist() == [2]
-    assert image.flags.writeable and raw.flags.writeable
+    assert image.flags.writeable and raw.flags.writeable, "pixels are copies"
+    encoded = reader.read(1)[0]
+    assert not encoded.flags.writeable, "encoded bytes are read-only views into the map (test_caffe.py)"
     labels_only = CaffeReader("cpu", 0, path=str(tmp_path / "db"), image_available=False)
     assert labels_only.num_outputs == 1 and [labels_only.read(i)[0].tolist() for i in (0, 1)] == [[5], [-1]]
     with read(path=str(tmp_path / "db"), label_available=False) as pipe:
