@@ -275,7 +275,19 @@ profile() {
 }
 
 # Ray processes a killed step may have left behind.
-ray_stop() { timeout 30 "$PY" -m ray.scripts.scripts stop --force >/dev/null 2>&1 || true; }
+# Kill what is left of the Ray clusters this run's steps started: the processes whose command lines
+# name its own Ray folder (RAY_TMPDIR) and their children (Ray's workers rename themselves). Never
+# `ray stop`, which kills every Ray process on the machine, a developer's or a test session's too.
+ray_stop() {
+    local pids=() children=() pid
+    [[ -n ${RAY_TMPDIR:-} ]] || return 0
+    mapfile -t pids < <(pgrep -f -- "$RAY_TMPDIR/")
+    ((${#pids[@]})) || return 0
+    for pid in "${pids[@]}"; do
+        mapfile -t -O "${#children[@]}" children < <(pgrep -P "$pid")
+    done
+    kill -KILL "${pids[@]}" "${children[@]}" 2>/dev/null || true
+}
 
 # step NAME LIMIT: run this script's function NAME in a child, within LIMIT seconds and what is
 # left of the budget; record its status, exit code and seconds in summary.tsv.
@@ -318,6 +330,11 @@ fi
 cd "$ROOT" || exit 1
 LOGS=${LOGS:-$(mktemp -d "${TMPDIR:-/tmp}/raypipe-gpu-XXXXXX")}
 export LOGS
+# The steps' Ray clusters keep their sessions here, which is how ray_stop finds them (a short path:
+# Ray's socket paths must fit in 107 bytes).
+RAY_TMPDIR=$(mktemp -d "${TMPDIR:-/tmp}/raypipe-ray-XXXXXX")
+export RAY_TMPDIR
+trap 'ray_stop; rm -rf "$RAY_TMPDIR"' EXIT
 mkdir -p "$LOGS"
 BUDGET_S=${GPU_SESSION_BUDGET_S:-540}
 TAIL=${GPU_SESSION_TAIL:-12}

@@ -21,9 +21,11 @@ import subprocess
 import sys
 import sysconfig
 import tarfile
+import time
 from pathlib import Path
 
 import numpy as np
+import psutil
 import pytest
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -215,6 +217,45 @@ def test_a_failed_step_is_recorded_with_its_log_and_the_session_fails(tmp_path):
     with tarfile.open(tmp_path / "out" / "logs.tgz") as packed:
         assert {"./setup.log", "./summary.tsv"} <= set(packed.getnames())
     assert sorted(path.name for path in (tmp_path / "out").iterdir()) == ["logs.tgz", "summary.tsv"]
+
+
+def _ended(pid: int, within_s: float = 10.0) -> bool:
+    """Whether process ``pid`` ends within ``within_s``: gone, or a zombie nobody reaps yet."""
+    deadline = time.monotonic() + within_s
+    while time.monotonic() < deadline:
+        try:
+            if psutil.Process(pid).status() == psutil.STATUS_ZOMBIE:
+                return True
+        except psutil.NoSuchProcess:
+            return True
+        time.sleep(0.05)
+    return False
+
+
+def test_the_session_stops_only_the_ray_processes_its_steps_started(tmp_path):
+    """Its Ray clusters keep their sessions in its own folder (RAY_TMPDIR): after a step it kills
+    the processes that name that folder and their children (Ray's workers rename themselves), and
+    leaves a process named as Ray's own (`ray stop` would kill a developer's or a test session's)."""
+    ours = tmp_path / "ray-ours"
+    ours.mkdir()
+    raylet = tmp_path / "raylet"
+    shutil.copy(shutil.which("sleep"), raylet)
+    other = subprocess.Popen([str(raylet), "60"])
+    code = "import subprocess, sys, time; subprocess.Popen(['sleep', '60']); print('up', flush=True); time.sleep(60)"
+    mine = subprocess.Popen([sys.executable, "-c", code, f"--session-dir={ours}/session_1"], stdout=subprocess.PIPE)
+    try:
+        assert mine.stdout.readline() == b"up\n"
+        worker = subprocess.run(["pgrep", "-P", str(mine.pid)], capture_output=True, text=True).stdout.split()
+        assert len(worker) == 1
+        environ = os.environ | {"LOGS": str(tmp_path / "logs"), "RAY_TMPDIR": str(ours)}
+        subprocess.run(["bash", str(SESSION_SCRIPT), "--step", "ray_stop"], env=environ, timeout=60, check=True)
+        assert mine.wait(10) == -9
+        assert _ended(int(worker[0])), "its child too"
+        assert other.poll() is None, "another Ray's process is left alone"
+    finally:
+        for process in (mine, other):
+            process.kill()
+            process.wait()
 
 
 def test_steps_past_the_budget_are_skipped_and_unknown_steps_refused(tmp_path):
