@@ -36,12 +36,14 @@ a laptop measures.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import functools
 import itertools
 import os
 import sys
 import tempfile
 import time
+from collections.abc import Iterator
 
 from raypipe.backend import gpu_available, gpu_unavailable_reason
 from raypipe.convert.plan import list_source
@@ -89,21 +91,18 @@ def run(
         CODE_STREAMS_ENV: code_streams,
         API_ENV: api,
     }
-    previous = {name: os.environ.get(name) for name in settings}
-    for name, value in settings.items():  # read where the pipeline is built and makes its decoder
-        if value is None:
-            os.environ.pop(name, None)
-        else:
-            os.environ[name] = value
     try:
-        with resnet50_train(
-            root,
-            batch_size=batch_size,
-            num_threads=threads,
-            decoder_device=decoder_device,
-            device_id=device_id,
-            hw_decoder_load=hw_load,
-        ) as pipe:
+        with (
+            environment(settings),
+            resnet50_train(
+                root,
+                batch_size=batch_size,
+                num_threads=threads,
+                decoder_device=decoder_device,
+                device_id=device_id,
+                hw_decoder_load=hw_load,
+            ) as pipe,
+        ):
             pipe.run()
             wall = cpu = 0.0
             memory = []
@@ -118,14 +117,10 @@ def run(
             pipe.enable_profiling()  # one more epoch, untimed: where the time goes
             for _ in range(batches):
                 pipe.run()
-            stages = stage_shares(pipe.profile(), pipe.device_report()["cpu_stage"]["threads"])
+            cpu_stage = pipe.device_report()["cpu_stage"]
+            stages = stage_shares(pipe.profile(), cpu_stage["threads"])
     finally:
         sys.setswitchinterval(interval)
-        for name, value in previous.items():
-            if value is None:
-                os.environ.pop(name, None)
-            else:
-                os.environ[name] = value
     images_done = epochs * batches * batch_size
     return {
         "img_per_s": images_done / wall,
@@ -133,7 +128,28 @@ def run(
         "memory": memory,
         "shape": shape,
         "stages": stages,
+        "cpu_stage": cpu_stage,
     }
+
+
+@contextlib.contextmanager
+def environment(settings: dict[str, str | None]) -> Iterator[None]:
+    """``settings`` in this process's environment (None: unset) for the block, then as they were:
+    the pipeline reads them where it is built, a local Ray cluster's workers when it starts."""
+    previous = {name: os.environ.get(name) for name in settings}
+    try:
+        for name, value in settings.items():
+            if value is None:
+                os.environ.pop(name, None)
+            else:
+                os.environ[name] = value
+        yield
+    finally:
+        for name, value in previous.items():
+            if value is None:
+                os.environ.pop(name, None)
+            else:
+                os.environ[name] = value
 
 
 def stage_shares(profile: dict, threads: int) -> list[tuple[str, float, float]]:
@@ -156,9 +172,18 @@ def stage_shares(profile: dict, threads: int) -> list[tuple[str, float, float]]:
     return shares
 
 
-def run_actor(root: str, batch_size: int, threads: int, batches: int, epochs: int, api: str = "python") -> dict:
+def run_actor(
+    root: str,
+    batch_size: int,
+    threads: int,
+    batches: int,
+    epochs: int,
+    api: str = "python",
+    cpu_threads: int | None = None,
+) -> dict:
     """The recipe served by a pipeline actor to this process as rank 0 on GPU 0 (by CUDA IPC;
-    host batches without a GPU), decoding through nvImageCodec's ``api``: a warm-up epoch, then
+    host batches without a GPU), decoding through nvImageCodec's ``api``, its CPU stage on
+    ``cpu_threads`` threads (None: the pipeline's choice): a warm-up epoch, then
     ``epochs`` timed, each of at most ``batches`` batches. CPU time is this process's and the
     actor's; memory per epoch is the actor's pool and, with torch on a GPU, the whole device's use.
     Each timed epoch also gives its first batch's wait (``first_ms``: the actor runs on into the
@@ -175,15 +200,8 @@ def run_actor(root: str, batch_size: int, threads: int, batches: int, epochs: in
     except ImportError:
         torch = None
     on_gpu = gpu_available() and torch is not None and torch.cuda.is_available()
-    previous = os.environ.get(API_ENV)
-    os.environ[API_ENV] = api  # the local cluster's workers inherit it
-    try:
+    with environment({API_ENV: api, THREADS_ENV: None if cpu_threads is None else str(cpu_threads)}):
         ray.init(address="local", include_dashboard=False, log_to_driver=False, logging_level="ERROR")
-    finally:
-        if previous is None:
-            os.environ.pop(API_ENV)
-        else:
-            os.environ[API_ENV] = previous
     try:
         svc = rp.serve(
             resnet50_train, name="bench-gpu", world_size=1, file_root=root, batch_size=batch_size,
@@ -224,7 +242,8 @@ def run_actor(root: str, batch_size: int, threads: int, batches: int, epochs: in
                     usage["device_used_mb"] = round((total - free) / 2**20)
                 memory.append(usage)
             served = svc.stats()["actors"][0]
-            stages = stage_shares(report_between(warm, served["stages"]), served["device"]["cpu_stage"]["threads"])
+            cpu_stage = served["device"]["cpu_stage"]
+            stages = stage_shares(report_between(warm, served["stages"]), cpu_stage["threads"])
             del loader
         finally:
             svc.shutdown()
@@ -236,6 +255,7 @@ def run_actor(root: str, batch_size: int, threads: int, batches: int, epochs: in
         "memory": memory,
         "shape": shape,
         "stages": stages,
+        "cpu_stage": cpu_stage,
         "first_ms": first_ms,
         "steady_img_per_s": steady_images / steady_s if steady_s > 0 else None,
     }
@@ -280,8 +300,8 @@ def main() -> None:
     )  # fmt: skip
     parser.add_argument(
         "--mixed-threads", type=int, nargs="+", metavar="N",
-        help="CPU-stage threads of the mixed rows (RAYPIPE_CPU_STAGE_THREADS; default: the pipeline's "
-        "choice, one where the GPU decodes); several values give one row each",
+        help="CPU-stage threads of the mixed rows, in this process and in the actor (RAYPIPE_CPU_STAGE_THREADS; "
+        "default: the pipeline's choice, one where the GPU decodes); several values give one row each",
     )  # fmt: skip
     parser.add_argument(
         "--switch-ms", type=float, nargs="+", metavar="MS",
@@ -346,9 +366,10 @@ def main() -> None:
             )  # fmt: skip
             rows.append((name, measure))
     if args.where in ("actor", "both"):
-        for api in args.api:
+        for api, threads in itertools.product(args.api, mixed_threads):
             name = "mixed, served by an actor" + ("" if len(args.api) == 1 else f" ({api} API)")
-            rows.append((name, functools.partial(run_actor, root, *sizes, batches, args.epochs, api)))
+            name += f" ({threads} CPU-stage threads)" if threads is not None else ""
+            rows.append((name, functools.partial(run_actor, root, *sizes, batches, args.epochs, api, threads)))
     for name, measure in rows:
         result = measure()
         ratio = result["img_per_s"] / cpu["img_per_s"]
@@ -358,6 +379,7 @@ def main() -> None:
         )
         if result is not cpu:
             print(f"  output batch shape {result['shape']}")
+            print(f"  CPU stage on {result['cpu_stage']['threads']} threads: {result['cpu_stage']['detail']}")
             for epoch, memory in enumerate(result["memory"]):
                 print(f"  epoch {epoch}: GPU memory {memory}")
             if "first_ms" in result:

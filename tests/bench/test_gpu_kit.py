@@ -21,6 +21,7 @@ import subprocess
 import sys
 import sysconfig
 import tarfile
+import tempfile
 import time
 from pathlib import Path
 
@@ -612,13 +613,19 @@ def test_the_gpu_benchmark_times_the_pipeline_in_this_process_and_served_by_an_a
     assert all(0 <= float(line.split()[-3]) for line in busy)
 
 
-def test_the_gpu_benchmark_reads_the_jpegs_converted_into_a_container(tmp_path):
+def test_the_gpu_benchmark_reads_a_container_with_the_cpu_stage_threads_asked_for(tmp_path):
+    """``--source caffe``: the JPEGs converted into LMDB; ``--mixed-threads 2``: the CPU stage on two
+    threads, in this process and in the actor (whose workers inherit the setting)."""
     data = tmp_path / "jpegs"
     args = ["--data", str(data), "--images", "32", "--batch-size", "16", "--threads", "1", "--epochs", "1"]
-    args += ["--cpu-images", "16", "--where", "process", "--source", "caffe"]
-    result = _bench_gpu(data, args, TMPDIR=str(tmp_path))  # the conversion under tmp_path
+    args += ["--cpu-images", "16", "--where", "both", "--source", "caffe", "--mixed-threads", "2"]
+    # the conversion under tmp_path; Ray's sessions where they were (its socket paths must be short)
+    result = _bench_gpu(data, args, TMPDIR=str(tmp_path), RAY_TMPDIR=tempfile.gettempdir())
     assert result.returncode == 0, result.stdout + result.stderr
     assert "reading 32 JPEGs as caffe from " + str(tmp_path) in result.stdout
-    rows = [line for line in result.stdout.splitlines() if line.startswith("mixed, in this process")]
-    assert len(rows) == 1 and float(rows[0][48:].split()[0]) > 0
-    assert "output batch shape (16, 3, 224, 224)" in result.stdout
+    rows = {line[:48].strip(): line[48:].split() for line in result.stdout.splitlines() if line.startswith("mixed")}
+    names = ["mixed, in this process (2 CPU-stage threads)", "mixed, served by an actor (2 CPU-stage threads)"]
+    assert set(rows) == set(names), result.stdout
+    assert all(float(rows[name][0]) > 0 for name in names)
+    assert result.stdout.count("output batch shape (16, 3, 224, 224)") == 2
+    assert result.stdout.count("CPU stage on 2 threads: RAYPIPE_CPU_STAGE_THREADS=2") == 2
