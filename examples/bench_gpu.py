@@ -138,18 +138,18 @@ def environment(settings: dict[str, str | None]) -> Iterator[None]:
     the pipeline reads them where it is built, a local Ray cluster's workers when it starts."""
     previous = {name: os.environ.get(name) for name in settings}
     try:
-        for name, value in settings.items():
-            if value is None:
-                os.environ.pop(name, None)
-            else:
-                os.environ[name] = value
+        _set_environment(settings)
         yield
     finally:
-        for name, value in previous.items():
-            if value is None:
-                os.environ.pop(name, None)
-            else:
-                os.environ[name] = value
+        _set_environment(previous)
+
+
+def _set_environment(values: dict[str, str | None]) -> None:
+    for name, value in values.items():
+        if value is None:
+            os.environ.pop(name, None)
+        else:
+            os.environ[name] = value
 
 
 def stage_shares(profile: dict, threads: int) -> list[tuple[str, float, float]]:

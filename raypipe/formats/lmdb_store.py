@@ -89,11 +89,11 @@ class _Mapping:
         self._lock = threading.Lock()
         self._closed = False
 
-    def view(self, value: memoryview, dtype: np.dtype = np.uint8) -> np.ndarray:
-        """``value`` (a buffer into the map) as a read-only array, without a copy; the map stays
+    def view(self, value: memoryview) -> np.ndarray:
+        """``value`` (a buffer into the map) as a read-only uint8 array, without a copy; the map stays
         until the array and every array made from it are gone. Called only while a read is in
         flight, so never after :meth:`close`."""
-        array = np.frombuffer(value, dtype)
+        array = np.frombuffer(value, np.uint8)
         ref = weakref.ref(array, self._gone)
         self._views[id(ref)] = ref
         return array
@@ -185,9 +185,9 @@ class LmdbStore:
     def __len__(self) -> int:
         return len(self.keys)
 
-    def apply(self, index: int, parse: Callable[[memoryview, Callable[..., np.ndarray]], T]) -> T:
+    def apply(self, index: int, parse: Callable[[memoryview, Callable[[memoryview], np.ndarray]], T]) -> T:
         """``parse(value, view)`` of key ``index``: ``value`` is a buffer into the map, valid only
-        during the call, and ``view(buffer, dtype=np.uint8)`` makes a read-only array of a part of
+        during the call, and ``view(buffer)`` makes a read-only uint8 array of a part of
         it that stays valid as long as the array lives (no copy); ``parse`` copies what else it
         keeps."""
         key = self.keys[index]

@@ -34,7 +34,7 @@ class LmdbReader(ShardedReader):
         self.paths = as_path_list(self.schema.name, "path", path)
         self.configure_reader(**reader_args)
 
-    def parse(self, value: memoryview, view: Callable[..., np.ndarray]) -> tuple[np.ndarray, ...]:
+    def parse(self, value: memoryview, view: Callable[[memoryview], np.ndarray]) -> tuple[np.ndarray, ...]:
         """The outputs of one value (a buffer into the map, valid only during the call): encoded
         images as arrays made by ``view`` (read-only, keeping the map, no copy: a decoder only
         reads them), the rest copied out of it; raise ReaderError or WireError."""
@@ -138,7 +138,7 @@ class CaffeReader(LmdbReader):
     def layout_fields(self) -> bytes:
         return bytes([self.image_available, self.label_available])
 
-    def parse(self, value: memoryview, view: Callable[..., np.ndarray]) -> tuple[np.ndarray, ...]:
+    def parse(self, value: memoryview, view: Callable[[memoryview], np.ndarray]) -> tuple[np.ndarray, ...]:
         d = parse_datum(value)
         out = []
         if self.image_available:
@@ -197,7 +197,7 @@ class Caffe2Reader(LmdbReader):
         fields = (self.label_type, self.num_labels, self.image_available, self.additional_inputs, self.bbox)
         return np.array(fields, np.int64).tobytes()
 
-    def parse(self, value: memoryview, view: Callable[..., np.ndarray]) -> tuple[np.ndarray, ...]:
+    def parse(self, value: memoryview, view: Callable[[memoryview], np.ndarray]) -> tuple[np.ndarray, ...]:
         tensors = parse_tensor_protos(value)
         out = []
         k = 0
@@ -265,7 +265,7 @@ def _tensor(tensors: list[Tensor], k: int, what: str) -> Tensor:
     return tensors[k]
 
 
-def _image(t: Tensor, view: Callable[..., np.ndarray]) -> np.ndarray:
+def _image(t: Tensor, view: Callable[[memoryview], np.ndarray]) -> np.ndarray:
     """The image of tensor ``t``: encoded bytes as a ``view`` into the map (no copy), pixels copied."""
     if t.data_type == DataType.STRING:
         if not t.string_data:
