@@ -334,14 +334,15 @@ def main() -> None:
         parser.error(f"--hw-load values must be within [0, 1], got {args.hw_load}")
     if any(count < 1 for count in args.decoders):
         parser.error(f"--decoders values must be positive, got {args.decoders}")
+    where = "GPU 0" if gpu_available() else f"no GPU ({gpu_unavailable_reason()}): host fallback"
+    decoder = "nvImageCodec" if gpu_available() and nvimgcodec_available() else "host decode"
+    # the setting first: generating the JPEGs the first time takes a while
+    print(f"{where}; mixed decoder: {decoder}; batch {args.batch_size}, {args.threads} threads", flush=True)
     root = args.data or os.path.join(tempfile.gettempdir(), "raypipe-bench-gpu-jpegs")
     if not args.data:
         make_jpeg_folder(root, num_classes=16, per_class=max(1, args.images // 16), seed=0)
     if args.source != "files":
         root = converted(root, args.source)
-    where = "GPU 0" if gpu_available() else f"no GPU ({gpu_unavailable_reason()}): host fallback"
-    decoder = "nvImageCodec" if gpu_available() and nvimgcodec_available() else "host decode"
-    print(f"{where}; mixed decoder: {decoder}; batch {args.batch_size}, {args.threads} threads")
     batches = max(1, args.images // args.batch_size)
     # the reference first, so that each row prints (with its ratio) as soon as it is measured
     cpu = run(root, "cpu", args.batch_size, args.threads, max(1, args.cpu_images // args.batch_size), 1)
