@@ -130,18 +130,9 @@ def _submit(address: str, command: list[str], timeout: float = 400, wait: bool =
         time.sleep(2)
 
 
-def test_ddp_example_submitted_as_a_job_trains_and_ends(head):
-    proc = _submit(head, ["python", "examples/train_ddp.py"])
-    out = proc.stdout + proc.stderr
-    assert proc.returncode == 0, out[-4000:]
-    assert "training finished: ok" in out
-    for epoch in (0, 1):  # every rank's result, printed by the driver
-        for rank in (0, 1):
-            assert re.search(rf"epoch {epoch}, rank {rank}, batches 5, images 80", out), out[-4000:]
-    assert "Token authentication" not in out and "TrainController" not in out, "Ray's logs stay out of the output"
-
-
-def test_ddp_example_survives_a_rank_killing_itself_and_resumes_from_its_checkpoint(head):
+def test_ddp_example_submitted_as_a_job_survives_a_rank_killing_itself_and_resumes_from_its_checkpoint(head):
+    """The README's main job as a user submits it, with a rank's death on the way: every step of a
+    job without one, then the restart (one job covers both, the slowest tests being these)."""
     proc = _submit(head, ["python", "examples/train_ddp.py", "--fail-at", "6"])
     out = proc.stdout + proc.stderr
     assert proc.returncode == 0, out[-4000:]
@@ -152,6 +143,7 @@ def test_ddp_example_survives_a_rank_killing_itself_and_resumes_from_its_checkpo
     for rank in (0, 1):
         assert re.search(rf"epoch 1, rank {rank}, batches 5, images 80", out), out[-4000:]
     assert "training finished: ok" in out
+    assert "Token authentication" not in out and "TrainController" not in out, "Ray's logs stay out of the output"
 
 
 def test_horovod_example_submitted_as_a_job_trains_and_ends(head):
