@@ -37,8 +37,12 @@ def _start_head(log: IO[str]) -> tuple[subprocess.Popen, str] | None:
     address once it answers, or None when it exited first (another process took a port between
     :func:`_free_port` and Ray binding it)."""
     port, dashboard = _free_port(), _free_port()
-    # stopped at the module's end with nothing left to drain: no 30 s drain on SIGTERM
-    env = {k: v for k, v in os.environ.items() if k != "RAY_ADDRESS"} | {"RAY_GRACEFUL_SHUTDOWN_DRAIN_TIMEOUT_S": "0"}
+    # stopped at the module's end with nothing left to drain: no 30 s drain on SIGTERM; the jobs'
+    # ``python`` is this interpreter, also when its virtual environment is not activated
+    env = {k: v for k, v in os.environ.items() if k != "RAY_ADDRESS"} | {
+        "RAY_GRACEFUL_SHUTDOWN_DRAIN_TIMEOUT_S": "0",
+        "PATH": os.pathsep.join([BIN, os.environ.get("PATH", "")]),
+    }
     proc = subprocess.Popen(
         [
             os.path.join(BIN, "ray"),
@@ -187,6 +191,10 @@ def test_stats_and_doctor_watch_a_job_while_it_trains(head):
             ranks = stats["ranks"]
             if len(ranks) == 2 and all(r["batches"] >= 10 for r in ranks.values()):
                 break
+        else:  # no service (yet): a job that has already ended fails the test at once, with its logs
+            status = _ray_job(head, "status", job, timeout=120)  # its last logs when it has ended
+            said = status.stdout + status.stderr
+            assert not re.search(rf"Job '{job}' (failed|succeeded|was stopped)", said), said[-4000:]
         time.sleep(1)
     assert stats is not None and len(stats["ranks"]) == 2, stats
     assert all(a["available"] and a["stages"]["rows"] for a in stats["actors"]), stats["actors"]
