@@ -96,7 +96,9 @@ def build_service_pipeline(
     """The service's pipeline as an actor of it builds it (the service's batch size and seed), after
     checking that its reader (or per-sample external source) sees the service's dataset: every node
     must see the same data. Object-store folders the service listed are not listed again.
-    ``pipeline``: the function and keyword arguments; None, those the service published."""
+    ``pipeline``: the function and keyword arguments; None, those the service published. The
+    libraries its host operators load on their first call are imported in the background from
+    then on (:meth:`raypipe.engine.Engine.preload`), while the rank gets ready."""
     pipeline_fn, pipeline_kwargs = pipeline if pipeline is not None else served_pipeline.load(config.name)
     shared_listings.install(config.name)
     pipe = pipeline_fn(
@@ -110,7 +112,17 @@ def build_service_pipeline(
             f"{digest}) but the service was started on {config.dataset_len} (digest {config.dataset_digest}): every "
             f"node must see the same dataset"
         )
+    threading.Thread(target=_preload, args=(pipe.engine,), name="raypipe-preload", daemon=True).start()
     return pipe
+
+
+def _preload(engine: Any) -> None:
+    """:meth:`~raypipe.engine.Engine.preload`; a library that fails to load fails again, and is
+    reported, where the first batch needs it."""
+    try:
+        engine.preload()
+    except Exception:
+        pass
 
 
 def remote_worker(handle: Any, split: dict[str, bool]) -> RemoteWorker:

@@ -108,6 +108,13 @@ class Engine:
         ``decode_on_gpu``: mixed decoders decode there): a CPU helper builds the same stage."""
         return dict(self._split)
 
+    def preload(self) -> None:
+        """Import what the CPU stage's operators load on their first call (torch for host resizing
+        and FFTs: a second or more): a pipeline actor or CPU helper does it in the background while
+        its rank gets ready, instead of inside its first batch."""
+        for node in self.staged.host_nodes:
+            node.op.preload()
+
     def cpu_stage(self, split: dict[str, bool]) -> CpuStage:
         """The CPU stage of this engine's graph as an engine with ``split`` (:meth:`cpu_split`) has
         it: what a CPU helper runs for that engine's samples. Needs no device and makes no executor."""

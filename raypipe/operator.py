@@ -148,6 +148,11 @@ class Operator:
     def configure(self) -> None:
         """Validate and store the operator's static arguments (raise ArgumentError)."""
 
+    def preload(self) -> None:
+        """Import what the operator's host path loads on its first call (torch for resizing and
+        FFTs: a second or more), so that a process building its pipeline before it is asked for a
+        batch can pay it then (:meth:`raypipe.engine.Engine.preload`)."""
+
     @property
     def num_outputs(self) -> int:
         """Outputs of this instance (the schema's, unless they depend on the arguments)."""

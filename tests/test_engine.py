@@ -1,9 +1,13 @@
 """The engine under a pipeline: no executor until batches are driven (building CPU stages makes
 none), settings given before the executor exists apply to it, driven batches come back in
-order, and the service's methods live on the engine, not on DALI's ``Pipeline``."""
+order, and the service's methods live on the engine, not on DALI's ``Pipeline``; ``preload`` imports what
+the CPU stage's operators load on their first call, and only that."""
 
 from __future__ import annotations
 
+import os
+import subprocess
+import sys
 import threading
 
 import numpy as np
@@ -14,7 +18,9 @@ from raypipe import fn
 from raypipe.engine import Engine
 
 DEFERRED = {"on_gpu": True, "decode_on_gpu": True}
-SERVICE_ONLY = ("drive", "cpu_split", "cpu_stage", "set_cpu_helpers", "set_host_allocator", "offload_stats")
+SERVICE_ONLY = (
+    "drive", "cpu_split", "cpu_stage", "preload", "set_cpu_helpers", "set_host_allocator", "offload_stats",
+)  # fmt: skip
 
 
 @rp.pipeline_def(batch_size=4, num_threads=1, device_id=None, seed=3)
@@ -94,3 +100,26 @@ def test_the_service_methods_are_the_engines_not_dalis_pipelines():
     for name in SERVICE_ONLY:
         assert not hasattr(rp.Pipeline, name), name
         assert callable(getattr(Engine, name)), name
+
+
+PRELOADED = """
+import sys
+from tests.test_engine import ClassStyle, labelled
+for pipe in (ClassStyle(sys.argv[1:]), labelled(files=sys.argv[1:])):
+    pipe.build()
+    pipe.engine.preload()
+    print("torch" in sys.modules, end=" ")
+"""
+
+
+def test_preload_imports_torch_for_a_host_resize_and_nothing_for_a_decode_alone(jpeg_files):
+    """In a new interpreter: the decode-only pipeline's preload leaves torch out (its memory too),
+    the resizing one's imports it (the host resize's backend)."""
+    pytest.importorskip("torch")
+    root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    env = {k: v for k, v in os.environ.items() if k != "RAYPIPE_HOST_RESIZE"}
+    done = subprocess.run(
+        [sys.executable, "-c", PRELOADED, *jpeg_files[:4]], cwd=root, env=env, capture_output=True, text=True
+    )
+    assert done.returncode == 0, done.stderr[-3000:]
+    assert done.stdout.split() == ["False", "True"], done.stdout

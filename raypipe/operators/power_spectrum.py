@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from .. import host_fft
 from ..backend import to_host
 from ..errors import ArgumentError
 from ..host_fft import power_spectrum
@@ -27,6 +28,9 @@ class PowerSpectrum(Operator):
     """Each sample's spectrum along ``axis`` (float32)."""
 
     schema = Schema(OP, devices=("cpu",))
+
+    def preload(self) -> None:
+        host_fft.backend()
 
     def configure(self, axis: int = -1, nfft=None, power: int = 2) -> None:
         if isinstance(axis, bool) or not float(axis).is_integer():

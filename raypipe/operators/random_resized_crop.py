@@ -17,6 +17,7 @@ from ..operator import Operator, Schema, register
 from ..types import DALIDataType
 from .cast import parse_dtype
 from .crop_window import DRAWS, random_crop_window, random_crop_windows, window_arguments
+from .host_resize import backend as host_resize_backend
 from .resample import RESIZE_FILTERS, check_hwc, hwc_shapes, interp_filters, resample
 from .resize import host_resample
 
@@ -34,6 +35,9 @@ class RandomResizedCrop(Operator):
     default, or ``interp_type`` / ``min_filter`` / ``mag_filter`` as ``resize``)."""
 
     schema = Schema("random_resized_crop", devices=("cpu", "gpu"))
+
+    def preload(self) -> None:
+        host_resize_backend()
 
     def configure(
         self,

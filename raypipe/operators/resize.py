@@ -18,6 +18,7 @@ from ..kernels import launch
 from ..operator import Operator, Schema, register
 from ..types import DALIImageType, to_numpy_dtype
 from .axes import per_sample
+from .host_resize import backend as host_resize_backend
 from .host_resize import resize as host_resize
 from .resample import (
     CUBIC,
@@ -169,6 +170,9 @@ class Resize(Operator):
     ``mag_filter``); see :func:`output_size` for the sizing rules."""
 
     schema = Schema("resize", devices=("cpu", "gpu"), arg_inputs=("size",))
+
+    def preload(self) -> None:
+        host_resize_backend()
 
     def configure(
         self,

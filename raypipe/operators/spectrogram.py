@@ -19,6 +19,7 @@ from typing import Any
 
 import numpy as np
 
+from .. import host_fft
 from ..errors import ArgumentError
 from ..host_fft import power_spectrum
 from ..operator import Operator, Schema, register
@@ -64,6 +65,9 @@ class Spectrogram(Operator):
     """Power (or magnitude) spectrogram of 1-D signals."""
 
     schema = Schema(_OP, devices=("cpu", "gpu"))
+
+    def preload(self) -> None:
+        host_fft.backend()
 
     def configure(
         self,
