@@ -17,6 +17,7 @@ from raypipe import fn, nvimgcodec_c, types
 from raypipe.backend import gpu_available
 from raypipe.device_check import DECODE_MEAN_TOLERANCE, DECODE_P99_TOLERANCE
 from raypipe.errors import SampleError
+from raypipe.formats.registry import get, read_converted
 from raypipe.gpu_decode import CODE_STREAMS_ENV, nvimgcodec_installed
 from raypipe.kernels.launch import Packed
 
@@ -27,8 +28,12 @@ pytestmark = [
 
 
 @rp.pipeline_def(batch_size=6, num_threads=1, seed=11, device_id=0, prefetch_queue_depth=1)
-def cropped(files, output_type=types.RGB, on_error="raise"):
-    jpegs, labels = fn.readers.file(files=files, name="Reader")
+def cropped(files, output_type=types.RGB, on_error="raise", dst=None):
+    """The files, or with ``dst`` what ``raypipe convert`` wrote there, cropped and flipped."""
+    if dst is None:
+        jpegs, labels = fn.readers.file(files=files, name="Reader")
+    else:
+        jpegs, labels = read_converted(dst, name="Reader")
     images = fn.decoders.image_random_crop(jpegs, device="mixed", output_type=output_type, on_error=on_error)
     flipped = fn.crop_mirror_normalize(
         images, mirror=fn.random.coin_flip(), dtype=types.FLOAT, mean=[0.0], std=[1.0], output_layout="HWC"
@@ -120,3 +125,40 @@ def test_an_undecodable_sample_in_the_mixed_stage_is_named_or_skipped(files, mon
     kept, _ = _epoch(files[:3], monkeypatch, decode="host", batches=1)  # windows are keyed by sample index
     assert len(out[0][0]) == 5  # skipped, not replaced (the pipeline's default)
     assert all(np.array_equal(a, b) for a, b in zip(out[0][0][:3], kept[0][0][:3]))
+
+
+def test_lmdb_records_are_decoded_from_read_only_views_of_the_map_as_the_files_are(files, monkeypatch, tmp_path):
+    """A Caffe LMDB's encoded images are read-only views into its memory map: the C API's code
+    streams take them by address, and the batches are those of the same JPEGs read as files."""
+    import raypipe.executor as executor
+    from raypipe.convert.plan import list_source
+    from raypipe.convert.run import convert
+
+    listing = tmp_path / "list.txt"
+    listing.write_text("".join(f"{p} {i}\n" for i, p in enumerate(files)))
+    db = str(tmp_path / "db")
+    convert(list_source(str(listing)), db, get("caffe"), part_size=5, workers=1)
+    writable = []
+    maker = executor.code_stream_maker
+
+    def spying_maker():
+        make = maker()
+
+        def spy(data, window):
+            writable.append(data.flags.writeable)
+            return make(data, window)
+
+        return spy
+
+    monkeypatch.setattr(executor, "code_stream_maker", spying_maker)
+    monkeypatch.setenv(nvimgcodec_c.API_ENV, "c")
+    as_files, _ = _epoch(files, monkeypatch, decode="host")
+    del writable[:]
+    as_records, report = _epoch(None, monkeypatch, decode="host", dst=db)
+    assert report["decoder"]["api"] == "c" and report["decoder"]["code_streams"] == "cpu stage", report
+    assert writable and not any(writable), "code streams made over the map's read-only views"
+    for (a_images, a_flipped, _), (b_images, b_flipped, _) in zip(as_files, as_records):
+        assert all(np.array_equal(a, b) for a, b in zip(a_images, b_images))
+        assert all(np.array_equal(a, b) for a, b in zip(a_flipped, b_flipped))
+    labels = [int(v) for _, _, batch in as_records for v in np.asarray(batch.as_tensor()).ravel()]
+    assert labels == list(range(len(labels)))
