@@ -2,12 +2,13 @@
 build in the same run, and the CPU time per sample of raypipe's CPU stage on a GPU node (what CPU
 helpers would take on).
 
-    python benchmarks/domains.py [--domain detection|speech|volumes] [--samples 256] [--batch 32] [--threads 2]
+    python benchmarks/domains.py [--domain detection|speech|volumes|auto_augment|...] [--samples 256] [--batch 32]
 
 Each domain registers itself below (:func:`domain`) with its data, its pipeline written once for
 both libraries (``fn`` and ``types`` of either), the GPU-stage device and its rate's unit: detection
-(NVIDIA's SSD pipeline, img/s), speech (Jasper's feature pipeline, seconds of audio per second) and
-volumes (nnU-Net's biased crop, Mvoxel/s of image volumes read). The rate
+(NVIDIA's SSD pipeline, img/s), speech (Jasper's feature pipeline, seconds of audio per second),
+volumes (nnU-Net's biased crop, Mvoxel/s of image volumes read) and automatic augmentation (the
+ResNet-50 training pipeline with AutoAugment, RandAugment or TrivialAugment Wide, img/s). The rate
 is samples (or the domain's unit) per second on the CPU only, everything on ``device="cpu"``, after
 a warm-up batch, best of ``--rounds`` rounds of ``--seconds``: both libraries run with ``--threads``
 threads on the same data, taking turns within each round. The CPU-stage cost is one thread's CPU time per sample
@@ -44,6 +45,7 @@ class Domain:
     graph: Callable[..., tuple]
     units: Callable[[tuple, dict], float] | None = None
     reader: str = "Reader"
+    conditionals: bool = False  # DALI's enable_conditionals (its automatic augmentations need it)
 
 
 DOMAINS: dict[str, Domain] = {}
@@ -205,6 +207,49 @@ def _biased_crop(fn, types, gpu: str, imgs: list[str], lbls: list[str]) -> tuple
 domain(Domain("volumes", "Mvoxel/s", _volumes, _biased_crop, lambda out, kw: len(out[0]) * math.prod(VOLUME) / 1e6))
 
 
+# --- augmentation: the ResNet-50 training pipeline with an automatic augmentation policy ---
+
+
+def _jpegs(samples: int) -> dict:
+    from raypipe.bench.dataset import prepare
+
+    return {"file_root": prepare(None, samples).root}
+
+
+def _augmented(fn, types, gpu: str, file_root: str, policy: str) -> tuple:
+    """Random-crop decode, resize to 224, then the policy (``fn``'s library's ``auto_aug``), a flip
+    and normalisation to CHW float, as DALI's EfficientNet example."""
+    import importlib
+
+    auto_aug = fn.__name__.rpartition(".")[0] + ".auto_aug"
+    jpegs, labels = fn.readers.file(file_root=file_root, random_shuffle=True, name="Reader")
+    images = fn.decoders.image_random_crop(jpegs, output_type=types.RGB, random_area=[0.08, 1.0])
+    images = fn.resize(images, size=[224, 224], antialias=False)
+    if policy == "rand_augment":
+        images = importlib.import_module(f"{auto_aug}.rand_augment").rand_augment(images, n=2, m=9, shape=[224, 224])
+    elif policy == "trivial_augment":
+        images = importlib.import_module(f"{auto_aug}.trivial_augment").trivial_augment_wide(images, shape=[224, 224])
+    else:
+        images = importlib.import_module(f"{auto_aug}.auto_augment").auto_augment_image_net(images, shape=[224, 224])
+    images = fn.crop_mirror_normalize(
+        images, device=gpu, dtype=types.FLOAT, output_layout="CHW", mirror=fn.random.coin_flip(),
+        mean=[0.485 * 255, 0.456 * 255, 0.406 * 255], std=[0.229 * 255, 0.224 * 255, 0.225 * 255],
+    )  # fmt: skip
+    return images, labels
+
+
+for _policy in ("auto_augment", "rand_augment", "trivial_augment"):
+    domain(
+        Domain(
+            _policy,
+            "img/s",
+            lambda samples, p=_policy: {**_jpegs(samples), "policy": p},
+            _augmented,
+            conditionals=True,
+        )
+    )
+
+
 # --- measuring ---
 
 
@@ -220,8 +265,11 @@ def _raypipe_pipe(entry: Domain, kwargs: dict, batch: int, threads: int, gpu: st
 def _dali_pipe(entry: Domain, kwargs: dict, batch: int, threads: int):
     from nvidia.dali import fn, pipeline_def, types
 
-    pipe = pipeline_def(lambda: entry.graph(fn, types, "cpu", **kwargs), batch_size=batch, num_threads=threads,
-                        device_id=None, seed=0)()  # fmt: skip
+    def graph():
+        return entry.graph(fn, types, "cpu", **kwargs)
+
+    pipe = pipeline_def(graph, batch_size=batch, num_threads=threads, device_id=None, seed=0,
+                        enable_conditionals=entry.conditionals)()  # fmt: skip
     pipe.build()
     return pipe
 

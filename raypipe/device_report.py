@@ -40,7 +40,7 @@ def device_report(
     }
     batched = report["kernels"]["path"] == "gpu"
     for node in staged.gpu_nodes:
-        has_kernels = type(node.op).run_batch is not Operator.run_batch
+        has_kernels = _batched(node.op)
         if node.device == "cpu":  # a host batch step: numpy on the gathered batch, whatever the device
             how = "host"
         elif not device.on_gpu:
@@ -51,6 +51,13 @@ def device_report(
             how = "cupy per sample"
         report["operators"][node.label] = how
     return report
+
+
+def _batched(op: Operator) -> bool:
+    """Whether ``op`` takes a batch in its own call, and so do the device operators it runs inside
+    (``inner_operators()``: a policy's augmentations)."""
+    inner = getattr(op, "inner_operators", None)
+    return type(op).run_batch is not Operator.run_batch and all(_batched(o) for o in (inner() if inner else ()))
 
 
 def _host_reason(requested: int | None) -> str:

@@ -58,6 +58,15 @@ class DataNode:
 
         return subscript(self, key)
 
+    def __bool__(self) -> NoReturn:
+        """Not a truth value: an ``if``, ``while``, ``and``, ``or`` or ``not`` on pipeline data would
+        pick one branch for every sample at definition time."""
+        raise TypeError(
+            f"{self!r} is pipeline data, not a truth value: raypipe does not run Python conditionals (if, while, "
+            "and, or, not) on pipeline data (DALI's enable_conditionals); choose per sample with arithmetic "
+            "(mask * a + (mask ^ True) * b) or with raypipe.auto_aug's policies"
+        )
+
     def __iter__(self) -> NoReturn:
         """Not iterable (``__getitem__`` would otherwise make it endlessly so): one output of one operator."""
         raise TypeError(f"{self!r} is one operator output, not a sequence of outputs: it cannot be unpacked")
@@ -151,10 +160,12 @@ def named_outputs(outputs: list[DataNode]) -> DataNode | tuple[DataNode, ...] | 
 
 
 class Graph:
-    """Operator nodes in the order they were defined."""
+    """Operator nodes in the order they were defined; their operator ids (which key their random
+    streams) count from ``first_id``."""
 
-    def __init__(self):
+    def __init__(self, first_id: int = 0):
         self.nodes: list[OpNode] = []
+        self.first_id = first_id
 
     def add(
         self, op_name: str, inputs: Sequence[Any], kwargs: dict[str, Any], device: str | None = None
@@ -187,7 +198,7 @@ class Graph:
             raise ArgumentError(f"{op_name}: device must be one of {DEVICES}, got {device!r}")
         if device not in schema.devices:
             raise ArgumentError(f"{op_name}: cannot run on device {device!r} (supported: {schema.devices})")
-        op = cls(device=device, op_id=len(self.nodes), **kwargs)
+        op = cls(device=device, op_id=self.first_id + len(self.nodes), **kwargs)
         op.bind_inputs(len(inputs), set(arg_inputs))
         op.bind_upstream(inputs)
         node = OpNode(op, list(inputs), arg_inputs, name)

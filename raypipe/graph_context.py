@@ -51,7 +51,7 @@ class RecordedGraph(Graph):
 
     def owns(self, node: Any) -> bool:
         """True when ``node`` is an output of an operator recorded here."""
-        return isinstance(node, DataNode) and any(node in call.outputs for call in self.calls)
+        return isinstance(node, DataNode) and any(out is node for call in self.calls for out in call.outputs)
 
     def replay(self, outputs: Sequence[DataNode]) -> tuple[DataNode, ...]:
         """Call every recorded operator again in the graph being defined in this thread; return

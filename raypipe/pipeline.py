@@ -8,6 +8,8 @@ import inspect
 import itertools
 import json
 import os
+import sys
+import types
 import warnings
 import weakref
 from collections.abc import Callable, Iterator, Sequence
@@ -626,7 +628,9 @@ def pipeline_def(fn: Callable | None = None, **defaults: Any) -> Callable:
     a pipeline argument takes that argument (with a warning). A function with ``**kwargs`` (which
     DALI refuses) gets the output declarations ``output_dtype``, ``output_ndim`` and
     ``output_layout`` (operators have an ``output_layout`` too): declare those in the decorator.
-    DALI's ``enable_conditionals`` and ``debug`` are accepted when False.
+    DALI's ``debug`` is accepted when False, and ``enable_conditionals`` either way: the automatic
+    augmentations (:mod:`raypipe.auto_aug`), which need it in DALI, choose per sample without it, and
+    an ``if`` on pipeline data raises (:meth:`raypipe.graph.DataNode.__bool__`).
     """
     unknown = set(defaults) - set(PIPELINE_ARGS) - set(DEFINITION_ARGS)
     if unknown:
@@ -652,9 +656,11 @@ def pipeline_def(fn: Callable | None = None, **defaults: Any) -> Callable:
                 )
             taken = [k for k in (*DEFINITION_ARGS, *PIPELINE_ARGS) if k in kwargs and k not in to_function]
             options = {**defaults, **{k: kwargs.pop(k) for k in taken}}
-            for name in DEFINITION_ARGS:
-                if options.pop(name, False):
-                    raise ArgumentError(f"{name}=True is not supported by raypipe (only False)")
+            conditionals = options.pop("enable_conditionals", False)  # raypipe's policies do without it
+            if not isinstance(conditionals, bool):
+                raise ArgumentError(f"enable_conditionals must be a bool, got {conditionals!r}")
+            if options.pop("debug", False):
+                raise ArgumentError("debug=True is not supported by raypipe (only False)")
             try:
                 inspect.signature(graph_fn).bind(*args, **kwargs)
             except TypeError as exc:
@@ -696,3 +702,10 @@ def _check_outputs(outputs: Sequence[TensorList], per_output: list[dict[str, Any
         layout = declared.get("output_layout")
         if layout is not None and out.layout() != layout:
             raise PipelineDefinitionError(f"output {i} has layout {out.layout()!r}, output_layout declares {layout!r}")
+
+
+#: DALI's ``nvidia.dali.pipeline.experimental``, importable as ``raypipe.pipeline.experimental``:
+#: its ``pipeline_def`` is this module's (DALI's adds a debug mode, which raypipe does not have).
+experimental = types.ModuleType(f"{__name__}.experimental", "DALI's pipeline.experimental: pipeline_def.")
+experimental.pipeline_def = pipeline_def
+sys.modules[experimental.__name__] = experimental

@@ -11,6 +11,8 @@ from __future__ import annotations
 
 import collections
 import gc
+import itertools
+import linecache
 import re
 import sys
 import types
@@ -19,6 +21,8 @@ from collections.abc import Iterable
 from typing import Any
 
 from raypipe.backend import GpuUnavailableWarning
+
+_SCRIPTS = itertools.count()
 
 
 def as_raypipe(script: str) -> str:
@@ -43,15 +47,19 @@ def as_dali_cpu(script: str, edits: Iterable[tuple[str, str]] = ()) -> str:
 def run_script(script: str, data: str, **names: Any) -> dict:
     """Run ``script`` as module ``ported_script`` with ``DATA`` and ``names`` as globals; return its
     ``RESULT``. The module is in ``sys.modules`` while it runs, as a script's own module is (the
-    ``dataclasses`` decorator looks it up)."""
+    ``dataclasses`` decorator looks it up), and its source is in ``linecache``, as a file's is (DALI's
+    conditionals read a pipeline function's source)."""
     module = types.ModuleType("ported_script")
     module.__dict__.update(DATA=data, **names)
+    filename = f"<ported script {next(_SCRIPTS)}>"
+    linecache.cache[filename] = (len(script), None, script.splitlines(keepends=True), filename)
     sys.modules[module.__name__] = module
     try:
-        exec(compile(script, "<ported script>", "exec"), module.__dict__)
+        exec(compile(script, filename, "exec"), module.__dict__)
         return module.__dict__["RESULT"]
     finally:
         del sys.modules[module.__name__]
+        linecache.cache.pop(filename, None)
         # the script's pipelines (and their worker processes) go now, not at the next collection:
         # its functions and globals hold each other
         module.__dict__.clear()

@@ -136,8 +136,13 @@ def test_set_outputs_errors():
     pipe = rp.Pipeline(batch_size=1)
     with pytest.raises(rp.PipelineDefinitionError, match="call operators inside `with pipe:`"):
         pipe.build()
+    other = rp.Pipeline(batch_size=1)
+    with other:
+        foreign = fn.constant(idata=[2], dtype=types.INT32)
     with pipe:
         out = fn.constant(idata=[1], dtype=types.INT32)
+        with pytest.raises(rp.PipelineDefinitionError, match="output 1 .* not made by an operator called inside"):
+            pipe.set_outputs(out, foreign)
         pipe.set_outputs(out)
     pipe.build()
     with pytest.raises(rp.PipelineDefinitionError, match="already built"):

@@ -56,6 +56,7 @@ def reference(jpeg_files):
         ({"output_dtype": [None, types.INT32, types.INT32, types.FLOAT], "output_ndim": [3, 1, 0, 0]}, {}),
         ({"output_layout": [types.NHWC, "", None, ""]}, {}),
         ({"enable_conditionals": False, "debug": False}, {}),
+        ({"enable_conditionals": True}, {}),
     ],
 )
 def test_accepted_arguments_take_dalis_meaning_and_change_no_batch(jpeg_files, reference, kwargs, attrs):
@@ -124,7 +125,7 @@ def test_the_arguments_are_dalis_in_dalis_order():
         ({"py_callback_pickler": pickle}, "py_callback_pickler is not supported by raypipe"),
         ({"stream_policy": 1}, "stream_policy is not supported by raypipe"),
         ({"concurrency": "full"}, "concurrency is not supported by raypipe"),
-        ({"enable_conditionals": True}, r"enable_conditionals=True is not supported"),
+        ({"enable_conditionals": 1}, r"enable_conditionals must be a bool, got 1"),
         ({"debug": True}, r"debug=True is not supported"),
         ({"exec_async": "no"}, "exec_async must be a bool"),
         ({"exec_pipelined": 0}, "exec_pipelined must be a bool"),

@@ -16,6 +16,16 @@ def indexed(files):
     return images, labels
 
 
+@rp.pipeline_def(batch_size=5, num_threads=1, enable_conditionals=True)
+def augmented(files):
+    """``indexed`` through RandAugment (``raypipe.auto_aug``): which augmentations a sample gets is
+    drawn from its keyed stream, so any actor makes the same batch."""
+    from raypipe.auto_aug import rand_augment
+
+    images, labels = indexed.__wrapped__(files)
+    return rand_augment.rand_augment(images, n=2, m=9, fill_value=None), labels
+
+
 @rp.pipeline_def(batch_size=5, num_threads=1, device_id=0)
 def indexed_on_gpu_0(files):
     """``indexed`` with ``device_id=0`` in its decorator, as DALI scripts write it."""

@@ -11,7 +11,7 @@ import ray
 
 import raypipe as rp
 from raypipe.backend import GpuUnavailableWarning
-from tests.cluster.pipelines import MEAN, STD, indexed, indexed_on_gpu_0, resized
+from tests.cluster.pipelines import MEAN, STD, augmented, indexed, indexed_on_gpu_0, resized
 from tests.cluster.ranks import RankProcess
 
 WORLD = 4
@@ -378,19 +378,29 @@ def _kill_actor_of(svc, rank):
 
 
 def test_killed_actor_restarts_and_the_epoch_stays_exactly_once(cluster, jpeg_files):
-    svc = _serve(jpeg_files, "svc-kill", world_size=1, shuffle="global", batch_size=2)
+    """The pipeline draws RandAugment's augmentations per sample: the restarted actor makes the
+    same images for the batches the killed one made."""
+    svc = rp.serve(
+        augmented, name="svc-kill", files=jpeg_files, world_size=1, seed=0, num_cpus_per_actor=0.25,
+        replace=True, shuffle="global", batch_size=2,
+    )  # fmt: skip
     try:
         ld = rp.loader("svc-kill", rank=0, world_size=1)
         assert len(ld) == 12
-        seen = []
-        for i, (_, labels) in enumerate(ld):
+        seen, images = [], []
+        for i, (batch, labels) in enumerate(ld):
             seen.extend(labels.numpy().ravel().tolist())
+            images.append(batch.numpy().tobytes())
             if i == 3:
                 old_pid = _kill_actor_of(svc, 0)
         assert sorted(seen) == list(range(24)), "every sample exactly once despite the restart"
         ld.set_epoch(0)
-        again = [s for _, labels in ld for s in labels.numpy().ravel().tolist()]
+        again, again_images = [], []
+        for batch, labels in ld:
+            again.extend(labels.numpy().ravel().tolist())
+            again_images.append(batch.numpy().tobytes())
         assert again == seen, "the restarted actor produced the same order"
+        assert again_images == images, "and the same augmented images"
         assert next(a for a in svc.stats()["actors"] if a["rank"] == 0)["pid"] != old_pid
     finally:
         svc.shutdown()
