@@ -216,20 +216,21 @@ def _jpegs(samples: int) -> dict:
     return {"file_root": prepare(None, samples).root}
 
 
-def _augmented(fn, types, gpu: str, file_root: str, policy: str) -> tuple:
-    """Random-crop decode, resize to 224, then the policy (``fn``'s library's ``auto_aug``), a flip
-    and normalisation to CHW float, as DALI's EfficientNet example."""
+def _augmented(fn, types, gpu: str, file_root: str, policy: str, antialias: bool = True) -> tuple:
+    """Random-crop decode, resize to 224, then the policy (``fn``'s library's ``auto_aug``; none for
+    ``"none"``, the reference), a flip and normalisation to CHW float, as DALI's EfficientNet example
+    (which resizes with ``antialias=False``: the ``efficientnet`` domain)."""
     import importlib
 
     auto_aug = fn.__name__.rpartition(".")[0] + ".auto_aug"
     jpegs, labels = fn.readers.file(file_root=file_root, random_shuffle=True, name="Reader")
     images = fn.decoders.image_random_crop(jpegs, output_type=types.RGB, random_area=[0.08, 1.0])
-    images = fn.resize(images, size=[224, 224], antialias=False)
+    images = fn.resize(images, size=[224, 224], antialias=antialias)
     if policy == "rand_augment":
         images = importlib.import_module(f"{auto_aug}.rand_augment").rand_augment(images, n=2, m=9, shape=[224, 224])
     elif policy == "trivial_augment":
         images = importlib.import_module(f"{auto_aug}.trivial_augment").trivial_augment_wide(images, shape=[224, 224])
-    else:
+    elif policy == "auto_augment":
         images = importlib.import_module(f"{auto_aug}.auto_augment").auto_augment_image_net(images, shape=[224, 224])
     images = fn.crop_mirror_normalize(
         images, device=gpu, dtype=types.FLOAT, output_layout="CHW", mirror=fn.random.coin_flip(),
@@ -238,10 +239,19 @@ def _augmented(fn, types, gpu: str, file_root: str, policy: str) -> tuple:
     return images, labels
 
 
-for _policy in ("auto_augment", "rand_augment", "trivial_augment"):
+domain(
+    Domain(
+        "efficientnet",
+        "img/s",
+        lambda samples: {**_jpegs(samples), "policy": "trivial_augment", "antialias": False},
+        _augmented,
+        conditionals=True,
+    )
+)
+for _policy in ("none", "auto_augment", "rand_augment", "trivial_augment"):
     domain(
         Domain(
-            _policy,
+            _policy if _policy != "none" else "no_augment",
             "img/s",
             lambda samples, p=_policy: {**_jpegs(samples), "policy": p},
             _augmented,

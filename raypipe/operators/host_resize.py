@@ -70,6 +70,29 @@ def resize(image: np.ndarray, width: int, height: int, box: Box | None = None, c
     return out
 
 
+def resize_linear(image: np.ndarray, width: int, height: int) -> np.ndarray | None:
+    """``image`` (uint8 HWC, 3 or 4 channels) resized bilinearly without antialiasing (two taps per
+    output pixel, centres at ``+0.5``) by torch's uint8 kernel, where torch is the backend: within
+    one grey level of the matrix products of :func:`raypipe.operators.resample.resample` (from
+    torch's fixed-point weights: on 0-3 % of pixels where both axes shrink, up to a fifth where one
+    grows), at a twentieth of their time or less for a crop shrunk to 224x224. None where torch is
+    not the backend or the image is another kind."""
+    torch = _torch()
+    if torch is None or image.dtype != np.uint8 or image.ndim != 3 or image.shape[2] not in (3, 4):
+        return None
+    single_threaded(torch)
+    if not image.flags.writeable:
+        image = image.copy()
+    if min(image.strides) < 0:
+        image = np.ascontiguousarray(image)
+    source = torch.from_numpy(image.transpose(2, 0, 1)[None])
+    out = np.empty((height, width, image.shape[2]), np.uint8)
+    torch.ops.aten.upsample_bilinear2d.out(
+        source, [height, width], False, None, None, out=torch.from_numpy(out).permute(2, 0, 1)[None]
+    )
+    return out
+
+
 @cache
 def _antialiased_bilinear(torch: Any) -> Any:
     """The ATen op behind ``F.interpolate(..., mode="bilinear", antialias=True)``, writing into ``out``."""

@@ -20,6 +20,7 @@ from ..types import DALIImageType, to_numpy_dtype
 from .axes import per_sample
 from .host_resize import backend as host_resize_backend
 from .host_resize import resize as host_resize
+from .host_resize import resize_linear
 from .resample import (
     CUBIC,
     LINEAR,
@@ -152,8 +153,10 @@ def host_resample(
     box: tuple[float, float, float, float] | None = None,
 ) -> np.ndarray:
     """Resize HWC ``image`` (its ``box``) on the host the fastest way that gives :func:`resample`'s
-    result: a gather for nearest, Pillow (or torch) for antialiased uint8 linear or cubic, else the
-    matrix products."""
+    result: a gather for nearest, Pillow (or torch) for antialiased uint8 linear or cubic, torch for
+    uint8 linear without antialiasing (within one grey level), else the matrix products."""
+    if box is not None and tuple(box) == (0, 0, image.shape[1], image.shape[0]):
+        box = None
     if filters == (NEAREST, NEAREST):
         out = resize_nearest(image, width, height, box)
         return out if dtype is None else cast_to(np, out, np.dtype(dtype))
@@ -161,6 +164,10 @@ def host_resample(
         if box is None and (width, height) == (image.shape[1], image.shape[0]):
             return image
         return host_resize(image, width, height, box=box, cubic=filters[0] == CUBIC)
+    if filters == (LINEAR, LINEAR) and box is None and image.dtype == np.uint8 and dtype in (None, np.uint8):
+        out = resize_linear(image, width, height)
+        if out is not None:
+            return out
     return resample(np, image, width, height, box=box, antialias=antialias, dtype=dtype, filters=filters)
 
 

@@ -11,6 +11,7 @@ from raypipe import fn
 from raypipe.auto_aug import augmentations as a
 from raypipe.auto_aug import auto_augment, rand_augment, trivial_augment
 from raypipe.auto_aug.core import Policy, augmentation
+from raypipe.backend import gpu_available
 from raypipe.errors import ArgumentError, PipelineDefinitionError
 
 RNG = np.random.default_rng(3)
@@ -237,3 +238,17 @@ def test_the_device_report_judges_a_policy_by_the_operators_inside(monkeypatch):
         with pipe() as p:
             paths[name] = next(v for k, v in p.device_report()["operators"].items() if "_augment_select" in k)
     assert paths == {"brightness": "simulator", "invert": "host"}
+
+
+@pytest.mark.gpu
+@pytest.mark.skipif(not gpu_available(), reason="needs a CUDA GPU")
+def test_on_a_gpu_each_policy_gives_the_host_results():
+    """On cupy, the samples that drew an augmentation go through it together: the host's values
+    within one grey level (float rounding on another device)."""
+    for build in (
+        lambda x: auto_augment.auto_augment_image_net(x.gpu(), shape=(21, 24), seed=2),
+        lambda x: rand_augment.rand_augment(x.gpu(), n=2, m=9, fill_value=None, seed=2),
+        lambda x: trivial_augment.trivial_augment_wide(x.gpu(), seed=2),
+    ):
+        for host, device in zip(_run(build), _run(build, device_id=0)):
+            assert host.shape == device.shape and np.abs(host.astype(int) - device.astype(int)).max() <= 1

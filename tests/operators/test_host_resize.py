@@ -86,3 +86,24 @@ def test_torch_results_are_interpolate_exactly_in_contiguous_hwc():
     expected = torch.nn.functional.interpolate(planes, size=(160, 224), mode="bilinear", antialias=True)
     assert got.flags.c_contiguous and got.shape == (160, 224, 3)
     assert np.array_equal(got, expected[0].permute(1, 2, 0).numpy())
+
+
+@needs_torch
+@pytest.mark.parametrize("size, target", [((500, 375), (224, 224)), ((97, 300), (224, 224)), ((640, 480), (320, 96))])
+def test_linear_without_antialiasing_is_within_a_level_of_the_matrix_products(size, target):
+    """``resize(antialias=False)`` on the host: torch's two-tap uint8 kernel against the float32
+    matrix products it replaces (which remain where torch is not the backend)."""
+    from raypipe.kernels.filters import LINEAR
+    from raypipe.operators.resample import resample
+
+    image = _image(*size, seed=2)
+    got = host_resize.resize_linear(image, *target)
+    want = resample(np, image, *target, antialias=False, filters=(LINEAR, LINEAR))
+    diff = np.abs(got.astype(np.int16) - want)
+    assert got.shape == want.shape and diff.max() <= 1
+    assert (diff > 0).mean() < (0.25 if size[0] < target[0] else 0.03), "a fifth where an axis grows"
+
+
+def test_linear_without_antialiasing_needs_torch(monkeypatch):
+    monkeypatch.setattr(host_resize, "_torch", lambda: None)
+    assert host_resize.resize_linear(_image(50, 40), 20, 20) is None
