@@ -6,7 +6,8 @@ back through the same affine matrix (:func:`rotation`) and samples with Pillow's
 (pixel centres at +0.5, bilinear: clamped neighbours, uint8 results truncated; nearest: the pixel
 under the mapped centre, in Pillow's 16.16 fixed point; samples whose source lies outside the image
 take ``fill_value``). Without ``fill_value``, as in DALI, the source coordinates are clamped: the
-border pixels repeat (the array path on the host too, as Pillow has no such border).
+border pixels repeat (the array path on the host too, as Pillow has no such border; bilinear,
+it runs in torch's ``grid_sample`` where torch is installed, ``RAYPIPE_HOST_WARP=numpy`` aside).
 DALI's rotate takes only nearest and linear interpolation (it refuses ``INTERP_CUBIC``), and so
 does this one.
 """
@@ -25,6 +26,7 @@ from ..kernels.filters import LINEAR, NEAREST
 from ..operator import Operator, Schema, as_scalar, register
 from ..types import DALIInterpType
 from .resample import interp_kind
+from .warp_affine import host_torch, torch_warp
 
 #: The interpolations DALI's rotate (its warp) takes.
 ROTATE_FILTERS = {DALIInterpType.INTERP_NN: NEAREST, DALIInterpType.INTERP_LINEAR: LINEAR}
@@ -184,8 +186,27 @@ class Rotate(Operator):
         width, height, matrix = rotation(image.shape[1], image.shape[0], angle, not self.keep_size)
         return warp_affine(xp, image, width, height, matrix, self.fill_value, self.kind)
 
+    def preload(self) -> None:
+        host_torch()
+
+    def _clamped_with_torch(self, image: np.ndarray, angle: float) -> np.ndarray | None:
+        """Bilinear rotation with the border repeated, by torch's ``grid_sample`` where torch is
+        installed (a tenth of the array path's time): the array path's values computed in float32,
+        truncated alike (within one level of it). None without torch, or at a quarter turn."""
+        torch = host_torch()
+        width, height = image.shape[1], image.shape[0]
+        if torch is None or quarter_turns(angle, width, height, not self.keep_size) is not None:
+            return None
+        out_w, out_h, matrix = rotation(width, height, angle, not self.keep_size)
+        values = torch_warp(torch, image, np.asarray(matrix).reshape(2, 3), out_h, out_w, None)
+        info = np.iinfo(image.dtype)
+        return np.clip(np.floor(values), info.min, info.max).astype(image.dtype)
+
     def run_sample(self, inputs, args, ctx):
         image = inputs[0]
+        if self.fill_value is None and self.kind == LINEAR and image.ndim == 3 and image.dtype.kind in "iu":
+            rotated = self._clamped_with_torch(image, self._sample_angle(args))
+            return rotated if rotated is not None else self.compute(np, inputs, args, ctx)
         if image.ndim != 3 or image.dtype != np.uint8 or self.fill_value is None:
             return self.compute(np, inputs, args, ctx)
         angle = self._sample_angle(args)

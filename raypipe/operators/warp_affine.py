@@ -82,15 +82,16 @@ def warp(
 
 
 @cache
-def _torch() -> Any | None:
+def host_torch() -> Any | None:
+    """torch for host warps where installed, unless ``RAYPIPE_HOST_WARP=numpy``."""
     torch = optional_torch("RAYPIPE_HOST_WARP", "numpy")
     if torch is not None:
         import torch.nn.functional  # noqa: F401
     return torch
 
 
-def _torch_warp(torch: Any, image: np.ndarray, matrix: np.ndarray, height: int, width: int, fill: Any) -> np.ndarray:
-    """:func:`warp` (bilinear) of one HWC image with torch's ``grid_sample``: the same sampling
+def torch_warp(torch: Any, image: np.ndarray, matrix: np.ndarray, height: int, width: int, fill: Any) -> np.ndarray:
+    """:func:`warp` (bilinear, float32) of one HWC image with torch's ``grid_sample``: the same sampling
     positions, given as normalised coordinates (``align_corners=False`` puts pixel centres at
     ``+0.5``, as here). Out-of-bounds neighbours weigh zero, so warping ``image - fill`` and adding
     ``fill`` back blends edges into the fill value; without one, ``border`` padding clamps the
@@ -147,7 +148,7 @@ class WarpAffine(Operator):
         self.dtype = None if dtype is None else parse_dtype(_OP, "dtype", dtype)
 
     def preload(self) -> None:
-        _torch()
+        host_torch()
 
     def output_layout(self, input_layouts: Sequence[str]) -> str:
         layout = input_layouts[0] if input_layouts else ""
@@ -162,12 +163,12 @@ class WarpAffine(Operator):
         """On the host, a bilinear warp of an HWC image goes through torch's ``grid_sample`` where
         torch is installed (about a tenth of the array path's time); the rest takes the array path."""
         image = inputs[0]
-        torch = _torch()
+        torch = host_torch()
         if torch is None or not self.linear or image.ndim != 3 or image.dtype.kind not in "uif":
             return self.compute(np, inputs, args, ctx)
         affine, size = self._affine_and_size(inputs, args)
         height, width = (int(round(v)) for v in size) if size else image.shape[:2]
-        warped = _torch_warp(torch, image, affine, height, width, self.fill)
+        warped = torch_warp(torch, image, affine, height, width, self.fill)
         dtype = image.dtype if self.dtype is None else self.dtype
         if dtype.kind in "iu":
             warped = round_half_away(np, warped)

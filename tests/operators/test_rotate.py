@@ -195,3 +195,20 @@ def test_without_a_fill_value_the_border_repeats_as_in_dali(ours, dali, device, 
     assert (diff <= 1).mean() >= 0.99 and diff.mean() < 0.6
     corner = mine[0][0, 0]
     assert corner.any(), "a corner outside the rotated image repeats a border pixel instead of 0"
+
+
+@pytest.mark.parametrize(("angle", "keep_size"), [(17.5, True), (-41.0, False), (90.0, True)])
+def test_the_border_repeated_on_the_host_with_torch_is_the_array_paths_within_a_level(monkeypatch, angle, keep_size):
+    """Without a fill value the host rotates with torch's ``grid_sample`` where torch is installed:
+    the array path's values (float64) within one level, from computing in float32."""
+    from raypipe.operators import rotate as module
+
+    if module.host_torch() is None:
+        pytest.skip("torch is not installed")
+    image = np.random.default_rng(4).integers(0, 256, (37, 52, 3), dtype=np.uint8)
+    op = Rotate("cpu", 0, angle=angle, keep_size=keep_size)
+    with_torch = op.run_sample([image], {}, None)
+    monkeypatch.setattr(module, "host_torch", lambda: None)
+    array_path = op.run_sample([image], {}, None)
+    assert with_torch.shape == array_path.shape and with_torch.dtype == np.uint8
+    assert np.abs(with_torch.astype(int) - array_path).max() <= 1
