@@ -1,7 +1,8 @@
 """Functional operators: ``fn.resize(images, resize_x=224)``, ``fn.readers.file(...)``.
 
 Every registered operator appears here under its dotted name, and under DALI's deprecated
-top-level name where DALI still ships one (``fn.image_decoder``, ``fn.file_reader``, ...);
+top-level name where DALI still ships one (``fn.image_decoder``, ``fn.file_reader``, ...) and its
+deprecated ``experimental`` name (``fn.experimental.filter``, ``fn.experimental.decoders.image``);
 calling one inside a pipeline definition places it in the graph and returns its output(s).
 """
 
@@ -11,7 +12,7 @@ from typing import Any
 
 from .graph import DataNode, current_graph
 from .input_sets import place
-from .operator import OLD_NAMES, registry
+from .operator import EXPERIMENTAL, OLD_NAMES, registry
 
 _ALIASES = {fn_name: op_name for op_name, (_, fn_name) in OLD_NAMES.items()}
 
@@ -32,6 +33,7 @@ class _Namespace:
 
             return math
         name = _ALIASES.get(attr, attr) if not self._prefix else f"{self._prefix}{attr}"
+        name = EXPERIMENTAL.get(name, name)
         ops = registry()
         if name in ops:
 
@@ -42,12 +44,14 @@ class _Namespace:
             operator.__qualname__ = f"fn.{name}"
             operator.__doc__ = ops[name].__doc__
             return operator
-        if any(k.startswith(f"{name}.") for k in ops):
+        if any(k.startswith(f"{name}.") for k in (*ops, *EXPERIMENTAL)):
             return _Namespace(f"{name}.")
         raise AttributeError(f"raypipe has no operator fn.{name}")
 
     def __dir__(self):
-        names = {k[len(self._prefix) :].split(".")[0] for k in registry() if k.startswith(self._prefix)}
+        names = {
+            k[len(self._prefix) :].split(".")[0] for k in (*registry(), *EXPERIMENTAL) if k.startswith(self._prefix)
+        }
         if not self._prefix:
             names |= {a for a, op_name in _ALIASES.items() if op_name in registry()} | {"math"}
         return sorted(n for n in names if not n.startswith("_"))

@@ -77,6 +77,25 @@ OLD_NAMES: dict[str, tuple[str, str]] = {
 }
 
 
+#: DALI's deprecated ``experimental`` names that DALI 2.4 still ships, for the operators raypipe has:
+#: ``fn.experimental.<name>`` and ``ops.experimental.<Class>`` are the operator's own function and class.
+EXPERIMENTAL: dict[str, str] = {
+    f"experimental.{name}": name
+    for name in (
+        "decoders.image",
+        "decoders.image_crop",
+        "decoders.image_random_crop",
+        "decoders.image_slice",
+        "equalize",
+        "filter",
+        "debayer",
+        "peek_image_shape",
+        "tensor_resize",
+        "audio_resample",
+    )
+}
+
+
 def register(cls: type[Operator]) -> type[Operator]:
     """Class decorator: make an operator reachable as ``fn.<name>`` and ``ops.<Name>``."""
     _REGISTRY[cls.schema.name] = cls

@@ -5,7 +5,8 @@ There is one class per operator (``ops.X is ops.X``), named by DALI's current na
 deprecated top-level names that it still ships (``ops.FileReader``, ``ops.ImageDecoder``,
 ``ops.CoinFlip``, ...) are that class too (``ops.ImageDecoder is ops.decoders.Image``; DALI makes
 each alias a class of its own, which builds the same operator), and so are the decoder names DALI
-had before 1.0 (``ops.nvJPEGDecoderRandomCrop is ops.decoders.ImageRandomCrop``).
+had before 1.0 (``ops.nvJPEGDecoderRandomCrop is ops.decoders.ImageRandomCrop``), and DALI's
+deprecated ``experimental`` names (``ops.experimental.Filter is ops.Filter``).
 """
 
 from __future__ import annotations
@@ -14,7 +15,7 @@ from typing import Any
 
 from .graph import DataNode, current_graph
 from .input_sets import place
-from .operator import OLD_NAMES, registry
+from .operator import EXPERIMENTAL, OLD_NAMES, registry
 
 
 class OperatorFactory:
@@ -99,7 +100,7 @@ class _Namespace:
         """The classes (name -> operator) and sub-namespaces directly under this prefix."""
         classes: dict[str, str] = {}
         subs: set[str] = set()
-        for op_name in registry():
+        for op_name in (*registry(), *(k for k, v in EXPERIMENTAL.items() if v in registry())):
             if not op_name.startswith(self._prefix):
                 continue
             head, dot, _ = op_name[len(self._prefix) :].partition(".")
@@ -108,7 +109,7 @@ class _Namespace:
             if dot:
                 subs.add(head)
             else:
-                classes[class_name(op_name)] = op_name
+                classes[class_name(op_name)] = EXPERIMENTAL.get(op_name, op_name)
         return classes, subs
 
     def __getattr__(self, attr: str):

@@ -11,8 +11,8 @@ import pytest
 import raypipe as rp
 from raypipe import fn, ops, types
 from raypipe.graph import Graph, defining
-from raypipe.operator import OLD_NAMES, registry
-from raypipe.ops import class_name
+from raypipe.operator import EXPERIMENTAL, OLD_NAMES, registry
+from raypipe.ops import class_name, factory
 
 OLD_AND_NEW = [
     ("FileReader", "readers", "File"),
@@ -252,6 +252,43 @@ def test_every_old_name_dali_ships_for_our_operators_is_here():
             shipped.add(name)
             assert getattr(ops, name) is ours(schema.DeprecatedInFavorOf())
     assert shipped == {old for old, _ in OLD_NAMES.values()}
+
+
+def test_experimental_names_are_the_operators_function_and_class(jpeg_files):
+    """``fn.experimental.X`` / ``ops.experimental.X``, DALI's deprecated names, place operator X."""
+    for alias, op_name in EXPERIMENTAL.items():
+        module, _, leaf = alias.rpartition(".")
+        fn_namespace, ops_namespace = fn, ops
+        for part in module.split("."):
+            fn_namespace, ops_namespace = getattr(fn_namespace, part), getattr(ops_namespace, part)
+        assert getattr(fn_namespace, leaf).__qualname__ == f"fn.{op_name}"
+        assert getattr(ops_namespace, class_name(alias)) is factory(op_name)
+
+    @rp.pipeline_def(batch_size=2, num_threads=1, seed=0)
+    def pipe():
+        jpegs, _ = fn.readers.file(files=jpeg_files[:2])
+        return fn.experimental.equalize(fn.experimental.decoders.image(jpegs)), fn.equalize(fn.decoders.image(jpegs))
+
+    with pipe() as p:
+        old, new = p.run()
+    assert all(np.array_equal(np.asarray(old.at(i)), np.asarray(new.at(i))) for i in range(2))
+
+
+def test_every_experimental_name_dali_ships_for_our_operators_is_here():
+    pytest.importorskip("nvidia.dali.ops")
+    from nvidia.dali import backend
+
+    def schema_name(op_name: str) -> str:
+        module = op_name.rpartition(".")[0]
+        return "__".join([*module.split("."), class_name(op_name)] if module else [class_name(op_name)])
+
+    ours = {schema_name(op_name): op_name for op_name in registry() if not op_name.startswith("_")}
+    shipped = {}
+    for name in backend.RegisteredCPUOps():
+        schema = backend.GetSchema(name)
+        if name.startswith("experimental__") and schema.IsDeprecated() and schema.DeprecatedInFavorOf() in ours:
+            shipped[name] = ours[schema.DeprecatedInFavorOf()]
+    assert {schema_name(alias): op for alias, op in EXPERIMENTAL.items()} == shipped
 
 
 def test_triangular_resize_matches_dalis_linear_resize():
