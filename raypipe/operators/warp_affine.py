@@ -54,17 +54,26 @@ def warp(
     xp: ModuleType, image: Any, matrix: np.ndarray, height: int, width: int, fill: np.ndarray | None, linear: bool
 ) -> Any:
     """``image`` (HWC, or several of them as one NHWC array) sampled at ``matrix`` (output to input)
-    of each output pixel centre: float32."""
+    of each output pixel centre: float32. ``matrix`` is one 2x3 matrix, or, for an NHWC batch, one
+    per image (N x 2 x 3): the same arithmetic, each image at its own positions."""
     in_h, in_w = image.shape[-3:-1]
     m = matrix.astype(np.float32)
+    each = m.ndim == 3
+    if each:
+        m = xp.asarray(m)[:, :, :, None, None]  # each coefficient broadcast over its image's pixels
+
+    def coefficient(row: int, col: int) -> Any:
+        return m[:, row, col] if each else m[row, col]
+
     xs = xp.arange(width, dtype=np.float32)[None, :] + np.float32(0.5)
     ys = xp.arange(height, dtype=np.float32)[:, None] + np.float32(0.5)
-    sx = m[0, 0] * xs + m[0, 1] * ys + m[0, 2]
-    sy = m[1, 0] * xs + m[1, 1] * ys + m[1, 2]
+    sx = coefficient(0, 0) * xs + coefficient(0, 1) * ys + coefficient(0, 2)
+    sy = coefficient(1, 0) * xs + coefficient(1, 1) * ys + coefficient(1, 2)
     pixels = image.astype(np.float32)
+    which = xp.arange(image.shape[0])[:, None, None] if each else Ellipsis
 
     def fetch(xi: Any, yi: Any) -> Any:
-        values = pixels[..., xp.clip(yi, 0, in_h - 1), xp.clip(xi, 0, in_w - 1), :]
+        values = pixels[which, xp.clip(yi, 0, in_h - 1), xp.clip(xi, 0, in_w - 1), :]
         if fill is None:
             return values
         inside = (xi >= 0) & (xi < in_w) & (yi >= 0) & (yi < in_h)
@@ -79,6 +88,14 @@ def warp(
     top = fetch(x0, y0) * (1 - fx) + fetch(x0 + 1, y0) * fx
     bottom = fetch(x0, y0 + 1) * (1 - fx) + fetch(x0 + 1, y0 + 1) * fx
     return top * (1 - fy) + bottom * fy
+
+
+def _one_size(batch: Any) -> bool:
+    """Whether ``batch`` (one array, or a list of samples) holds HWC images of one shape and dtype."""
+    if hasattr(batch, "ndim"):
+        return batch.ndim == 4
+    first = batch[0]
+    return first.ndim == 3 and all(s.shape == first.shape and s.dtype == first.dtype for s in batch)
 
 
 @cache
@@ -191,7 +208,8 @@ class WarpAffine(Operator):
         return affine, per_sample(args["size"]) if "size" in args else self.size
 
     def _warp(self, xp: ModuleType, images: Any, affine: np.ndarray, size: Sequence[float] | None) -> Any:
-        """``images`` (HWC, or a stack of them: FHWC frames or a batch) warped alike."""
+        """``images`` (HWC, or a stack of them: FHWC frames or a batch) warped alike, or each image of
+        a batch by its own matrix where ``affine`` holds one per image."""
         height, width = (int(round(s)) for s in size) if size else images.shape[-3:-1]
         warped = warp(xp, images, affine, height, width, self.fill, self.linear)
         dtype = images.dtype if self.dtype is None else self.dtype
@@ -200,9 +218,14 @@ class WarpAffine(Operator):
         return saturate_cast(xp, warped, dtype, overwrite=True)
 
     def run_batch(self, xp: ModuleType, inputs, args, ctxs) -> Any:
-        """A batch of HWC images held in one array, warped by the ``matrix`` and ``size`` arguments
-        (not per sample), in one pass of array operations; otherwise sample by sample."""
+        """HWC images of one size, warped in one pass of array operations: by the ``matrix`` and
+        ``size`` arguments, or by a ``matrix`` per sample (an argument input: the shears and
+        translations of the automatic augmentations); otherwise sample by sample."""
         batch = inputs[0]
         if len(inputs) == 1 and not args and self.matrix is not None and hasattr(batch, "ndim") and batch.ndim == 4:
             return self._warp(xp, batch, output_to_input(self.matrix, self.inverse_map), self.size)
+        if len(inputs) == 1 and set(args) == {"matrix"} and len(batch) and _one_size(batch):
+            matrices = np.stack([output_to_input(per_sample(m), self.inverse_map) for m in args["matrix"]])
+            images = batch if hasattr(batch, "ndim") else xp.stack(list(batch))
+            return self._warp(xp, images, matrices, self.size)
         return super().run_batch(xp, inputs, args, ctxs)

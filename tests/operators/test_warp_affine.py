@@ -152,3 +152,22 @@ def test_refusals(ours, images):
         )
     with pytest.raises(ArgumentError, match="INTERP_NN or INTERP_LINEAR"):
         ours(images, lambda x: fn.warp_affine(x, matrix=MATRIX, interp_type=types.INTERP_CUBIC), "HWC")
+
+
+@pytest.mark.parametrize("interp", [types.INTERP_LINEAR, types.INTERP_NN])
+@pytest.mark.parametrize("fill_value", [None, 7])
+def test_samples_of_one_size_with_a_matrix_each_are_warped_at_once_as_each_alone(interp, fill_value):
+    """A per-sample ``matrix`` (an argument input) over HWC samples of one size: one pass of array
+    operations over the stack, each image at its own positions, the values of each sample alone."""
+    samples = list(_RNG.integers(0, 256, (4, 18, 22, 3), dtype=np.uint8))
+    matrices = [np.array([1, s, -3 * s, 0, 1, s], np.float32) for s in (0.0, 0.2, -0.35, 0.5)]
+    ctxs = SampleContexts(0, 0, np.arange(4))
+    op = WarpAffine("gpu", 0, fill_value=fill_value, interp_type=interp, inverse_map=False)
+    together = op.run_batch(np, [samples], {"matrix": matrices}, ctxs)
+    assert isinstance(together, np.ndarray) and together.shape == (4, 18, 22, 3)
+    for i in range(4):
+        alone = op.compute(np, [samples[i]], {"matrix": matrices[i]}, ctxs[i])
+        np.testing.assert_array_equal(together[i], alone)
+    ragged = [samples[0], samples[1][:10]]
+    mixed = op.run_batch(np, [ragged], {"matrix": matrices[:2]}, ctxs[:2])
+    assert isinstance(mixed, list) and mixed[1].shape == (10, 22, 3), "samples of other sizes: one by one"
