@@ -26,9 +26,11 @@ def apply(
     num_magnitude_bins: int | None,
     kwargs: dict[str, Any],
     seed: int | None,
+    uint8: bool = False,
 ) -> DataNode:
     """``data`` through ``augmentations`` as ``selector`` picks them per sample; ``kwargs`` go to
-    each augmentation that takes them (``shape``, ``fill_value``, ``interp_type``)."""
+    each augmentation that takes them (``shape``, ``fill_value``, ``interp_type``). ``uint8``: the
+    samples must be uint8 (the built-in suites)."""
     if not isinstance(data, DataNode):
         raise ArgumentError(f"{policy}: data must be the output of an operator (a batch of images), got {data!r}")
     if not augmentations:
@@ -55,7 +57,13 @@ def apply(
             )
         )
         tables.append(table)
-    op_kwargs: dict[str, Any] = {"policy": policy, "augmentations": subgraphs, "tables": tables, "selector": selector}
+    op_kwargs: dict[str, Any] = {
+        "policy": policy,
+        "augmentations": subgraphs,
+        "tables": tables,
+        "selector": selector,
+        "uint8": uint8,
+    }
     if seed is not None:
         op_kwargs["seed"] = seed
     if isinstance(shape, DataNode):

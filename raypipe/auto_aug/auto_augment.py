@@ -228,7 +228,7 @@ def auto_augment(
         policy = _POLICIES[policy_name](shape is not None, max_translate_abs, max_translate_rel)
         if shape is not None:
             kwargs["shape"] = shape
-    return apply_auto_augment(policy, data, seed, **kwargs)
+    return _auto_augment("auto_augment", policy, data, seed, True, kwargs)
 
 
 def auto_augment_image_net(
@@ -246,12 +246,18 @@ def auto_augment_image_net(
 
 def apply_auto_augment(policy: Policy, data: DataNode, seed: int | None = None, **kwargs: Any) -> DataNode:
     """``policy`` applied per sample; ``kwargs`` go to the augmentations that take them."""
+    return _auto_augment("apply_auto_augment", policy, data, seed, False, kwargs)
+
+
+def _auto_augment(
+    caller: str, policy: Policy, data: DataNode, seed: int | None, uint8: bool, kwargs: dict[str, Any]
+) -> DataNode:
     if not isinstance(policy, Policy):
-        raise ArgumentError(f"apply_auto_augment: policy must be a Policy, got {policy!r}")
+        raise ArgumentError(f"{caller}: policy must be a Policy, got {policy!r}")
     if not policy.sub_policies:
-        raise ArgumentError(f"apply_auto_augment: the policy {policy.name!r} has no sub-policies")
+        raise ArgumentError(f"{caller}: the policy {policy.name!r} has no sub-policies")
     augmentations = list(policy.augmentations.values())
     index = {aug: i for i, aug in enumerate(augmentations)}
     stages = [[(index[aug], p, b or 0) for aug, p, b in sub] for sub in policy.sub_policies]
     selector = SubPolicies.of(stages, [aug.randomly_negate for aug in augmentations])
-    return _apply.apply("apply_auto_augment", augmentations, selector, data, policy.num_magnitude_bins, kwargs, seed)
+    return _apply.apply(caller, augmentations, selector, data, policy.num_magnitude_bins, kwargs, seed, uint8)

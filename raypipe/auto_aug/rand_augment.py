@@ -41,7 +41,7 @@ def rand_augment(
         kwargs["shape"] = shape
     suite = get_rand_augment_suite if monotonic_mag else get_rand_augment_non_monotonic_suite
     augmentations = excluding(suite(shape is not None, max_translate_abs, max_translate_rel), excluded, "RandAugment")
-    return apply_rand_augment(augmentations, data, n, m, num_magnitude_bins, seed, **kwargs)
+    return _rand_augment("rand_augment", augmentations, data, n, m, num_magnitude_bins, seed, True, kwargs)
 
 
 def apply_rand_augment(
@@ -54,16 +54,30 @@ def apply_rand_augment(
     **kwargs: Any,
 ) -> DataNode:
     """``augmentations`` applied RandAugment's way; ``kwargs`` go to the augmentations that take them."""
+    return _rand_augment("apply_rand_augment", augmentations, data, n, m, num_magnitude_bins, seed, False, kwargs)
+
+
+def _rand_augment(
+    caller: str,
+    augmentations: list[Augmentation],
+    data: DataNode,
+    n: int,
+    m: int,
+    num_magnitude_bins: int,
+    seed: int | None,
+    uint8: bool,
+    kwargs: dict[str, Any],
+) -> DataNode:
     if isinstance(n, bool) or not isinstance(n, int) or n < 0:
-        raise ArgumentError(f"apply_rand_augment: n (operations per sample) must be a non-negative int, got {n!r}")
-    bins = _apply.check_positive("apply_rand_augment", "num_magnitude_bins", num_magnitude_bins)
+        raise ArgumentError(f"{caller}: n (operations per sample) must be a non-negative int, got {n!r}")
+    bins = _apply.check_positive(caller, "num_magnitude_bins", num_magnitude_bins)
     if isinstance(m, bool) or not isinstance(m, int) or not 0 <= m < bins:
-        raise ArgumentError(f"apply_rand_augment: m (the magnitude bin) must be an int in [0, {bins - 1}], got {m!r}")
+        raise ArgumentError(f"{caller}: m (the magnitude bin) must be an int in [0, {bins - 1}], got {m!r}")
     if n == 0:
-        warnings.warn("apply_rand_augment: n=0, no augmentation is applied", stacklevel=2)
+        warnings.warn(f"{caller}: n=0, no augmentation is applied", stacklevel=3)
         return data
     selector = RandAugment(n, m, tuple(aug.randomly_negate for aug in augmentations))
-    return _apply.apply("apply_rand_augment", augmentations, selector, data, bins, kwargs, seed)
+    return _apply.apply(caller, augmentations, selector, data, bins, kwargs, seed, uint8)
 
 
 def get_rand_augment_suite(

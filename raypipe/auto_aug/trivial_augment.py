@@ -37,7 +37,7 @@ def trivial_augment_wide(
         excluded,
         "TrivialAugmentWide",
     )
-    return apply_trivial_augment(augmentations, data, num_magnitude_bins, seed, **kwargs)
+    return _trivial_augment("trivial_augment_wide", augmentations, data, num_magnitude_bins, seed, True, kwargs)
 
 
 def apply_trivial_augment(
@@ -48,9 +48,21 @@ def apply_trivial_augment(
     **kwargs: Any,
 ) -> DataNode:
     """``augmentations`` applied TrivialAugment's way; ``kwargs`` go to the augmentations that take them."""
-    bins = _apply.check_positive("apply_trivial_augment", "num_magnitude_bins", num_magnitude_bins)
+    return _trivial_augment("apply_trivial_augment", augmentations, data, num_magnitude_bins, seed, False, kwargs)
+
+
+def _trivial_augment(
+    caller: str,
+    augmentations: list[Augmentation],
+    data: DataNode,
+    num_magnitude_bins: int,
+    seed: int | None,
+    uint8: bool,
+    kwargs: dict[str, Any],
+) -> DataNode:
+    bins = _apply.check_positive(caller, "num_magnitude_bins", num_magnitude_bins)
     selector = TrivialAugment(bins, tuple(aug.randomly_negate for aug in augmentations))
-    return _apply.apply("apply_trivial_augment", augmentations, selector, data, bins, kwargs, seed)
+    return _apply.apply(caller, augmentations, selector, data, bins, kwargs, seed, uint8)
 
 
 def get_trivial_augment_wide_suite(

@@ -29,9 +29,16 @@ class AugmentSelect(Operator):
     schema = Schema("_augment_select", devices=("cpu", "gpu"), arg_inputs=("shape",))
 
     def configure(
-        self, policy: str, augmentations: Sequence[Subgraph], tables: Sequence[np.ndarray | None], selector: Any
+        self,
+        policy: str,
+        augmentations: Sequence[Subgraph],
+        tables: Sequence[np.ndarray | None],
+        selector: Any,
+        uint8: bool = False,
     ) -> None:
+        """``uint8``: the samples must be uint8 (the built-in suites' augmentations assume 0-255)."""
         self.policy = policy
+        self.uint8 = bool(uint8)
         self.augmentations = list(augmentations)
         self.tables = list(tables)
         self.selector = selector
@@ -59,7 +66,12 @@ class AugmentSelect(Operator):
         table = self.tables[branch]
         return None if table is None else table[row]
 
+    def _check(self, sample: Any) -> None:
+        if self.uint8 and sample.dtype != np.uint8:
+            raise ValueError(f"{self.policy} takes uint8 images (values 0-255, as DALI's), got {sample.dtype}")
+
     def run_sample(self, inputs, args, ctx):
+        self._check(inputs[0])
         branch, row = self.selector.plan(self.draws([ctx], self.selector.draws))
         sample, shape = inputs[0], args.get("shape")
         for level in range(branch.shape[0]):
@@ -72,6 +84,8 @@ class AugmentSelect(Operator):
     def run_batch(self, xp, inputs, args, ctxs):
         branch, row = self.selector.plan(self.draws(ctxs, self.selector.draws))
         samples = list(inputs[0])
+        if samples:
+            self._check(samples[0])  # a batch has one dtype
         shapes = args.get("shape")
         for level in range(branch.shape[0]):
             for b in np.unique(branch[level]).tolist():

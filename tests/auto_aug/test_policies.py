@@ -181,6 +181,26 @@ def test_wrong_calls_raise_naming_the_argument(build, message):
         _run(build)
 
 
+@pytest.mark.parametrize(
+    "policy",
+    [
+        lambda x: rand_augment.rand_augment(x, n=2, m=5),
+        lambda x: trivial_augment.trivial_augment_wide(x),
+        lambda x: auto_augment.auto_augment_image_net(x),
+    ],
+)
+def test_the_suites_take_uint8_images_and_name_another_type(policy):
+    floats = [image.astype(np.float32) / 255 for image in IMAGES[:4]]
+    with pytest.raises(Exception, match=r"takes uint8 images .* got float32"):
+        _run(policy, samples=floats)
+
+
+def test_a_custom_suite_takes_what_its_augmentations_take():
+    floats = [image.astype(np.float32) for image in IMAGES[:4]]
+    got = _run(lambda x: rand_augment.apply_rand_augment([a.identity], x, n=1, m=0), samples=floats)
+    assert all(np.array_equal(g, f) for g, f in zip(got, floats))
+
+
 def test_wrong_policies_and_augmentations_raise_when_made():
     with pytest.raises(ArgumentError, match="needs a magnitude bin|magnitude bin"):
         Policy("P", 5, [[(a.rotate, 0.5, None)]])
