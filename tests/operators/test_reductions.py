@@ -335,3 +335,19 @@ def test_bad_samples_name_the_sample(ours, samples, build, message):
     with pytest.raises(Exception, match=message) as caught:
         ours(samples, build)
     assert "sample" in str(caught.value)
+
+
+@pytest.mark.parametrize("axes", [(0, 1), (0,), (1,), (0, 2), (1, 2), (0, 1, 2)])
+@pytest.mark.parametrize("dtype", [np.uint8, np.float32])
+def test_min_and_max_over_leading_axes_equal_numpys(axes, dtype):
+    """The host's min and max over axes before a kept last one (HWC over HW) run on a transposed
+    copy: numpy's own values, NaN included."""
+    from raypipe.operators.reductions import Max, Min
+
+    data = np.random.default_rng(5).integers(0, 256, (7, 9, 3)).astype(dtype)
+    if dtype == np.float32:
+        data[2, 3, 1] = np.nan
+    for cls, function in ((Min, np.min), (Max, np.max)):
+        op = cls("cpu", 0, axes=list(axes), keep_dims=True)
+        got = op.compute(np, [data], {}, None)
+        np.testing.assert_array_equal(got, function(data, axis=axes, keepdims=True))
