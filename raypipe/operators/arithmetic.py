@@ -157,6 +157,21 @@ class Arithmetic(Operator):
     def output_layout(self, input_layouts: Sequence[str]) -> str:
         return next((layout for layout in input_layouts if layout), "")
 
+    def run_batch(self, xp, inputs, args, ctxs):
+        """Inputs whose samples each have one shape (an image batch, a scalar per sample) in one
+        operation over the stacked batch: each input's samples aligned to their trailing axes, as
+        one sample's operands broadcast. Ragged inputs go sample by sample."""
+        stacked = [_stacked(xp, batch) for batch in inputs]
+        if any(s is None for s in stacked):
+            return super().run_batch(xp, inputs, args, ctxs)
+        ndim = max(s.ndim for s in stacked)
+        operands = [s.reshape(s.shape[:1] + (1,) * (ndim - s.ndim) + s.shape[1:]) for s in stacked]
+        if self.constant is not None:
+            constant = xp.asarray(self.constant)
+            operands = [constant, *operands] if self.constant_first else [*operands, constant]
+        with np.errstate(all="ignore"):
+            return apply(xp, self.op, *operands)
+
     def compute(self, xp, inputs, args, ctx):
         operands = [xp.asarray(x) for x in inputs]
         if self.constant is not None:
@@ -164,3 +179,14 @@ class Arithmetic(Operator):
             operands = [constant, *operands] if self.constant_first else [*operands, constant]
         with np.errstate(all="ignore"):  # float x / 0 is inf and 0 / 0 nan, silently, as in DALI
             return apply(xp, self.op, *operands)
+
+
+def _stacked(xp: ModuleType, batch: Any) -> Any:
+    """A batch's samples as one array (samples along the first axis); None when they differ in
+    shape or type."""
+    if hasattr(batch, "ndim") and hasattr(batch, "dtype"):
+        return batch
+    samples = [xp.asarray(x) for x in batch]
+    if not samples or any(x.shape != samples[0].shape or x.dtype != samples[0].dtype for x in samples):
+        return None
+    return xp.stack(samples)

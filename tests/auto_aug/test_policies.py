@@ -241,14 +241,14 @@ def test_an_if_on_pipeline_data_raises_instead_of_picking_one_branch():
 
 def test_the_device_report_judges_a_policy_by_the_operators_inside(monkeypatch):
     """Staged as on a GPU: a policy whose augmentations all take whole groups is batched; one with
-    an operator that runs sample by sample inside (``invert``'s arithmetic) is reported so."""
+    an operator that runs sample by sample inside (``equalize``) is reported so."""
     from raypipe.kernels.launch import simulator_enabled
 
     if not simulator_enabled():
         pytest.skip("the simulator stages as on a GPU where no GPU is usable")
     monkeypatch.setenv("RAYPIPE_DEVICE", "simulator")
     paths = {}
-    for name, suite in (("brightness", [a.brightness]), ("invert", [a.brightness, a.invert])):
+    for name, suite in (("invert", [a.brightness, a.invert]), ("equalize", [a.brightness, a.equalize])):
 
         @rp.pipeline_def(batch_size=4, num_threads=1, device_id=0, seed=1)
         def pipe(suite=suite):
@@ -257,7 +257,7 @@ def test_the_device_report_judges_a_policy_by_the_operators_inside(monkeypatch):
 
         with pipe() as p:
             paths[name] = next(v for k, v in p.device_report()["operators"].items() if "_augment_select" in k)
-    assert paths == {"brightness": "simulator", "invert": "host"}
+    assert paths == {"invert": "simulator", "equalize": "host"}
 
 
 @pytest.mark.gpu

@@ -191,3 +191,29 @@ def test_operands_must_be_numbers(jpeg_files):
 
     with pytest.raises(TypeError, match="unsupported operand"):
         none().build()
+
+
+@pytest.mark.parametrize(
+    ("op", "constant"), [("add", None), ("sub", 7), ("mul", 0.5), ("truediv", None), ("xor", None), ("lt", None)]
+)
+def test_a_batch_of_one_shape_is_one_operation_with_each_samples_values(op, constant):
+    """``run_batch`` (the GPU stage's call, numpy here): images and a per-sample scalar stacked, each
+    sample's operands aligned to their trailing axes as alone; ragged samples go one by one."""
+    from raypipe.operators.arithmetic import Arithmetic
+    from raypipe.sample_contexts import SampleContexts
+
+    rng = np.random.default_rng(8)
+    images = [rng.integers(0, 256, (5, 6, 3), dtype=np.uint8) for _ in range(4)]
+    scalars = [np.array(rng.integers(1, 9), dtype=np.uint8) for _ in range(4)]
+    inputs = [images] if constant is not None else [images, scalars]
+    arithmetic = Arithmetic("gpu", 0, op=op, constant=constant)
+    ctxs = SampleContexts(0, 0, np.arange(4))
+    together = arithmetic.run_batch(np, inputs, {}, ctxs)
+    assert isinstance(together, np.ndarray) and together.shape == (4, 5, 6, 3)
+    for i in range(4):
+        alone = arithmetic.compute(np, [batch[i] for batch in inputs], {}, ctxs[i])
+        assert together[i].dtype == alone.dtype
+        np.testing.assert_array_equal(together[i], alone)
+    ragged = [images[0], images[1][:2]]
+    one_by_one = arithmetic.run_batch(np, [ragged, scalars[:2]] if constant is None else [ragged], {}, ctxs[:2])
+    assert isinstance(one_by_one, list) and one_by_one[1].shape == (2, 6, 3)
