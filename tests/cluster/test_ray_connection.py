@@ -38,11 +38,14 @@ except rp.RaypipeError as exc:
 """
 
 
-def _closed_port() -> int:
-    """A local port nothing listens on (bound, then released)."""
+@pytest.fixture
+def closed_port():
+    """A port nothing listens on, held for the test: bound on every address and never listening,
+    so a connection is refused and no process (the suite's own Ray cluster) can take the port
+    meanwhile. Ray resolves 127.0.0.1 to the node's address, where a released port could be taken."""
     with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
+        s.bind(("", 0))
+        yield s.getsockname()[1]
 
 
 def _run(command: list[str], **env: str) -> subprocess.CompletedProcess:
@@ -52,8 +55,8 @@ def _run(command: list[str], **env: str) -> subprocess.CompletedProcess:
 
 
 @pytest.mark.parametrize("entry", ["raypipe stats", "rp.loader"])
-def test_an_address_nothing_answers_at_is_named_at_once(entry):
-    port = _closed_port()
+def test_an_address_nothing_answers_at_is_named_at_once(entry, closed_port):
+    port = closed_port
     command = ["-m", "raypipe.cli", "stats", "imagenet"] if entry == "raypipe stats" else ["-c", LOADER]
     done = _run([sys.executable, *command], RAY_ADDRESS=f"127.0.0.1:{port}")
     said = done.stderr if entry == "raypipe stats" else done.stdout
@@ -63,14 +66,14 @@ def test_an_address_nothing_answers_at_is_named_at_once(entry):
     assert "Traceback" not in done.stderr
 
 
-def test_a_stale_address_file_is_named_with_the_way_out(tmp_path, jpeg_root):
+def test_a_stale_address_file_is_named_with_the_way_out(tmp_path, jpeg_root, closed_port):
     """``ray start`` writes the head's address in Ray's temporary folder; a head that died without
     ``ray stop`` leaves it behind, and ``ray.init()`` would wait on it for ever. (``rp.loader`` and
     ``raypipe stats`` ask Ray for address "auto", which prefers a cluster running on the machine
     to the file, as the suite's own cluster would be.)"""
     (tmp_path / "ray").mkdir()
     stale = tmp_path / "ray" / "ray_current_cluster"
-    stale.write_text(f"127.0.0.1:{_closed_port()}\n")
+    stale.write_text(f"127.0.0.1:{closed_port}\n")
     done = _run([sys.executable, "-c", SERVE.format(root=jpeg_root)], RAY_TMPDIR=str(tmp_path))
     assert done.returncode == 0, done.stderr[-2000:]
     assert "refused: cannot reach the Ray cluster's head at" in done.stdout
