@@ -84,38 +84,40 @@ def get_rand_augment_suite(
     use_shape: bool = False, max_translate_abs: int | None = None, max_translate_rel: float | None = None
 ) -> list[Augmentation]:
     """RandAugment's augmentations, each stronger as the bin grows."""
-    return [
-        *translations(use_shape, 100, 100 / 224, max_translate_abs, max_translate_rel),
-        a.shear_x.augmentation((0, 0.3), True),
-        a.shear_y.augmentation((0, 0.3), True),
-        a.rotate.augmentation((0, 30), True),
+    colour = [
         a.brightness.augmentation((0, 0.9), True, a.shift_enhance_range),
         a.contrast.augmentation((0, 0.9), True, a.shift_enhance_range),
         a.color.augmentation((0, 0.9), True, a.shift_enhance_range),
         a.sharpness.augmentation((0, 0.9), True, a.sharpness_kernel),
         a.posterize.augmentation((8, 4), False, a.poster_mask_uint8),
         a.solarize.augmentation((256, 0)),
-        a.equalize,
-        a.auto_contrast,
-        a.identity,
     ]
+    return _suite(use_shape, max_translate_abs, max_translate_rel, colour)
 
 
 def get_rand_augment_non_monotonic_suite(
     use_shape: bool = False, max_translate_abs: int | None = None, max_translate_rel: float | None = None
 ) -> list[Augmentation]:
     """RandAugment's augmentations with AutoAugment's colour ranges, some of which weaken as the bin grows."""
-    return [
-        *translations(use_shape, 100, 100 / 224, max_translate_abs, max_translate_rel),
-        a.shear_x.augmentation((0, 0.3), True),
-        a.shear_y.augmentation((0, 0.3), True),
-        a.rotate.augmentation((0, 30), True),
+    colour = [
         a.brightness.augmentation((0.1, 1.9), False, None),
         a.contrast.augmentation((0.1, 1.9), False, None),
         a.color.augmentation((0.1, 1.9), False, None),
         a.sharpness.augmentation((0.1, 1.9), False, a.sharpness_kernel_shifted),
         a.posterize.augmentation((0, 4), False, a.poster_mask_uint8),
         a.solarize.augmentation((0, 256), False, None),
+    ]
+    return _suite(use_shape, max_translate_abs, max_translate_rel, colour)
+
+
+def _suite(use_shape: bool, max_translate_abs: Any, max_translate_rel: Any, colour: list[Augmentation]) -> list:
+    """Both suites: the geometric augmentations, ``colour``, then those without a magnitude, in DALI's order."""
+    return [
+        *translations(use_shape, 100, 100 / 224, max_translate_abs, max_translate_rel),
+        a.shear_x.augmentation((0, 0.3), True),
+        a.shear_y.augmentation((0, 0.3), True),
+        a.rotate.augmentation((0, 30), True),
+        *colour,
         a.equalize,
         a.auto_contrast,
         a.identity,

@@ -25,6 +25,7 @@ import numpy as np
 from ..errors import ArgumentError
 from ..operator import Operator, Schema, register
 from ..types import ScalarConstant
+from .batch_args import stacked
 
 COMPARISONS = ("eq", "ne", "lt", "le", "gt", "ge")
 BITWISE = ("and", "or", "xor")
@@ -161,11 +162,11 @@ class Arithmetic(Operator):
         """Inputs whose samples each have one shape (an image batch, a scalar per sample) in one
         operation over the stacked batch: each input's samples aligned to their trailing axes, as
         one sample's operands broadcast. Ragged inputs go sample by sample."""
-        stacked = [_stacked(xp, batch) for batch in inputs]
-        if any(s is None for s in stacked):
+        stacked_inputs = [stacked(xp, batch) for batch in inputs]
+        if any(s is None for s in stacked_inputs):
             return super().run_batch(xp, inputs, args, ctxs)
-        ndim = max(s.ndim for s in stacked)
-        operands = [s.reshape(s.shape[:1] + (1,) * (ndim - s.ndim) + s.shape[1:]) for s in stacked]
+        ndim = max(s.ndim for s in stacked_inputs)
+        operands = [s.reshape(s.shape[:1] + (1,) * (ndim - s.ndim) + s.shape[1:]) for s in stacked_inputs]
         if self.constant is not None:
             constant = xp.asarray(self.constant)
             operands = [constant, *operands] if self.constant_first else [*operands, constant]
@@ -179,14 +180,3 @@ class Arithmetic(Operator):
             operands = [constant, *operands] if self.constant_first else [*operands, constant]
         with np.errstate(all="ignore"):  # float x / 0 is inf and 0 / 0 nan, silently, as in DALI
             return apply(xp, self.op, *operands)
-
-
-def _stacked(xp: ModuleType, batch: Any) -> Any:
-    """A batch's samples as one array (samples along the first axis); None when they differ in
-    shape or type."""
-    if hasattr(batch, "ndim") and hasattr(batch, "dtype"):
-        return batch
-    samples = [xp.asarray(x) for x in batch]
-    if not samples or any(x.shape != samples[0].shape or x.dtype != samples[0].dtype for x in samples):
-        return None
-    return xp.stack(samples)

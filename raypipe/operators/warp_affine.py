@@ -28,6 +28,7 @@ from ..operator import Operator, Schema, register
 from ..torch_threads import optional_torch, single_threaded
 from ..types import DALIInterpType
 from .axes import float_list, per_sample
+from .batch_args import stacked
 from .cast import parse_dtype, round_half_away, saturate_cast
 
 _OP = "warp_affine"
@@ -88,14 +89,6 @@ def warp(
     top = fetch(x0, y0) * (1 - fx) + fetch(x0 + 1, y0) * fx
     bottom = fetch(x0, y0 + 1) * (1 - fx) + fetch(x0 + 1, y0 + 1) * fx
     return top * (1 - fy) + bottom * fy
-
-
-def _one_size(batch: Any) -> bool:
-    """Whether ``batch`` (one array, or a list of samples) holds HWC images of one shape and dtype."""
-    if hasattr(batch, "ndim"):
-        return batch.ndim == 4
-    first = batch[0]
-    return first.ndim == 3 and all(s.shape == first.shape and s.dtype == first.dtype for s in batch)
 
 
 @cache
@@ -224,8 +217,8 @@ class WarpAffine(Operator):
         batch = inputs[0]
         if len(inputs) == 1 and not args and self.matrix is not None and hasattr(batch, "ndim") and batch.ndim == 4:
             return self._warp(xp, batch, output_to_input(self.matrix, self.inverse_map), self.size)
-        if len(inputs) == 1 and set(args) == {"matrix"} and len(batch) and _one_size(batch):
+        images = stacked(xp, batch) if len(inputs) == 1 and set(args) == {"matrix"} else None
+        if images is not None and images.ndim == 4:
             matrices = np.stack([output_to_input(per_sample(m), self.inverse_map) for m in args["matrix"]])
-            images = batch if hasattr(batch, "ndim") else xp.stack(list(batch))
             return self._warp(xp, images, matrices, self.size)
         return super().run_batch(xp, inputs, args, ctxs)
