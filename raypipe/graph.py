@@ -59,12 +59,13 @@ class DataNode:
         return subscript(self, key)
 
     def __bool__(self) -> NoReturn:
-        """Not a truth value: an ``if``, ``while``, ``and``, ``or`` or ``not`` on pipeline data would
-        pick one branch for every sample at definition time."""
+        """Not a truth value: outside a rewritten function, an ``if``, ``while``, ``and``, ``or`` or
+        ``not`` on pipeline data would pick one branch for every sample at definition time."""
         raise TypeError(
-            f"{self!r} is pipeline data, not a truth value: raypipe does not run Python conditionals (if, while, "
-            "and, or, not) on pipeline data (DALI's enable_conditionals); choose per sample with arithmetic "
-            "(mask * a + (mask ^ True) * b) or with raypipe.auto_aug's policies"
+            f"{self!r} is pipeline data, not a truth value: to choose per sample with `if`, `and`, `or` or `not`, "
+            "define the pipeline with @pipeline_def(enable_conditionals=True) (as in DALI; `while` loops and "
+            "`x if c else y` on pipeline data are not supported there either), or choose with arithmetic "
+            "(mask * a + (mask ^ True) * b)"
         )
 
     def __iter__(self) -> NoReturn:

@@ -16,7 +16,7 @@ from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from . import graph_context
+from . import autograph, graph_context
 from .aligned_readers import combined_digest
 from .backend import DeviceContext
 from .batch_spec import BatchSpec
@@ -628,9 +628,11 @@ def pipeline_def(fn: Callable | None = None, **defaults: Any) -> Callable:
     a pipeline argument takes that argument (with a warning). A function with ``**kwargs`` (which
     DALI refuses) gets the output declarations ``output_dtype``, ``output_ndim`` and
     ``output_layout`` (operators have an ``output_layout`` too): declare those in the decorator.
-    DALI's ``debug`` is accepted when False, and ``enable_conditionals`` either way: the automatic
-    augmentations (:mod:`raypipe.auto_aug`), which need it in DALI, choose per sample without it, and
-    an ``if`` on pipeline data raises (:meth:`raypipe.graph.DataNode.__bool__`).
+    DALI's ``debug`` is accepted when False. ``enable_conditionals=True`` rewrites the function (and
+    the user's functions it calls) so that ``if``, ``and``, ``or`` and ``not`` on pipeline data choose
+    per sample (:mod:`raypipe.autograph`, :mod:`raypipe.conditionals`); without it they raise
+    (:meth:`raypipe.graph.DataNode.__bool__`). The automatic augmentations (:mod:`raypipe.auto_aug`)
+    work either way.
     """
     unknown = set(defaults) - set(PIPELINE_ARGS) - set(DEFINITION_ARGS)
     if unknown:
@@ -646,6 +648,10 @@ def pipeline_def(fn: Callable | None = None, **defaults: Any) -> Callable:
         if any(p.kind is p.VAR_KEYWORD for p in params.values()):
             to_function |= set(DECLARATIONS)
 
+        @functools.cache
+        def rewritten() -> Callable:
+            return autograph.convert(graph_fn)
+
         @functools.wraps(graph_fn)
         def create(*args: Any, **kwargs: Any) -> Pipeline:
             for name in sorted(shadowed & set(kwargs)):
@@ -656,7 +662,7 @@ def pipeline_def(fn: Callable | None = None, **defaults: Any) -> Callable:
                 )
             taken = [k for k in (*DEFINITION_ARGS, *PIPELINE_ARGS) if k in kwargs and k not in to_function]
             options = {**defaults, **{k: kwargs.pop(k) for k in taken}}
-            conditionals = options.pop("enable_conditionals", False)  # raypipe's policies do without it
+            conditionals = options.pop("enable_conditionals", False)
             if not isinstance(conditionals, bool):
                 raise ArgumentError(f"enable_conditionals must be a bool, got {conditionals!r}")
             if options.pop("debug", False):
@@ -667,7 +673,8 @@ def pipeline_def(fn: Callable | None = None, **defaults: Any) -> Callable:
                 strange = [k for k in kwargs if k not in params and repr(k) in str(exc)]
                 hint = did_you_mean(strange[0], [*params, *PIPELINE_ARGS]) if strange else ""
                 raise ArgumentError(f"{graph_fn.__name__}: {exc}{hint}") from None
-            return _FunctionPipeline(graph_fn, args, kwargs, **options)
+            function = rewritten() if conditionals else graph_fn
+            return _FunctionPipeline(function, args, kwargs, **options)
 
         create.pipeline_defaults = dict(defaults)
         return create

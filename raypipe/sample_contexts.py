@@ -37,3 +37,10 @@ class SampleContexts(Sequence[SampleContext]):
             SampleContext(self.seed, self.epoch, i, self.batch, j)
             for i, j in zip(self.sample_indices.tolist(), self.slots.tolist())
         )
+
+
+def subset(ctxs: Sequence[SampleContext], chosen: np.ndarray) -> Sequence[SampleContext]:
+    """The contexts of the samples at positions ``chosen`` (an index array), lazy where ``ctxs`` is."""
+    if isinstance(ctxs, SampleContexts):
+        return SampleContexts(ctxs.seed, ctxs.epoch, ctxs.sample_indices[chosen], ctxs.batch, ctxs.slots[chosen])
+    return [ctxs[i] for i in chosen.tolist()]

@@ -1,10 +1,11 @@
-"""A function of pipeline data traced into operators of its own, run on chosen samples.
+"""Operators traced into a graph of their own, run on chosen samples.
 
-An operator that applies one of several transformations to each sample (automatic augmentation
-policies, :mod:`raypipe.auto_aug`) holds each transformation as a :class:`Subgraph`: the function
-is called once, at definition time, on placeholder data nodes, and the operators it places are
-recorded in a graph of their own instead of the pipeline's. The owner then runs the subgraph on
-one sample (:meth:`Subgraph.run_sample`, the CPU stage) or on a group of samples
+An operator that applies one of several transformations to each sample holds each one as a
+:class:`Subgraph`: automatic augmentation policies (:mod:`raypipe.auto_aug`) trace each augmentation
+function once, at definition time, on placeholder data nodes (:meth:`Subgraph.trace`); conditionals
+(:mod:`raypipe.conditionals`) record each branch of an ``if`` in a :class:`CapturingGraph`, where a
+data node of the enclosing graph becomes a placeholder. The owner then runs the subgraph on one
+sample (:meth:`Subgraph.run_sample`, the CPU stage) or on a group of samples
 (:meth:`Subgraph.run_batch`, the GPU stage), each operator as the stages run it in a pipeline.
 """
 
@@ -23,47 +24,112 @@ from .keyed_random import SampleContext
 #: The operator of a subgraph's inputs (:mod:`raypipe.operators.subgraph_input`).
 INPUT_OP = "_subgraph_input"
 
+#: The operator ids of the subgraphs an operator holds start at this many times (that operator's id
+#: + 1): they key random streams that no operator of the enclosing graph uses.
+ID_SPAN = 1 << 20
+
+
+def first_subgraph_id(graph: Graph) -> int:
+    """The first operator id for the subgraphs of the operator ``graph`` places next."""
+    return (graph.first_id + len(graph.nodes) + 1) * ID_SPAN
+
+
+class CapturingGraph(Graph):
+    """A graph recorded inside an enclosing one (``parent``): an operator placed here on a data node
+    of the enclosing graphs takes a placeholder instead, one per node (``captured`` maps the node, as
+    the parent sees it, to its placeholder)."""
+
+    def __init__(self, parent: Graph, first_id: int):
+        super().__init__(first_id=first_id)
+        self.parent = parent
+        self.captured: dict[DataNode, DataNode] = {}
+        self._own: set[OpNode] = set()
+
+    def capture(self, value: Any) -> Any:
+        """``value`` as this graph sees it: a node of an enclosing graph becomes its placeholder."""
+        if not isinstance(value, DataNode) or value.producer in self._own:
+            return value
+        outer = self.parent.capture(value) if isinstance(self.parent, CapturingGraph) else value
+        placeholder = self.captured.get(outer)
+        if placeholder is None:
+            placeholder = super().add(INPUT_OP, [], {"slot": len(self.captured)}, device=outer.device)[0]
+            self._own.add(placeholder.producer)
+            self.captured[outer] = placeholder
+        return placeholder
+
+    def add(
+        self, op_name: str, inputs: Sequence[Any], kwargs: dict[str, Any], device: str | None = None
+    ) -> list[DataNode]:
+        outputs = super().add(
+            op_name, [self.capture(v) for v in inputs], {k: self.capture(v) for k, v in kwargs.items()}, device
+        )
+        self._own.add(self.nodes[-1])
+        return outputs
+
+    def outer(self, placeholder: DataNode) -> DataNode:
+        """The enclosing graph's node (as the parent sees it) that ``placeholder`` stands for."""
+        return next(node for node, p in self.captured.items() if p is placeholder)
+
 
 class Subgraph:
-    """``function(*placeholders, **kwargs)`` traced: ``inputs`` are the devices of its placeholder
-    inputs (``"cpu"`` or ``"gpu"``), ``first_id`` the operator id of its first operator (ids key
-    the operators' random streams: give each subgraph ids no other operator has)."""
+    """The operators of ``graph`` that ``outputs`` need, given values for ``placeholders`` (nodes of
+    ``graph`` made by its ``_subgraph_input`` operator, in the order the owner passes their values);
+    an output may be a placeholder itself."""
 
-    def __init__(
-        self,
-        name: str,
-        function: Callable[..., Any],
-        inputs: Sequence[str],
-        kwargs: dict[str, Any],
-        first_id: int,
-    ):
+    def __init__(self, name: str, graph: Graph, placeholders: Sequence[DataNode], outputs: Sequence[DataNode]):
         self.name = name
-        graph = Graph(first_id=first_id)
-        with defining(graph):
-            self.placeholders = [graph.add(INPUT_OP, [], {"slot": i}, device=d)[0] for i, d in enumerate(inputs)]
-            out = function(*self.placeholders, **kwargs)
-        if not isinstance(out, DataNode) or (out.producer not in graph.nodes):
-            raise PipelineDefinitionError(
-                f"{name} must return one output of the operators it calls on its input, got {out!r}"
-            )
-        self.output = out
-        needed = _reachable([out.producer])
+        self.placeholders = list(placeholders)
+        self.outputs = list(outputs)
+        needed = _reachable([out.producer for out in self.outputs])
         self.nodes: list[OpNode] = [n for n in graph.nodes if n in needed and n.op.schema.name != INPUT_OP]
         for node in self.nodes:
             _check_node(name, node)
 
+    @classmethod
+    def trace(
+        cls, name: str, function: Callable[..., Any], inputs: Sequence[str], kwargs: dict[str, Any], first_id: int
+    ) -> Subgraph:
+        """``function(*placeholders, **kwargs)`` traced: ``inputs`` are the devices of its placeholder
+        inputs (``"cpu"`` or ``"gpu"``), ``first_id`` the operator id of its first operator (ids key
+        the operators' random streams: give each subgraph ids no other operator has). It must
+        return one output."""
+        graph = Graph(first_id=first_id)
+        with defining(graph):
+            placeholders = [graph.add(INPUT_OP, [], {"slot": i}, device=d)[0] for i, d in enumerate(inputs)]
+            out = function(*placeholders, **kwargs)
+        if not isinstance(out, DataNode) or (out.producer not in graph.nodes):
+            raise PipelineDefinitionError(
+                f"{name} must return one output of the operators it calls on its input, got {out!r}"
+            )
+        return cls(name, graph, placeholders, [out])
+
+    @staticmethod
+    def needed_placeholders(graph: Graph, outputs: Sequence[DataNode]) -> list[DataNode]:
+        """The placeholders of ``graph`` that ``outputs`` depend on, in the order they were made."""
+        needed = _reachable([out.producer for out in outputs])
+        return [n.outputs[0] for n in graph.nodes if n in needed and n.op.schema.name == INPUT_OP]
+
     @property
-    def device(self) -> str:
-        """Where the output is: ``"gpu"`` when any of its operators runs there."""
-        return self.output.device
+    def devices(self) -> list[str]:
+        """Where each output is: ``"gpu"`` when an operator on the GPU makes it."""
+        return [out.device for out in self.outputs]
 
     def preload(self) -> None:
         """Its operators' :meth:`~raypipe.operator.Operator.preload`."""
         for node in self.nodes:
             node.op.preload()
 
-    def output_layout(self, input_layouts: Sequence[str]) -> str:
-        """The output's layout given the placeholders' layouts; every operator checks its input's
+    def device_operators(self) -> list[Any]:
+        """Its operators that run on a device (what ``pipe.device_report()`` judges an owner by)."""
+        inner = []
+        for node in self.nodes:
+            if node.device != "cpu":
+                inner.append(node.op)
+            inner.extend(getattr(node.op, "inner_operators", list)())
+        return inner
+
+    def output_layouts(self, input_layouts: Sequence[str]) -> list[str]:
+        """The outputs' layouts given the placeholders' layouts; every operator checks its input's
         layout here, as the pipeline's do when it is built."""
         layouts = dict(zip(self.placeholders, input_layouts))
         for node in self.nodes:
@@ -71,23 +137,23 @@ class Subgraph:
             per_output = getattr(node.op, "output_layouts", None)
             for d, each in zip(node.outputs, per_output() if per_output else [layout] * len(node.outputs)):
                 layouts[d] = each
-        return layouts.get(self.output, "")
+        return [layouts.get(out, "") for out in self.outputs]
 
-    def run_sample(self, values: Sequence[Any], ctx: SampleContext) -> Any:
-        """The output for one sample, given a value for each placeholder."""
+    def run_sample(self, values: Sequence[Any], ctx: SampleContext) -> list[Any]:
+        """The outputs for one sample, given a value for each placeholder."""
         env: dict[DataNode, Any] = dict(zip(self.placeholders, values))
         for node in self.nodes:
             out = node.op.run_sample(
                 [env[d] for d in node.inputs], {k: env[d] for k, d in node.arg_inputs.items()}, ctx
             )
             _store(env, node, out)
-        return env[self.output]
+        return [env[out] for out in self.outputs]
 
-    def run_batch(self, xp: ModuleType, values: Sequence[list[Any]], ctxs: Sequence[SampleContext]) -> list[Any]:
+    def run_batch(self, xp: ModuleType, values: Sequence[list[Any]], ctxs: Sequence[SampleContext]) -> list[list[Any]]:
         """The outputs for a group of samples (the GPU stage): a list of per-sample values for each
-        placeholder in, a list of per-sample outputs out. Host operators run with numpy, the others
-        with ``xp``; host values a device operator takes as inputs are moved to the device (those of
-        placeholders on the GPU first)."""
+        placeholder in, a list of per-sample values for each output out. Host operators run with
+        numpy, the others with ``xp``; host values a device operator takes as inputs are moved to
+        the device (those of placeholders on the GPU first)."""
         env: dict[DataNode, Any] = {
             d: _on(xp, v, d.device == "cpu" or any(x is None for x in v)) for d, v in zip(self.placeholders, values)
         }
@@ -97,7 +163,7 @@ class Subgraph:
             args = {k: env[d] for k, d in node.arg_inputs.items()}
             out = node.op.run_batch(np if on_host else xp, inputs, args, ctxs)
             _store(env, node, out)
-        return list(env[self.output])
+        return [list(env[out]) for out in self.outputs]
 
 
 def _on(xp: ModuleType, samples: list[Any], as_is: bool) -> list[Any]:

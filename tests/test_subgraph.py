@@ -24,25 +24,25 @@ def _brighten_and_jitter(data, amount):
 
 def test_a_subgraph_runs_one_sample_or_a_group_alike_with_random_streams_of_its_own():
     with defining(Graph()):
-        sub = Subgraph("brighten", _brighten_and_jitter, ["cpu", "cpu"], {}, first_id=1 << 20)
+        sub = Subgraph.trace("brighten", _brighten_and_jitter, ["cpu", "cpu"], {}, first_id=1 << 20)
     assert [n.op.op_id for n in sub.nodes][0] >= 1 << 20, "ids no pipeline operator has"
-    assert sub.output_layout(["HWC", ""]) == "HWC"
+    assert sub.output_layouts(["HWC", ""]) == ["HWC"]
     amounts = [np.float32(a) for a in (1, 5, 9, 40)]
     ctxs = SampleContexts(7, 0, np.arange(4))
-    each = [sub.run_sample([image, amount], ctx) for image, amount, ctx in zip(IMAGES, amounts, ctxs)]
-    group = sub.run_batch(np, [IMAGES, amounts], ctxs)
+    each = [sub.run_sample([image, amount], ctx)[0] for image, amount, ctx in zip(IMAGES, amounts, ctxs)]
+    (group,) = sub.run_batch(np, [IMAGES, amounts], ctxs)
     for one, together, image, amount in zip(each, group, IMAGES, amounts):
         assert np.array_equal(one, together) and one.dtype == np.uint8
         low, high = (np.clip(image.astype(int) + int(amount) + d, 0, 255) for d in (0, 3))
         assert (low <= one).all() and (one <= high).all(), "the amount plus noise in [0, 3), saturated"
-    again = sub.run_sample([IMAGES[0], amounts[0]], SampleContext(7, 1, 0))
+    (again,) = sub.run_sample([IMAGES[0], amounts[0]], SampleContext(7, 1, 0))
     assert not np.array_equal(again, each[0]), "another epoch, other noise"
 
 
 def test_a_subgraph_of_only_its_input_returns_the_input():
     with defining(Graph()):
-        sub = Subgraph("identity", lambda data: data, ["cpu"], {}, first_id=0)
-    assert sub.nodes == [] and sub.run_sample([IMAGES[1]], SampleContext(0, 0, 0)) is IMAGES[1]
+        sub = Subgraph.trace("identity", lambda data: data, ["cpu"], {}, first_id=0)
+    assert sub.nodes == [] and sub.run_sample([IMAGES[1]], SampleContext(0, 0, 0))[0] is IMAGES[1]
 
 
 @pytest.mark.parametrize(
@@ -56,4 +56,4 @@ def test_a_subgraph_of_only_its_input_returns_the_input():
 )
 def test_what_cannot_run_on_chosen_samples_is_refused_when_traced(function, message):
     with defining(Graph()), pytest.raises(PipelineDefinitionError, match=message):
-        Subgraph("bad", function, ["cpu"], {}, first_id=0)
+        Subgraph.trace("bad", function, ["cpu"], {}, first_id=0)

@@ -10,12 +10,8 @@ import numpy as np
 
 from ..errors import ArgumentError
 from ..graph import DataNode, current_graph
-from ..subgraph import Subgraph
+from ..subgraph import Subgraph, first_subgraph_id
 from .core import Augmentation
-
-#: Operator ids of a policy's subgraphs start here times (the policy operator's id + 1), so they
-#: key random streams no operator of the pipeline uses.
-_ID_SPAN = 1 << 20
 
 
 def apply(
@@ -37,7 +33,7 @@ def apply(
         raise ArgumentError(f"{policy}: the list of augmentations is empty")
     _check_kwargs(policy, augmentations, kwargs)
     graph = current_graph(policy)
-    first_id = (graph.first_id + len(graph.nodes) + 1) * _ID_SPAN
+    first_id = first_subgraph_id(graph)
     shape = kwargs.get("shape")
     subgraphs, tables = [], []
     for i, aug in enumerate(augmentations):
@@ -48,7 +44,7 @@ def apply(
         accepted = {p.name for p in aug.extra_arguments()}
         given = {k: v for k, v in kwargs.items() if k in accepted}
         subgraphs.append(
-            Subgraph(
+            Subgraph.trace(
                 f"{policy}: augmentation {aug.name!r}",
                 _traced(aug, table is not None, given, isinstance(shape, DataNode)),
                 [data.device, param_device, "cpu"],

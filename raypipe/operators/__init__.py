@@ -16,6 +16,7 @@ from . import (  # noqa: F401
     color_adjust,
     color_space,
     color_twist,
+    conditional,
     constant,
     coord_ops,
     crop,

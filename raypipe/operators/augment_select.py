@@ -18,7 +18,7 @@ from typing import Any
 import numpy as np
 
 from ..operator import Operator, Schema, register
-from ..sample_contexts import SampleContexts
+from ..sample_contexts import subset
 from ..subgraph import Subgraph
 
 
@@ -45,7 +45,7 @@ class AugmentSelect(Operator):
 
     def inner_operators(self) -> list[Operator]:
         """The device operators of its augmentations (what ``pipe.device_report()`` judges it by)."""
-        return [node.op for augmentation in self.augmentations for node in augmentation.nodes if node.device != "cpu"]
+        return [op for augmentation in self.augmentations for op in augmentation.device_operators()]
 
     def preload(self) -> None:
         for augmentation in self.augmentations:
@@ -54,7 +54,7 @@ class AugmentSelect(Operator):
     def output_layout(self, input_layouts: Sequence[str]) -> str:
         layout = input_layouts[0] if input_layouts else ""
         for augmentation in self.augmentations:
-            out = augmentation.output_layout([layout, "", ""])
+            (out,) = augmentation.output_layouts([layout, "", ""])
             if out != layout:
                 raise ValueError(
                     f"{self.policy}: {augmentation.name} turns layout {layout!r} into {out!r}; "
@@ -78,7 +78,7 @@ class AugmentSelect(Operator):
             b = int(branch[level, 0])
             if b >= 0:
                 parameter = self._parameter(b, int(row[level, 0]))
-                sample = self.augmentations[b].run_sample([sample, parameter, shape], ctx)
+                (sample,) = self.augmentations[b].run_sample([sample, parameter, shape], ctx)
         return sample
 
     def run_batch(self, xp, inputs, args, ctxs):
@@ -98,14 +98,7 @@ class AugmentSelect(Operator):
                     parameters,
                     [None] * len(chosen) if shapes is None else [shapes[i] for i in chosen],
                 ]
-                outs = self.augmentations[b].run_batch(xp, values, _subset(ctxs, chosen))
+                (outs,) = self.augmentations[b].run_batch(xp, values, subset(ctxs, chosen))
                 for i, out in zip(chosen.tolist(), outs):
                     samples[i] = out
         return samples
-
-
-def _subset(ctxs: Sequence, chosen: np.ndarray) -> Sequence:
-    """The contexts of the samples at positions ``chosen``."""
-    if isinstance(ctxs, SampleContexts):
-        return SampleContexts(ctxs.seed, ctxs.epoch, ctxs.sample_indices[chosen], ctxs.batch, ctxs.slots[chosen])
-    return [ctxs[i] for i in chosen.tolist()]

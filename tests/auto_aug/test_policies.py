@@ -229,16 +229,6 @@ def test_an_augmentation_that_reads_data_or_changes_the_layout_is_refused():
         _run(lambda x: rand_augment.apply_rand_augment([planar], x, n=1, m=0, num_magnitude_bins=1))
 
 
-def test_an_if_on_pipeline_data_raises_instead_of_picking_one_branch():
-    def build(x):
-        if fn.random.coin_flip():
-            return x
-        return x
-
-    with pytest.raises(TypeError, match="not a truth value"):
-        _run(build)
-
-
 def test_the_device_report_judges_a_policy_by_the_operators_inside(monkeypatch):
     """Staged as on a GPU: a policy whose augmentations all take whole groups is batched; one with
     an operator that runs sample by sample inside (``equalize``) is reported so."""

@@ -1,0 +1,160 @@
+"""``_conditional``: each sample through one of two branches, as its condition says.
+
+The operator behind ``if`` statements on pipeline data (:mod:`raypipe.conditionals`). It holds the
+two branches as :class:`~raypipe.subgraph.Subgraph` objects whose outputs are the variables the
+``if`` assigns; its inputs are the data the branches read from before the ``if`` (``sources``: the
+regular inputs, then on a GPU operator the host ones as argument inputs ``host0``, ``host1``...) and
+the condition (argument input ``predicate``, one bool per sample). On the host a sample runs through
+its branch alone; in the GPU stage the samples of each branch run through it together, so a batched
+operator inside takes them in one call. Operators in a branch draw from random streams keyed by the
+sample, so a sample gets the same values whichever branch-mates, batch or process it has.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+import numpy as np
+
+from ..operator import Operator, Schema, register
+from ..sample_contexts import subset
+from ..subgraph import Subgraph
+
+#: Host data a conditional on the GPU can read from before its ``if`` (argument inputs ``host<i>``).
+MAX_HOST_SOURCES = 64
+
+
+@register
+class Conditional(Operator):
+    """An ``if``/``else`` on pipeline data: the variables it assigns, merged per sample."""
+
+    schema = Schema(
+        "_conditional",
+        devices=("cpu", "gpu"),
+        min_inputs=0,
+        max_inputs=1 << 16,
+        arg_inputs=("predicate", *(f"host{i}" for i in range(MAX_HOST_SOURCES))),
+    )
+
+    def configure(
+        self,
+        where: str,
+        branches: Sequence[Subgraph],
+        slots: Sequence[Sequence[int]],
+        names: Sequence[str],
+        host_sources: int = 0,
+        logical: bool = False,
+    ) -> None:
+        """``branches``: the ``if`` and the ``else`` branch; ``slots[k]``: for each placeholder of
+        branch ``k``, its source's index; ``names``: the variables, for errors; ``logical``: the
+        outputs are truth values too (``and``, ``or``, ``not``)."""
+        self.where = where
+        self.branches = list(branches)
+        self.slots = [list(s) for s in slots]
+        self.names = list(names)
+        self.host_sources = int(host_sources)
+        self.logical = bool(logical)
+        self._layouts = [""] * len(self.names)
+        self._kinds: list[dict[int, tuple[str, int]]] = [{} for _ in self.names]
+
+    @property
+    def num_outputs(self) -> int:
+        return len(self.names)
+
+    def inner_operators(self) -> list[Operator]:
+        """The device operators of its branches (what ``pipe.device_report()`` judges it by)."""
+        return [op for branch in self.branches for op in branch.device_operators()]
+
+    def preload(self) -> None:
+        for branch in self.branches:
+            branch.preload()
+
+    def output_layout(self, input_layouts: Sequence[str]) -> str:
+        sources = [*input_layouts, *[""] * self.host_sources]
+        per_branch = [b.output_layouts([sources[s] for s in slots]) for b, slots in zip(self.branches, self.slots)]
+        self._layouts = []
+        for name, first, second in zip(self.names, *per_branch):
+            if first and second and first != second:
+                raise ValueError(
+                    f"{self.where}: variable {name!r} has layout {first!r} in the if branch and {second!r} in the "
+                    "else branch; both branches must give it one layout"
+                )
+            self._layouts.append(first or second)
+        return self._layouts[0]
+
+    def output_layouts(self) -> list[str]:
+        """Each output's layout (known once :meth:`output_layout` has seen the inputs')."""
+        return list(self._layouts)
+
+    def _sources(self, inputs: Sequence[Any], args: dict[str, Any]) -> list[Any]:
+        return [*inputs, *(args[f"host{i}"] for i in range(self.host_sources))]
+
+    def _taken(self, value: Any, sample: int) -> bool:
+        return truth(value, f"{self.where}: the condition", sample)
+
+    def _result(self, outputs: list[Any]) -> Any:
+        return outputs[0] if len(outputs) == 1 else tuple(outputs)
+
+    def _check_kind(self, branch: int, output: int, value: Any) -> None:
+        """The first type and number of dimensions each branch gives each output, which the other
+        branch must match (as DALI's merge requires): a batch has one type."""
+        if not hasattr(value, "dtype"):
+            value = np.asarray(value)
+        kind = (str(value.dtype), value.ndim)
+        seen = self._kinds[output]
+        seen.setdefault(branch, kind)
+        other = seen.get(1 - branch)
+        if other is not None and other != kind:
+            by_branch = {branch: kind, 1 - branch: other}
+            raise ValueError(
+                f"{self.where}: variable {self.names[output]!r} is {by_branch[0][0]} with {by_branch[0][1]} "
+                f"dimensions in the if branch and {by_branch[1][0]} with {by_branch[1][1]} in the else branch; "
+                "both branches must give it one type and number of dimensions (cast one of them)"
+            )
+
+    def run_sample(self, inputs, args, ctx):
+        k = 0 if self._taken(args["predicate"], ctx.sample_index) else 1
+        sources = self._sources(inputs, args)
+        outputs = self.branches[k].run_sample([sources[s] for s in self.slots[k]], ctx)
+        for o, value in enumerate(outputs):
+            self._check_kind(k, o, value)
+        if self.logical:
+            for value in outputs:
+                truth(value, f"{self.where}: an operand", ctx.sample_index)
+        return self._result(outputs)
+
+    def run_batch(self, xp, inputs, args, ctxs):
+        sources = [list(v) for v in self._sources(inputs, args)]
+        taken = np.array(
+            [self._taken(p, ctx.sample_index) for p, ctx in zip(args["predicate"], ctxs)], dtype=bool
+        ).reshape(-1)
+        merged: list[list[Any]] = [[None] * len(taken) for _ in self.names]
+        for k, mask in enumerate((taken, ~taken)):
+            chosen = np.flatnonzero(mask)
+            if not len(chosen):
+                continue
+            values = [[sources[s][i] for i in chosen.tolist()] for s in self.slots[k]]
+            outputs = self.branches[k].run_batch(xp, values, subset(ctxs, chosen))
+            for o, samples in enumerate(outputs):
+                self._check_kind(k, o, samples[0])
+            for merged_output, samples in zip(merged, outputs):
+                for i, value in zip(chosen.tolist(), samples):
+                    merged_output[i] = value if xp is np or self.device == "cpu" else xp.asarray(value)
+        if self.logical:
+            for samples in merged:
+                for value, ctx in zip(samples, ctxs):
+                    truth(value, f"{self.where}: an operand", ctx.sample_index)
+        return self._result(merged)
+
+
+def truth(value: Any, what: str, sample: int) -> bool:
+    """One sample's truth value: a bool (or integer) scalar; anything else is an error naming the
+    sample, as DALI refuses conditions that are not one value per sample."""
+    array = np.asarray(value.get() if hasattr(value, "get") and not isinstance(value, np.ndarray) else value)
+    if array.size != 1 or array.dtype.kind not in "biu":
+        raise ValueError(
+            f"{what} must be one bool per sample (a comparison, or fn.random.coin_flip(dtype=types.BOOL)); "
+            f"sample {sample} has {array.dtype} of shape {array.shape}"
+        )
+    return bool(array.reshape(()))
