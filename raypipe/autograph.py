@@ -57,10 +57,15 @@ class Converter:
         self.codes: dict[types.CodeType, types.CodeType | None] = {}
 
     def convert(self, function: Callable) -> Callable:
-        """``function`` rewritten (itself where it is not a function of the user's own code)."""
+        """``function`` rewritten (itself where it is not a function of the user's own code); a
+        method, or an object's ``__call__``, bound as it was."""
         if isinstance(function, types.MethodType):
             inner = self.convert(function.__func__)
             return function if inner is function.__func__ else types.MethodType(inner, function.__self__)
+        if not isinstance(function, (types.FunctionType, type)) and callable(function):
+            call = type(function).__call__  # a callable object: its method
+            inner = self.convert(call) if isinstance(call, types.FunctionType) else call
+            return function if inner is call else types.MethodType(inner, function)
         if not isinstance(function, types.FunctionType) or getattr(function, "__rp_converted__", False):
             return function
         code = function.__code__

@@ -15,7 +15,7 @@ import numpy as np
 import pytest
 from ray import cloudpickle
 
-from raypipe import autograph, fn, pipeline_def
+from raypipe import autograph, fn, pipeline_def, types
 
 
 def _values(graph, *args, batch_size=8, batches=1):
@@ -38,6 +38,11 @@ class Jitter:
         if x < 5:
             return x + self.amount
         return x - self.amount
+
+    def __call__(self, x):
+        if fn.random.coin_flip(dtype=types.BOOL):
+            x = self.shift(x) * 0
+        return x
 
 
 def _nested(x):
@@ -63,13 +68,15 @@ def test_returns_inside_nested_ifs_and_fall_through_after_them():
         assert np.isclose(y, expected), (x, y)
 
 
-def test_methods_of_the_users_objects_are_rewritten():
+def test_methods_and_callable_objects_of_the_users_are_rewritten():
     def graph():
         x = fn.random.uniform(range=[0, 10])
-        return x, Jitter(100).shift(x)
+        jitter = Jitter(100)
+        return x, jitter.shift(x), jitter(x)
 
-    ((xs, ys),) = _values(graph, batch_size=16)
+    ((xs, ys, zs),) = _values(graph, batch_size=16)
     assert all(np.isclose(y, x + 100 if x < 5 else x - 100) for x, y in zip(xs, ys))
+    assert all(z == 0 or z == x for x, z in zip(xs, zs)) and 0 < sum(z == 0 for z in zs) < 16
 
 
 def test_loops_run_as_python_and_ifs_inside_them_are_rewritten():

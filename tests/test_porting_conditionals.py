@@ -1,0 +1,150 @@
+"""A public DALI training pipeline that branches on pipeline data (``enable_conditionals=True``),
+run unchanged after renaming ``nvidia.dali`` to ``raypipe`` and compared with DALI 2.4's CPU build,
+as the port tests of :mod:`tests.test_porting_scripts`. The branches are taken at random, so the
+comparison is of steps, shapes, dtypes and labels (the values of branches on pipeline data are
+compared with DALI's in :mod:`tests.test_conditionals`)."""
+
+from __future__ import annotations
+
+import pytest
+
+from tests.script_harness import as_dali_cpu, ported, run_script, structure
+from tests.test_porting_scripts import _SOLO_BUILDERS, EVERY_LABEL, SOLO_LEARN
+
+# vturrisi/solo-learn, solo/data/dali_dataloader.py (commit 31cbf56e9a0b24164beaab1f8d371b133d155cd6):
+# the current augmentations, which choose per sample with `if` on a coin flip
+# (fn.random.coin_flip(probability=, dtype=types.DALIDataType.BOOL)) instead of the older Mux, inside
+# the `__call__` of callable objects that a wrapper object calls in a loop, and solarisation from
+# types.Constant(255, dtype=types.UINT8); PretrainPipelineBuilder.pipeline is a method decorated with
+# @pipeline_def(enable_conditionals=True). Everything else is the older commit's script of
+# tests/test_porting_scripts.py, with its changes; here the `__call__` bodies are the new commit's,
+# their docstrings left out.
+_CURRENT_AUGMENTATIONS = """
+class RandomGrayScaleConversion:
+    def __init__(self, prob: float = 0.2, device: str = "gpu"):
+        self.prob = prob
+        self.grayscale = ops.ColorSpaceConversion(
+            device=device, image_type=types.RGB, output_type=types.GRAY
+        )
+
+    def __call__(self, images):
+        do_op = fn.random.coin_flip(probability=self.prob, dtype=types.DALIDataType.BOOL)
+        if do_op:
+            out = self.grayscale(images)
+            out = fn.cat(out, out, out, axis=2)
+        else:
+            out = images
+        return out
+
+
+class RandomColorJitter:
+    def __init__(
+        self,
+        brightness: float,
+        contrast: float,
+        saturation: float,
+        hue: float,
+        prob: float = 0.8,
+        device: str = "gpu",
+    ):
+        assert 0 <= hue <= 0.5
+
+        self.prob = prob
+
+        self.color = ops.ColorTwist(device=device)
+
+        self.brightness = 1
+        self.contrast = 1
+        self.saturation = 1
+        self.hue = 0
+
+        if brightness:
+            self.brightness = ops.random.Uniform(range=[max(0, 1 - brightness), 1 + brightness])
+
+        if contrast:
+            self.contrast = ops.random.Uniform(range=[max(0, 1 - contrast), 1 + contrast])
+
+        if saturation:
+            self.saturation = ops.random.Uniform(range=[max(0, 1 - saturation), 1 + saturation])
+
+        if hue:
+            # dali uses hue in degrees for some reason...
+            hue = 360 * hue
+            self.hue = ops.random.Uniform(range=[-hue, hue])
+
+    def __call__(self, images):
+        do_op = fn.random.coin_flip(probability=self.prob, dtype=types.DALIDataType.BOOL)
+        if do_op:
+            out = self.color(
+                images,
+                brightness=self.brightness() if callable(self.brightness) else self.brightness,
+                contrast=self.contrast() if callable(self.contrast) else self.contrast,
+                saturation=self.saturation() if callable(self.saturation) else self.saturation,
+                hue=self.hue() if callable(self.hue) else self.hue,
+            )
+        else:
+            out = images
+        return out
+
+
+class RandomGaussianBlur:
+    def __init__(self, prob: float = 0.5, window_size: int = 23, device: str = "gpu"):
+        self.prob = prob
+        # gaussian blur
+        self.gaussian_blur = ops.GaussianBlur(device=device, window_size=(window_size, window_size))
+        self.sigma = ops.random.Uniform(range=[0, 1])
+
+    def __call__(self, images):
+        do_op = fn.random.coin_flip(probability=self.prob, dtype=types.DALIDataType.BOOL)
+        if do_op:
+            sigma = self.sigma() * 1.9 + 0.1
+            out = self.gaussian_blur(images, sigma=sigma)
+        else:
+            out = images
+        return out
+
+
+class RandomSolarize:
+    def __init__(self, threshold: int = 128, prob: float = 0.0):
+        self.prob = prob
+        self.threshold = threshold
+
+    def __call__(self, images):
+        do_op = fn.random.coin_flip(probability=self.prob, dtype=types.DALIDataType.BOOL)
+        if do_op:
+            inverted_img = types.Constant(255, dtype=types.UINT8) - images
+            mask = images >= self.threshold
+            out = mask * inverted_img + (True ^ mask) * images
+        else:
+            out = images
+        return out
+
+
+"""
+
+
+def _current(script: str) -> str:
+    """The older commit's script with the current augmentations and the conditional pipeline."""
+    start, end = script.index("class Mux:"), script.index("class NormalPipelineBuilder:")
+    script = script[:start] + _CURRENT_AUGMENTATIONS.lstrip() + script[end:]
+    pretrain = script.index("class PretrainPipelineBuilder:")
+    decorator = script.index("    @pipeline_def\n", pretrain)
+    return script[:decorator] + "    @pipeline_def(enable_conditionals=True)\n" + script[decorator + 18 :]
+
+
+SOLO_LEARN_CURRENT = _current(SOLO_LEARN)
+
+
+def test_solo_learns_conditional_augmentations_run_as_in_dali(jpeg_root):
+    assert "Mux" not in SOLO_LEARN_CURRENT and SOLO_LEARN_CURRENT.count("if do_op:") == 4
+    result = ported(SOLO_LEARN_CURRENT, jpeg_root)
+    assert result["len"] == [3, 3, 3]
+    pretrain = result["epochs"][:2]
+    for steps in pretrain:
+        assert [(s, d) for s, d, _ in steps] == [([(8, 3, 32, 32)] * 2, ["torch.float32"] * 2)] * 3
+        assert sorted(label for *_, ls in steps for label in ls) == EVERY_LABEL
+    pytest.importorskip("nvidia.dali")
+    edits = [(f"device_id={builder}.device_id", "device_id=None") for builder in _SOLO_BUILDERS]
+    dali = run_script(as_dali_cpu(SOLO_LEARN_CURRENT, edits), jpeg_root)
+    assert structure(result) == structure(dali)
+    assert result["epochs"][4:] == dali["epochs"][4:], "validation: the same labels in the same order"
