@@ -648,9 +648,12 @@ def pipeline_def(fn: Callable | None = None, **defaults: Any) -> Callable:
         if any(p.kind is p.VAR_KEYWORD for p in params.values()):
             to_function |= set(DECLARATIONS)
 
-        @functools.cache
+        converted: list[Callable] = []  # a list, not functools.cache: `create` pickles by value
+
         def rewritten() -> Callable:
-            return autograph.convert(graph_fn)
+            if not converted:
+                converted.append(autograph.convert(graph_fn))
+            return converted[0]
 
         @functools.wraps(graph_fn)
         def create(*args: Any, **kwargs: Any) -> Pipeline:

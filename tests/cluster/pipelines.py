@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import raypipe as rp
-from raypipe import fn
+from raypipe import fn, types
 
 
 @rp.pipeline_def(batch_size=5, num_threads=1)
@@ -18,12 +18,15 @@ def indexed(files):
 
 @rp.pipeline_def(batch_size=5, num_threads=1, enable_conditionals=True)
 def augmented(files):
-    """``indexed`` through RandAugment (``raypipe.auto_aug``): which augmentations a sample gets is
-    drawn from its keyed stream, so any actor makes the same batch."""
+    """``indexed`` through RandAugment (``raypipe.auto_aug``) where a coin flip says so (an ``if``
+    on pipeline data): the flips and the augmentations are drawn from each sample's keyed streams,
+    so any actor makes the same batch."""
     from raypipe.auto_aug import rand_augment
 
     images, labels = indexed.__wrapped__(files)
-    return rand_augment.rand_augment(images, n=2, m=9, fill_value=None), labels
+    if fn.random.coin_flip(dtype=types.BOOL, probability=0.75):
+        images = rand_augment.rand_augment(images, n=2, m=9, fill_value=None)
+    return images, labels
 
 
 @rp.pipeline_def(batch_size=5, num_threads=1, device_id=0)

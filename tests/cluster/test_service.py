@@ -378,8 +378,8 @@ def _kill_actor_of(svc, rank):
 
 
 def test_killed_actor_restarts_and_the_epoch_stays_exactly_once(cluster, jpeg_files):
-    """The pipeline draws RandAugment's augmentations per sample: the restarted actor makes the
-    same images for the batches the killed one made."""
+    """The pipeline draws per sample whether to augment (an ``if`` on pipeline data) and RandAugment's
+    augmentations: the restarted actor makes the same images for the batches the killed one made."""
     svc = rp.serve(
         augmented, name="svc-kill", files=jpeg_files, world_size=1, seed=0, num_cpus_per_actor=0.25,
         replace=True, shuffle="global", batch_size=2,
