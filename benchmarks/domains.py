@@ -260,6 +260,33 @@ for _policy in ("none", "auto_augment", "rand_augment", "trivial_augment"):
     )
 
 
+def _simclr_view(fn, types, gpu: str, file_root: str) -> tuple:
+    """A SimCLR/BYOL view as solo-learn's DALI pipeline makes it: random-crop decode and resize, then
+    colour jitter (p=0.8), grey-scale (p=0.2) and Gaussian blur (p=0.5), each an ``if`` on a coin flip
+    (``enable_conditionals``), a flip and normalisation to CHW float."""
+    jpegs, labels = fn.readers.file(file_root=file_root, random_shuffle=True, name="Reader")
+    images = fn.decoders.image_random_crop(jpegs, output_type=types.RGB, random_area=[0.08, 1.0])
+    images = fn.resize(images, size=[224, 224])
+    if fn.random.coin_flip(probability=0.8, dtype=types.BOOL):
+        images = fn.color_twist(
+            images, brightness=fn.random.uniform(range=[0.6, 1.4]), contrast=fn.random.uniform(range=[0.6, 1.4]),
+            saturation=fn.random.uniform(range=[0.8, 1.2]), hue=fn.random.uniform(range=[-36.0, 36.0]),
+        )  # fmt: skip
+    if fn.random.coin_flip(probability=0.2, dtype=types.BOOL):
+        grey = fn.color_space_conversion(images, image_type=types.RGB, output_type=types.GRAY)
+        images = fn.cat(grey, grey, grey, axis=2)
+    if fn.random.coin_flip(probability=0.5, dtype=types.BOOL):
+        images = fn.gaussian_blur(images, window_size=23, sigma=fn.random.uniform(range=[0.1, 2.0]))
+    images = fn.crop_mirror_normalize(
+        images, device=gpu, dtype=types.FLOAT, output_layout="CHW", mirror=fn.random.coin_flip(),
+        mean=[0.485 * 255, 0.456 * 255, 0.406 * 255], std=[0.229 * 255, 0.224 * 255, 0.225 * 255],
+    )  # fmt: skip
+    return images, labels
+
+
+domain(Domain("simclr_views", "img/s", _jpegs, _simclr_view, conditionals=True))
+
+
 # --- measuring ---
 
 
@@ -267,8 +294,11 @@ def _raypipe_pipe(entry: Domain, kwargs: dict, batch: int, threads: int, gpu: st
     import raypipe as rp
     from raypipe import fn, types
 
+    def graph():
+        return entry.graph(fn, types, gpu, **kwargs)
+
     return rp.pipeline_def(
-        lambda: entry.graph(fn, types, gpu, **kwargs), batch_size=batch, num_threads=threads, seed=0
+        graph, batch_size=batch, num_threads=threads, seed=0, enable_conditionals=entry.conditionals
     )()
 
 

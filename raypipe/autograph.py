@@ -202,6 +202,19 @@ def _assigned(statements: list[ast.stmt]) -> list[str]:
     return [n for n in names if not n.startswith(_PREFIX) or n == conditionals.RETURN_VALUE]
 
 
+def _mutated(statements: list[ast.stmt]) -> list[str]:
+    """The items and attributes the statements assign (``out["image"] = ...``, ``self.x = ...``):
+    the branches of an ``if`` on pipeline data cannot merge those."""
+    targets = []
+    for node in _walk_block(statements):
+        if isinstance(node, (ast.Assign, ast.AugAssign, ast.AnnAssign)):
+            for target in node.targets if isinstance(node, ast.Assign) else [node.target]:
+                for part in ast.walk(target):
+                    if isinstance(part, (ast.Subscript, ast.Attribute)) and isinstance(part.ctx, ast.Store):
+                        targets.append(ast.unparse(part))
+    return list(dict.fromkeys(targets))
+
+
 def _escapes(statement: ast.If) -> bool:
     """Whether the ``if`` leaves its own block other than by ``return`` (``break`` or ``continue``
     of an enclosing loop), declares ``global``/``nonlocal``, or yields: it cannot become functions."""
@@ -418,6 +431,13 @@ class _Rewriter:
                 ast.Constant(value=f"{self.filename}:{statement.lineno}"),
             ],
         )
+        mutated = _mutated([statement])
+        if mutated:
+            call.keywords = [
+                ast.keyword(
+                    arg="mutated", value=ast.Tuple(elts=[ast.Constant(value=m) for m in mutated], ctx=ast.Load())
+                )
+            ]
         return [*prelude, body, orelse, get_state, set_state, ast.Expr(value=call)]
 
 

@@ -90,16 +90,22 @@ def if_stmt(
     names: Sequence[str],
     where: str,
     logical: bool = False,
+    mutated: Sequence[str] = (),
 ) -> None:
     """``if test: body() else: orelse()``, where the branches assign ``names`` (read and written by
-    ``get_state`` and ``set_state``). On pipeline data, both branches are traced and the variables
-    they assign merged per sample."""
+    ``get_state`` and ``set_state``) and ``mutated`` (items and attributes). On pipeline data, both
+    branches are traced and the variables they assign merged per sample."""
     if not isinstance(test, DataNode):
         if test:
             body()
         else:
             orelse()
         return
+    if mutated:
+        raise PipelineDefinitionError(
+            f"{where}: the branches of an `if` on pipeline data assign to {', '.join(mutated)}; both branches "
+            "would write the same object. Assign to a variable in each branch (x = ...) and store it after the `if`"
+        )
     if test.device != "cpu":
         raise PipelineDefinitionError(
             f"{where}: the condition of an `if` is {test!r} on the GPU; conditions must be computed on the CPU "

@@ -226,6 +226,28 @@ def test_values_that_cannot_be_merged_are_named():
         _pipe(shapes, enable_conditionals=True).build()
 
 
+def test_items_or_attributes_assigned_in_branches_on_pipeline_data_are_refused_by_name():
+    def graph():
+        x = fn.random.uniform(range=[0, 10])
+        out = {"x": x}
+        if x < 5:
+            out["x"] = x + 1
+        return out["x"]
+
+    with pytest.raises(PipelineDefinitionError, match=r"assign to out\['x'\]; both branches"):
+        _pipe(graph, enable_conditionals=True).build()
+
+    def on_python_values(flag=True):
+        x = fn.random.uniform(range=[0, 10])
+        out = {"x": x}
+        if flag:
+            out["x"] = x + 100
+        return out["x"]
+
+    ((values,),) = _run(_pipe(on_python_values, enable_conditionals=True), 1)
+    assert all(v >= 100 for v in values), "on a Python condition, Python's meaning"
+
+
 def test_without_enable_conditionals_an_if_on_pipeline_data_says_how_to_enable_it():
     def graph():
         x = fn.random.uniform(range=[0, 10])
@@ -280,3 +302,28 @@ def test_device_report_judges_a_conditional_by_the_operators_in_its_branches(mon
     pipe.build()
     report = pipe.device_report()
     assert report["operators"] == {"'_conditional'#3": "simulator"}, report
+
+
+def test_a_pipeline_resumed_from_a_checkpoint_takes_the_same_branches(jpeg_files):
+    @pipeline_def(enable_conditionals=True, enable_checkpointing=True, batch_size=4, num_threads=2, seed=9)
+    def train(files):
+        jpegs, labels = fn.readers.file(files=files, random_shuffle=True, name="Reader")
+        images = fn.decoders.image(jpegs)
+        images = fn.resize(images, resize_x=16, resize_y=16)
+        if fn.random.coin_flip(dtype=types.BOOL, probability=0.5):
+            images = fn.flip(images, horizontal=1)
+            images = fn.color_twist(images, brightness=fn.random.uniform(range=[0.5, 1.5]))
+        return images, labels
+
+    def batches(pipe, count):
+        return [[np.asarray(o.at(i)).copy() for o in pipe.run() for i in range(len(o))] for _ in range(count)]
+
+    first = train(jpeg_files[:12], device_id=None)
+    first.build()
+    batches(first, 2)
+    checkpoint = first.checkpoint()
+    expected = batches(first, 3)
+    resumed = train(jpeg_files[:12], device_id=None, checkpoint=checkpoint)
+    resumed.build()
+    for a, b in zip(batches(resumed, 3), expected):
+        assert all(np.array_equal(x, y) for x, y in zip(a, b))

@@ -93,6 +93,12 @@ class Conditional(Operator):
     def _taken(self, value: Any, sample: int) -> bool:
         return truth(value, f"{self.where}: the condition", sample)
 
+    def _taken_batch(self, predicate: Any, ctxs: Sequence[Any]) -> np.ndarray:
+        """Each sample's truth value; one array operation where the CPU stage stacked the batch."""
+        if isinstance(predicate, np.ndarray) and predicate.dtype.kind in "biu" and predicate.size == len(ctxs):
+            return predicate.reshape(len(ctxs)).astype(bool)
+        return np.array([self._taken(p, ctx.sample_index) for p, ctx in zip(predicate, ctxs)], dtype=bool)
+
     def _result(self, outputs: list[Any]) -> Any:
         return outputs[0] if len(outputs) == 1 else tuple(outputs)
 
@@ -126,9 +132,7 @@ class Conditional(Operator):
 
     def run_batch(self, xp, inputs, args, ctxs):
         sources = [list(v) for v in self._sources(inputs, args)]
-        taken = np.array(
-            [self._taken(p, ctx.sample_index) for p, ctx in zip(args["predicate"], ctxs)], dtype=bool
-        ).reshape(-1)
+        taken = self._taken_batch(args["predicate"], ctxs)
         merged: list[list[Any]] = [[None] * len(taken) for _ in self.names]
         for k, mask in enumerate((taken, ~taken)):
             chosen = np.flatnonzero(mask)
