@@ -90,8 +90,14 @@ class Converter:
         try:
             source = textwrap.dedent(inspect.getsource(function))
             tree = ast.parse(source)
-        except (OSError, TypeError, SyntaxError, IndentationError):
-            return None  # no readable source (a function made at run time): called as it is
+        except (OSError, TypeError, SyntaxError, IndentationError) as exc:
+            warnings.warn(
+                f"enable_conditionals: the source of {function.__qualname__} cannot be read ({exc}: defined with "
+                "python -c, at an interactive prompt or by exec?), so it is called as written and an `if` on "
+                "pipeline data inside it raises; define it in a file",
+                stacklevel=4,
+            )
+            return None
         definition = tree.body[0] if tree.body else None
         if not isinstance(definition, ast.FunctionDef) or definition.name != function.__name__:
             return None  # a lambda, or a function whose source is not its own definition

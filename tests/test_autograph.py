@@ -205,3 +205,15 @@ def test_a_rewritten_pipeline_runs_in_another_process_without_its_source():
     there = eval(child.stdout.decode())  # noqa: S307  (our own child's repr of floats)
     assert there == here and any(v >= 100 for v in here), "the helper was rewritten there too"
     assert pickle.loads(shipped) is not None
+
+
+def test_a_function_whose_source_cannot_be_read_warns_and_runs_as_written():
+    namespace = {"fn": fn}
+    exec(  # noqa: S102  (a function as python -c or a prompt defines one: no source to read)
+        "def graph():\n    x = fn.random.uniform(range=[0, 1])\n    return x * 2\n", namespace
+    )
+    with pytest.warns(UserWarning, match="the source of graph cannot be read"):
+        pipe = pipeline_def(namespace["graph"], enable_conditionals=True, batch_size=2, num_threads=1, device_id=None)()
+    pipe.build()
+    (out,) = pipe.run()
+    assert all(0 <= float(np.asarray(v)) < 2 for v in (out.at(0), out.at(1)))
