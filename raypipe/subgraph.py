@@ -150,12 +150,14 @@ class Subgraph:
         return [env[out] for out in self.outputs]
 
     def run_batch(self, xp: ModuleType, values: Sequence[list[Any]], ctxs: Sequence[SampleContext]) -> list[list[Any]]:
-        """The outputs for a group of samples (the GPU stage): a list of per-sample values for each
-        placeholder in, a list of per-sample values for each output out. Host operators run with
+        """The outputs for a group of samples (the GPU stage): the samples of each placeholder in
+        (a list, a batch array or a packed batch), each output's samples out, as the operator making
+        it gave them (or as they came in, for an output that is a placeholder). Host operators run with
         numpy, the others with ``xp``; host values a device operator takes as inputs are moved to
         the device (those of placeholders on the GPU first)."""
         env: dict[DataNode, Any] = {
-            d: _on(xp, v, d.device == "cpu" or any(x is None for x in v)) for d, v in zip(self.placeholders, values)
+            d: _on(xp, v, d.device == "cpu" or (isinstance(v, list) and any(x is None for x in v)))
+            for d, v in zip(self.placeholders, values)
         }
         for node in self.nodes:
             on_host = node.device == "cpu"
@@ -163,13 +165,16 @@ class Subgraph:
             args = {k: env[d] for k, d in node.arg_inputs.items()}
             out = node.op.run_batch(np if on_host else xp, inputs, args, ctxs)
             _store(env, node, out)
-        return [list(env[out]) for out in self.outputs]
+        return [env[out] for out in self.outputs]
 
 
-def _on(xp: ModuleType, samples: list[Any], as_is: bool) -> list[Any]:
-    """``samples`` where an operator takes them: as they are, or host samples moved to ``xp``'s device."""
+def _on(xp: ModuleType, samples: Any, as_is: bool) -> Any:
+    """``samples`` where an operator takes them: as they are, or host samples moved to ``xp``'s device
+    (a batch array in one copy)."""
     if as_is or xp is np:
         return samples
+    if isinstance(samples, np.ndarray):
+        return xp.asarray(samples)
     return [xp.asarray(s) for s in samples]
 
 

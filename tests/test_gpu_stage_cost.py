@@ -27,8 +27,11 @@ pytestmark = pytest.mark.skipif(gpu_available(), reason="counts the simulated GP
 _RUN_GPU = Executor._run_gpu
 
 
-def _count_gpu_stage(monkeypatch, files: list[str], batch_size: int, batches: int) -> list[tuple[int, int]]:
-    """Per batch after the first, ``(launches, calls)`` of the GPU stage's step."""
+def _count_gpu_stage(
+    monkeypatch, files: list[str], batch_size: int, batches: int, conditional: bool = False
+) -> list[tuple[int, int]]:
+    """Per batch after the first, ``(launches, calls)`` of the GPU stage's step; ``conditional``: the
+    odd samples are flipped in an ``if`` on pipeline data (both branches in every batch)."""
     counts: list[tuple[int, int]] = []
 
     def counted(self, *args):
@@ -39,11 +42,19 @@ def _count_gpu_stage(monkeypatch, files: list[str], batch_size: int, batches: in
 
     monkeypatch.setattr(Executor, "_run_gpu", counted)
 
-    @rp.pipeline_def(batch_size=batch_size, num_threads=1, seed=3, device_id=0, prefetch_queue_depth=1)
+    @rp.pipeline_def(
+        batch_size=batch_size, num_threads=1, seed=3, device_id=0, prefetch_queue_depth=1, enable_conditionals=True
+    )
     def pipe_def():
-        jpegs, labels = fn.readers.file(files=files, random_shuffle=True, name="Reader")
+        if conditional:
+            parity = [i % 2 for i in range(len(files))]
+            jpegs, labels = fn.readers.file(files=files, labels=parity, name="Reader")
+        else:
+            jpegs, labels = fn.readers.file(files=files, random_shuffle=True, name="Reader")
         images = fn.decoders.image_random_crop(jpegs, device="mixed")
         images = fn.resize(images, resize_x=8, resize_y=8)
+        if conditional and labels == 1:
+            images = fn.flip(images, horizontal=1)
         images = fn.crop_mirror_normalize(
             images, mirror=fn.random.coin_flip(), dtype=types.FLOAT, mean=[100.0] * 3, std=[50.0] * 3
         )
@@ -53,6 +64,7 @@ def _count_gpu_stage(monkeypatch, files: list[str], batch_size: int, batches: in
         report = pipe.device_report()
         assert report["kernels"]["path"] == "simulator", report
         assert set(report["operators"].values()) == {"simulator"}, report
+        assert any("_conditional" in name for name in report["operators"]) == conditional, report
         for _ in range(batches):
             (images, _) = pipe.run()
             assert images.device == "gpu" and images.as_tensor().shape == (batch_size, 3, 8, 8)
@@ -79,4 +91,18 @@ def test_gpu_stage_host_work_is_the_same_for_batch_4_and_32(tmp_path, monkeypatc
     large = _count_gpu_stage(monkeypatch, files, 32, 2)
     launches = {c[0] for c in small + large}
     assert launches == {3}, f"resize's two passes and the fused crop_mirror_normalize, per batch: {small} {large}"
+    assert {c[1] for c in small} == {c[1] for c in large}, f"Python calls per batch, batch 4: {small}, 32: {large}"
+
+
+def test_an_if_on_pipeline_data_in_the_gpu_stage_costs_the_same_for_batch_4_and_32(tmp_path, monkeypatch):
+    """Each branch runs once per batch on its samples (taken, merged) with a constant number of array
+    operations: the flip's kernel is one more launch, and the calls do not grow with the batch."""
+    monkeypatch.setenv("RAYPIPE_DEVICE", "simulator")
+    monkeypatch.setenv("RAYPIPE_GPU_DECODE", "1")
+    files = make_jpeg_folder(str(tmp_path), num_classes=2, per_class=32, size=(12, 10), progress=False)
+    small = _count_gpu_stage(monkeypatch, files, 4, 3, conditional=True)
+    large = _count_gpu_stage(monkeypatch, files, 32, 2, conditional=True)
+    assert {c[0] for c in small + large} == {4}, (
+        f"resize's two passes, the flip and crop_mirror_normalize: {small} {large}"
+    )
     assert {c[1] for c in small} == {c[1] for c in large}, f"Python calls per batch, batch 4: {small}, 32: {large}"

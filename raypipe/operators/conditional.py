@@ -13,10 +13,13 @@ sample, so a sample gets the same values whichever branch-mates, batch or proces
 from __future__ import annotations
 
 from collections.abc import Sequence
+from types import ModuleType
 from typing import Any
 
 import numpy as np
 
+from ..kernels import launch
+from ..kernels.launch import Packed
 from ..operator import Operator, Schema, register
 from ..sample_contexts import subset
 from ..subgraph import Subgraph
@@ -94,9 +97,13 @@ class Conditional(Operator):
         return truth(value, f"{self.where}: the condition", sample)
 
     def _taken_batch(self, predicate: Any, ctxs: Sequence[Any]) -> np.ndarray:
-        """Each sample's truth value; one array operation where the CPU stage stacked the batch."""
-        if isinstance(predicate, np.ndarray) and predicate.dtype.kind in "biu" and predicate.size == len(ctxs):
-            return predicate.reshape(len(ctxs)).astype(bool)
+        """Each sample's truth value, in one array operation where each sample is one value."""
+        try:
+            stacked = np.asarray(predicate)  # the samples as one array: one call for a list of scalars
+        except ValueError:  # samples of different shapes
+            stacked = None
+        if stacked is not None and stacked.dtype.kind in "biu" and stacked.size == len(ctxs):
+            return stacked.reshape(len(ctxs)).astype(bool)
         return np.array([self._taken(p, ctx.sample_index) for p, ctx in zip(predicate, ctxs)], dtype=bool)
 
     def _result(self, outputs: list[Any]) -> Any:
@@ -131,25 +138,83 @@ class Conditional(Operator):
         return self._result(outputs)
 
     def run_batch(self, xp, inputs, args, ctxs):
-        sources = [list(v) for v in self._sources(inputs, args)]
+        """The samples of each branch through it as one group; a constant number of array operations
+        per branch and output, whatever the batch size, where the data are batch arrays or packed
+        batches (the GPU stage's)."""
+        sources = self._sources(inputs, args)
         taken = self._taken_batch(args["predicate"], ctxs)
-        merged: list[list[Any]] = [[None] * len(taken) for _ in self.names]
+        count = len(taken)
+        parts: list[list[tuple[np.ndarray, Any]]] = [[] for _ in self.names]
         for k, mask in enumerate((taken, ~taken)):
             chosen = np.flatnonzero(mask)
             if not len(chosen):
                 continue
-            values = [[sources[s][i] for i in chosen.tolist()] for s in self.slots[k]]
+            values = [_take(xp, sources[s], chosen, count) for s in self.slots[k]]
             outputs = self.branches[k].run_batch(xp, values, subset(ctxs, chosen))
             for o, samples in enumerate(outputs):
                 self._check_kind(k, o, samples[0])
-            for merged_output, samples in zip(merged, outputs):
-                for i, value in zip(chosen.tolist(), samples):
-                    merged_output[i] = value if xp is np or self.device == "cpu" else xp.asarray(value)
-        if self.logical:
-            for samples in merged:
-                for value, ctx in zip(samples, ctxs):
-                    truth(value, f"{self.where}: an operand", ctx.sample_index)
-        return self._result(merged)
+                if self.logical:
+                    for value, ctx in zip(samples, subset(ctxs, chosen)):
+                        truth(value, f"{self.where}: an operand", ctx.sample_index)
+                parts[o].append((chosen, samples))
+        on_device = xp if self.device == "gpu" else np
+        return self._result([_merge(on_device, each, count) for each in parts])
+
+
+def _take(xp: ModuleType, values: Any, chosen: np.ndarray, count: int) -> Any:
+    """The samples at positions ``chosen`` (sorted) of a batch: all of it as it is; rows of a batch
+    array (or of a packed batch whose samples lie back to back) in one indexing; a packed batch's
+    entries; a list's items."""
+    if len(chosen) == count:
+        return values
+    if isinstance(values, Packed):
+        dense = values.dense()
+        if dense is None:
+            return Packed(values.data, values.shapes[chosen], values.offsets[chosen])
+        values = dense
+    if hasattr(values, "ndim") and not isinstance(values, (list, tuple)):
+        return values[chosen if isinstance(values, np.ndarray) else xp.asarray(chosen)]
+    return [values[i] for i in chosen.tolist()]
+
+
+def _merge(xp: ModuleType, parts: list[tuple[np.ndarray, Any]], count: int) -> Any:
+    """One output's batch from each branch's samples (``(positions, samples)``): one batch array
+    when every sample has one shape, else a packed batch over both branches' buffers."""
+    if len(parts) == 1:
+        return _moved(xp, parts[0][1])
+    packs = [launch.pack(xp, _moved(xp, samples), "if") for _, samples in parts]
+    shapes = np.empty((count, packs[0].shapes.shape[1]), dtype=np.int64)
+    for (chosen, _), packed in zip(parts, packs):
+        shapes[chosen] = packed.shapes
+    if (shapes == shapes[0]).all():
+        out = xp.empty((count, *shapes[0].tolist()), dtype=packs[0].dtype)
+        for (chosen, _), packed in zip(parts, packs):
+            block = packed.dense()
+            out[chosen if xp is np else xp.asarray(chosen)] = xp.stack(list(packed)) if block is None else block
+        return out
+    offsets = np.empty(count, dtype=np.int64)
+    start = 0
+    for (chosen, _), packed in zip(parts, packs):
+        offsets[chosen] = packed.offsets + start
+        start += int(packed.data.size)
+    return Packed(xp.concatenate([packed.data for packed in packs]), shapes, offsets)
+
+
+def _moved(xp: ModuleType, samples: Any) -> Any:
+    """``samples`` on ``xp``'s device (host samples a branch gave, such as constants, copied there)."""
+    if xp is np:
+        return samples
+    if isinstance(samples, np.ndarray):
+        return xp.asarray(samples)
+    if isinstance(samples, Packed):
+        return (
+            samples
+            if not isinstance(samples.data, np.ndarray)
+            else Packed(xp.asarray(samples.data), samples.shapes, samples.offsets)
+        )
+    if isinstance(samples, list) and any(isinstance(s, np.ndarray) for s in samples):
+        return [xp.asarray(s) for s in samples]
+    return samples
 
 
 def truth(value: Any, what: str, sample: int) -> bool:
