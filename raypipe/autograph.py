@@ -78,7 +78,7 @@ class Converter:
         """``function(*args, **kwargs)``, with the user's own functions rewritten."""
         return self.convert(function)(*args, **kwargs)
 
-    # The rewritten code's control flow: raypipe.conditionals with this converter's location strings.
+    # The rewritten code's control flow (raypipe.conditionals).
     if_stmt = staticmethod(conditionals.if_stmt)
     not_ = staticmethod(conditionals.not_)
     and_ = staticmethod(conditionals.and_)

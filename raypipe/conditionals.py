@@ -127,6 +127,8 @@ def if_stmt(
         for i, (name, start) in enumerate(zip(names, before))
     )
     outputs = merge.place(graph, test, logical)
+    for recorded, _ in traced:
+        recorded.close(where)
     set_state(tuple(_substitute(value, outputs) for value in after))
 
 

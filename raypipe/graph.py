@@ -138,6 +138,9 @@ class OpNode:
         self.arg_inputs = arg_inputs
         self.name = name
         self.outputs = [DataNode(self, i) for i in range(op.num_outputs)]
+        #: Where the branch that recorded this node ended (an ``if`` on pipeline data): its outputs
+        #: reach further only through the variables the ``if`` assigns (:func:`check_open`).
+        self.closed_in: str | None = None
 
     @property
     def device(self) -> str:
@@ -178,6 +181,8 @@ class Graph:
             kwargs = {**dict(zip(cls.positional_args, inputs)), **kwargs}
             inputs = ()
         inputs = [_constant_input(op_name, value) for value in inputs]
+        for value in (*inputs, *kwargs.values()):
+            check_open(value)
         if not schema.min_inputs <= len(inputs) <= schema.max_inputs:
             expected = (
                 str(schema.min_inputs)
@@ -205,6 +210,17 @@ class Graph:
         node = OpNode(op, list(inputs), arg_inputs, name)
         self.nodes.append(node)
         return node.outputs
+
+
+def check_open(value: Any) -> None:
+    """Refuse a data node made inside a branch of an ``if`` on pipeline data that reached beyond it
+    other than through a variable the ``if`` assigns (appended to a list, stored in a dict...)."""
+    if isinstance(value, DataNode) and value.producer.closed_in is not None:
+        raise PipelineDefinitionError(
+            f"{value!r} was made inside a branch of the `if` on pipeline data at {value.producer.closed_in} and is "
+            "used after it, not through a variable the `if` assigns (a list or dict it was added to?): assign it to "
+            "a variable in both branches"
+        )
 
 
 def _constant_input(op_name: str, value: Any) -> DataNode:
@@ -298,6 +314,7 @@ def stage(graph: Graph, outputs: Sequence[Any], *, on_gpu: bool = True, decode_o
     for out in outputs:
         if not isinstance(out, DataNode):
             raise PipelineDefinitionError(f"pipeline outputs must be operator outputs, got {out!r}")
+        check_open(out)
     needed = _reachable([*(o.producer for o in outputs), *(n for n in graph.nodes if n.op.preserve)])
     ordered = [n for n in graph.nodes if n in needed]
     for node in ordered:

@@ -18,7 +18,7 @@ from typing import Any
 import numpy as np
 
 from .errors import PipelineDefinitionError
-from .graph import DataNode, Graph, OpNode, _check_order, _reachable, defining
+from .graph import DataNode, Graph, OpNode, _check_order, _reachable, check_open, defining
 from .keyed_random import SampleContext
 
 #: The operator of a subgraph's inputs (:mod:`raypipe.operators.subgraph_input`).
@@ -49,6 +49,7 @@ class CapturingGraph(Graph):
         """``value`` as this graph sees it: a node of an enclosing graph becomes its placeholder."""
         if not isinstance(value, DataNode) or value.producer in self._own:
             return value
+        check_open(value)
         outer = self.parent.capture(value) if isinstance(self.parent, CapturingGraph) else value
         placeholder = self.captured.get(outer)
         if placeholder is None:
@@ -65,6 +66,11 @@ class CapturingGraph(Graph):
         )
         self._own.add(self.nodes[-1])
         return outputs
+
+    def close(self, where: str) -> None:
+        """The branch is recorded: its nodes may no longer be used outside it (see :func:`check_open`)."""
+        for node in self.nodes:
+            node.closed_in = where
 
     def outer(self, placeholder: DataNode) -> DataNode:
         """The enclosing graph's node (as the parent sees it) that ``placeholder`` stands for."""

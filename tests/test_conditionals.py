@@ -294,6 +294,20 @@ def test_items_or_attributes_assigned_in_branches_on_pipeline_data_are_refused_b
     assert all(v >= 100 for v in values), "on a Python condition, Python's meaning"
 
 
+def test_data_made_in_a_branch_that_escapes_other_than_by_a_variable_is_refused():
+    def graph():
+        x = fn.random.uniform(range=[0, 10])
+        made = []
+        if x < 5:
+            made.append(x + 1)
+        else:
+            made.append(x - 1)
+        return made[0] * 2
+
+    with pytest.raises(PipelineDefinitionError, match="made inside a branch of the `if` .* assign it to a variable"):
+        _pipe(graph, enable_conditionals=True).build()
+
+
 def test_without_enable_conditionals_an_if_on_pipeline_data_says_how_to_enable_it():
     def graph():
         x = fn.random.uniform(range=[0, 10])
