@@ -150,6 +150,16 @@ class Converter:
         return rewritten
 
 
+def do_not_convert(func: Callable | None = None) -> Callable:
+    """DALI's ``nvidia.dali.pipeline.do_not_convert``: keep ``func`` as written under
+    ``enable_conditionals`` (a function that handles no pipeline data, such as a factory of
+    external-source callbacks). Usable bare or called: ``@do_not_convert`` or ``@do_not_convert()``."""
+    if func is None:
+        return do_not_convert
+    func.__rp_converted__ = True  # what the converter leaves alone
+    return func
+
+
 def convert(function: Callable) -> Callable:
     """``function`` rewritten for conditionals on pipeline data (see the module's documentation)."""
     return Converter().convert(function)

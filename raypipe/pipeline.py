@@ -615,6 +615,9 @@ class _FunctionPipeline(Pipeline):
         return functools.partial(self._graph_fn, *self._args, **self._kwargs)
 
 
+#: DALI's ``nvidia.dali.pipeline.do_not_convert`` (:func:`raypipe.autograph.do_not_convert`).
+do_not_convert = autograph.do_not_convert
+
 #: Every argument of :class:`Pipeline` (DALI's), which ``pipeline_def`` takes too.
 PIPELINE_ARGS = tuple(inspect.signature(Pipeline.__init__).parameters)[1:]
 

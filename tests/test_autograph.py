@@ -217,3 +217,23 @@ def test_a_function_whose_source_cannot_be_read_warns_and_runs_as_written():
     pipe.build()
     (out,) = pipe.run()
     assert all(0 <= float(np.asarray(v)) < 2 for v in (out.at(0), out.at(1)))
+
+
+def _source_factory(size):
+    def source(info):
+        return np.full(size, info.idx_in_epoch, dtype=np.int32)
+
+    return source
+
+
+def test_do_not_convert_keeps_a_function_as_written():
+    from raypipe.pipeline import do_not_convert
+
+    kept = do_not_convert(_source_factory)
+    assert do_not_convert()(kept) is kept and autograph.convert(kept) is kept
+
+    def graph():
+        return fn.external_source(source=kept((2,)), batch=False)
+
+    ((values,),) = _values(graph, batch_size=3)
+    assert [v.tolist() for v in values] == [[0, 0], [1, 1], [2, 2]]
