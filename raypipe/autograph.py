@@ -108,18 +108,10 @@ class Converter:
             definition.decorator_list = []
             _strip_evaluated(definition.args)
             definition.returns = None
-            factory = ast.FunctionDef(
-                name=f"{_PREFIX}factory",
-                args=ast.arguments(
-                    posonlyargs=[],
-                    args=[ast.arg(arg=name) for name in (RUNTIME, *code.co_freevars)],
-                    kwonlyargs=[],
-                    kw_defaults=[],
-                    defaults=[],
-                ),
-                body=[definition, ast.Return(value=ast.Name(id=definition.name, ctx=ast.Load()))],
-                decorator_list=[],
-                type_params=[],
+            factory = _define(
+                f"{_PREFIX}factory",
+                [RUNTIME, *code.co_freevars],
+                [definition, ast.Return(value=ast.Name(id=definition.name, ctx=ast.Load()))],
             )
             module = ast.Module(body=[factory], type_ignores=[])
             ast.fix_missing_locations(module)
@@ -464,7 +456,8 @@ def _no_arguments() -> ast.arguments:
 def _define(name: str, params: list[str], body: list[ast.stmt]) -> ast.FunctionDef:
     arguments = _no_arguments()
     arguments.args = [ast.arg(arg=p) for p in params]
-    return ast.FunctionDef(name=name, args=arguments, body=body, decorator_list=[], type_params=[])
+    generic = {"type_params": []} if "type_params" in ast.FunctionDef._fields else {}  # Python 3.12+
+    return ast.FunctionDef(name=name, args=arguments, body=body, decorator_list=[], **generic)
 
 
 def _name(name: str) -> ast.Name:
