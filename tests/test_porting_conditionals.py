@@ -148,3 +148,54 @@ def test_solo_learns_conditional_augmentations_run_as_in_dali(jpeg_root):
     dali = run_script(as_dali_cpu(SOLO_LEARN_CURRENT, edits), jpeg_root)
     assert structure(result) == structure(dali)
     assert result["epochs"][4:] == dali["epochs"][4:], "validation: the same labels in the same order"
+
+
+# NVIDIA/DALI, docs/examples/general/conditionals.ipynb (commit 00afcee27a3eee6665181ffb5b9ebbdb04c0f2d5):
+# the tutorial's first pipeline, which rotates a quarter of the images (an `if` on
+# fn.random.coin_flip(probability=0.25, dtype=DALIDataType.BOOL), fn.rotate with fill_value=0 on
+# images decoded on device "mixed") and resizes every image to 400x400. Changed: file_root is the
+# fixture; the display cells are left out; the loop runs 3 batches and records each sample's corner.
+ROTATE_TUTORIAL = """
+from nvidia.dali import pipeline_def
+from nvidia.dali.types import DALIDataType
+from nvidia.dali import fn
+import numpy as np
+
+
+@pipeline_def(enable_conditionals=True, batch_size=4, num_threads=4, device_id=0, seed=42)
+def rotate_pipe():
+    jpegs, _ = fn.readers.file(device="cpu", file_root=DATA)
+    images = fn.decoders.image(jpegs, device="mixed")
+    do_rotate = fn.random.coin_flip(probability=0.25, dtype=DALIDataType.BOOL)
+    angle = fn.random.uniform(range=(10, 30))
+
+    if do_rotate:
+        result = fn.rotate(images, angle=angle, fill_value=0)
+    else:
+        result = images
+
+    resized = fn.resize(result, resize_x=400, resize_y=400)
+    return resized
+
+
+pipe = rotate_pipe()
+pipe.build()
+RESULT = {"shapes": [], "corners": []}
+for _ in range(6):
+    (out,) = pipe.run()
+    out = out.as_cpu()
+    for i in range(len(out)):
+        image = np.array(out.at(i))
+        RESULT["shapes"].append(image.shape)
+        RESULT["corners"].append(int(image[:3, :3].max()))
+"""
+
+
+def test_dalis_conditionals_tutorial_rotates_a_quarter_of_the_images(jpeg_root):
+    result = ported(ROTATE_TUTORIAL, jpeg_root)
+    assert result["shapes"] == [(400, 400, 3)] * 24
+    rotated = sum(corner == 0 for corner in result["corners"])
+    assert 0 < rotated < 24, "the rotated images have a black corner (fill_value=0), the others not"
+    pytest.importorskip("nvidia.dali")
+    dali = run_script(as_dali_cpu(ROTATE_TUTORIAL), jpeg_root)
+    assert dali["shapes"] == result["shapes"]
