@@ -323,22 +323,23 @@ def _unique_names(sub_policies: Sequence[Sequence[tuple]]) -> tuple[tuple[tuple,
 
 
 def select(ops: Sequence[Augmentation], selected_op_idx: DataNode, *op_args: Any, **op_kwargs: Any) -> DataNode:
-    """DALI's ``select`` picks an augmentation per sample with conditional execution, which raypipe
-    does not run: the policies here choose per sample themselves."""
+    """DALI's ``select``, its building block for policies written with ``if`` on per-sample
+    magnitude bins, is not here: the policies here choose per sample themselves."""
     raise ArgumentError(
-        "auto_aug.core.select needs conditional execution (if on pipeline data), which raypipe does not run; "
-        "pass your augmentations to rand_augment.apply_rand_augment, trivial_augment.apply_trivial_augment or "
-        "auto_augment.apply_auto_augment (a Policy) instead"
+        "auto_aug.core.select is not supported by raypipe; pass your augmentations to "
+        "rand_augment.apply_rand_augment, trivial_augment.apply_trivial_augment or auto_augment.apply_auto_augment "
+        "(a Policy) instead, or choose with `if` on pipeline data in a @pipeline_def(enable_conditionals=True) "
+        "function, calling each augmentation with a fixed magnitude_bin"
     )
 
 
 def signed_bin(
     magnitude_bin: Any, random_sign: DataNode | None = None, seed: int | None = None, shape: Any = None
 ) -> Any:
-    """DALI's ``signed_bin`` feeds ``select``; the policies here draw signs themselves."""
+    """DALI's ``signed_bin`` feeds ``select`` (not here); the policies here draw signs themselves."""
     raise ArgumentError(
-        "auto_aug.core.signed_bin feeds conditional execution, which raypipe does not run: the policies draw "
-        "each magnitude's sign themselves"
+        "auto_aug.core.signed_bin feeds core.select, which raypipe does not support: the policies draw each "
+        "magnitude's sign themselves"
     )
 
 
