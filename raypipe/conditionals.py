@@ -244,6 +244,11 @@ class _Merge:
         placed: dict[int, DataNode] = {}
         for device in ("cpu", "gpu"):
             chosen = [i for i, ends in enumerate(self.ends) if _device(ends) == device]
+            if chosen and logical and device == "gpu":
+                raise PipelineDefinitionError(
+                    f"{self.where}: an operand of `and`/`or` is on the GPU; logical expressions take truth values "
+                    "computed on the CPU (as in DALI)"
+                )
             if chosen:
                 outputs = self._place(graph, test, logical, device, chosen)
                 placed.update(zip(chosen, outputs))

@@ -115,11 +115,6 @@ class Subgraph:
         needed = _reachable([out.producer for out in outputs])
         return [n.outputs[0] for n in graph.nodes if n in needed and n.op.schema.name == INPUT_OP]
 
-    @property
-    def devices(self) -> list[str]:
-        """Where each output is: ``"gpu"`` when an operator on the GPU makes it."""
-        return [out.device for out in self.outputs]
-
     def preload(self) -> None:
         """Its operators' :meth:`~raypipe.operator.Operator.preload`."""
         for node in self.nodes:
@@ -172,6 +167,21 @@ class Subgraph:
             out = node.op.run_batch(np if on_host else xp, inputs, args, ctxs)
             _store(env, node, out)
         return [env[out] for out in self.outputs]
+
+
+class SubgraphOwner:
+    """What an operator holding subgraphs (``subgraphs``) gets from them: its device operators for
+    ``pipe.device_report()`` and their preloading."""
+
+    subgraphs: list[Subgraph]
+
+    def inner_operators(self) -> list[Any]:
+        """The device operators of its subgraphs (what ``pipe.device_report()`` judges it by)."""
+        return [op for subgraph in self.subgraphs for op in subgraph.device_operators()]
+
+    def preload(self) -> None:
+        for subgraph in self.subgraphs:
+            subgraph.preload()
 
 
 def _on(xp: ModuleType, samples: Any, as_is: bool) -> Any:

@@ -16,16 +16,12 @@ import pytest
 from ray import cloudpickle
 
 from raypipe import autograph, fn, pipeline_def, types
+from tests.test_conditionals import _run
 
 
 def _values(graph, *args, batch_size=8, batches=1):
     pipe = pipeline_def(graph, enable_conditionals=True, batch_size=batch_size, num_threads=1, device_id=None, seed=3)
-    pipe = pipe(*args)
-    pipe.build()
-    out = []
-    for _ in range(batches):
-        out.append([[np.asarray(o.at(i)) for i in range(len(o))] for o in pipe.run()])
-    return out
+    return _run(pipe(*args), batches)
 
 
 class Jitter:

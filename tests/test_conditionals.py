@@ -248,6 +248,18 @@ def test_conditions_must_be_on_the_cpu_and_one_bool_per_sample():
         _run(_pipe(floats, enable_conditionals=True), 1)
 
 
+def test_logical_operands_on_the_gpu_are_refused():
+    def graph():
+        x = fn.random.uniform(range=[0, 10])
+        y = (x > 5).gpu()
+        if x < 5 or y:
+            x = x + 1
+        return x
+
+    with pytest.raises(PipelineDefinitionError, match="an operand of `and`/`or` is on the GPU"):
+        _pipe(graph, enable_conditionals=True).build()
+
+
 def test_values_that_cannot_be_merged_are_named():
     def graph():
         x = fn.random.uniform(range=[0, 10])

@@ -17,16 +17,10 @@ from tests.test_porting_scripts import _SOLO_BUILDERS, EVERY_LABEL, SOLO_LEARN
 # the `__call__` of callable objects that a wrapper object calls in a loop, and solarisation from
 # types.Constant(255, dtype=types.UINT8); PretrainPipelineBuilder.pipeline is a method decorated with
 # @pipeline_def(enable_conditionals=True). Everything else is the older commit's script of
-# tests/test_porting_scripts.py, with its changes; here the `__call__` bodies are the new commit's,
-# their docstrings left out.
-_CURRENT_AUGMENTATIONS = """
-class RandomGrayScaleConversion:
-    def __init__(self, prob: float = 0.2, device: str = "gpu"):
-        self.prob = prob
-        self.grayscale = ops.ColorSpaceConversion(
-            device=device, image_type=types.RGB, output_type=types.GRAY
-        )
-
+# tests/test_porting_scripts.py, with its changes; here the augmentations keep their probability
+# (`self.prob`) and their `__call__` is the new commit's.
+_CURRENT_CALLS = {
+    "RandomGrayScaleConversion": """
     def __call__(self, images):
         do_op = fn.random.coin_flip(probability=self.prob, dtype=types.DALIDataType.BOOL)
         if do_op:
@@ -35,43 +29,8 @@ class RandomGrayScaleConversion:
         else:
             out = images
         return out
-
-
-class RandomColorJitter:
-    def __init__(
-        self,
-        brightness: float,
-        contrast: float,
-        saturation: float,
-        hue: float,
-        prob: float = 0.8,
-        device: str = "gpu",
-    ):
-        assert 0 <= hue <= 0.5
-
-        self.prob = prob
-
-        self.color = ops.ColorTwist(device=device)
-
-        self.brightness = 1
-        self.contrast = 1
-        self.saturation = 1
-        self.hue = 0
-
-        if brightness:
-            self.brightness = ops.random.Uniform(range=[max(0, 1 - brightness), 1 + brightness])
-
-        if contrast:
-            self.contrast = ops.random.Uniform(range=[max(0, 1 - contrast), 1 + contrast])
-
-        if saturation:
-            self.saturation = ops.random.Uniform(range=[max(0, 1 - saturation), 1 + saturation])
-
-        if hue:
-            # dali uses hue in degrees for some reason...
-            hue = 360 * hue
-            self.hue = ops.random.Uniform(range=[-hue, hue])
-
+""",
+    "RandomColorJitter": """
     def __call__(self, images):
         do_op = fn.random.coin_flip(probability=self.prob, dtype=types.DALIDataType.BOOL)
         if do_op:
@@ -85,15 +44,8 @@ class RandomColorJitter:
         else:
             out = images
         return out
-
-
-class RandomGaussianBlur:
-    def __init__(self, prob: float = 0.5, window_size: int = 23, device: str = "gpu"):
-        self.prob = prob
-        # gaussian blur
-        self.gaussian_blur = ops.GaussianBlur(device=device, window_size=(window_size, window_size))
-        self.sigma = ops.random.Uniform(range=[0, 1])
-
+""",
+    "RandomGaussianBlur": """
     def __call__(self, images):
         do_op = fn.random.coin_flip(probability=self.prob, dtype=types.DALIDataType.BOOL)
         if do_op:
@@ -102,13 +54,8 @@ class RandomGaussianBlur:
         else:
             out = images
         return out
-
-
-class RandomSolarize:
-    def __init__(self, threshold: int = 128, prob: float = 0.0):
-        self.prob = prob
-        self.threshold = threshold
-
+""",
+    "RandomSolarize": """
     def __call__(self, images):
         do_op = fn.random.coin_flip(probability=self.prob, dtype=types.DALIDataType.BOOL)
         if do_op:
@@ -118,15 +65,20 @@ class RandomSolarize:
         else:
             out = images
         return out
-
-
-"""
+""",
+}
 
 
 def _current(script: str) -> str:
-    """The older commit's script with the current augmentations and the conditional pipeline."""
-    start, end = script.index("class Mux:"), script.index("class NormalPipelineBuilder:")
-    script = script[:start] + _CURRENT_AUGMENTATIONS.lstrip() + script[end:]
+    """The older commit's script with the current augmentations (each keeps its probability where it
+    kept a Mux, and its ``__call__`` is the current one) and the conditional pipeline."""
+    start, end = script.index("class Mux:"), script.index("class RandomGrayScaleConversion:")
+    script = script[:start] + script[end:]
+    script = script.replace("self.mux = Mux(prob=prob)", "self.prob = prob")
+    for name, call in _CURRENT_CALLS.items():
+        begin = script.index("    def __call__(self, images):", script.index(f"class {name}:"))
+        stop = script.index("\n\n\nclass ", begin)
+        script = script[:begin] + call.strip("\n") + script[stop:]
     pretrain = script.index("class PretrainPipelineBuilder:")
     decorator = script.index("    @pipeline_def\n", pretrain)
     return script[:decorator] + "    @pipeline_def(enable_conditionals=True)\n" + script[decorator + 18 :]

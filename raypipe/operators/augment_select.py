@@ -19,11 +19,11 @@ import numpy as np
 
 from ..operator import Operator, Schema, register
 from ..sample_contexts import subset
-from ..subgraph import Subgraph
+from ..subgraph import Subgraph, SubgraphOwner
 
 
 @register
-class AugmentSelect(Operator):
+class AugmentSelect(SubgraphOwner, Operator):
     """A policy's augmentations, chosen per sample."""
 
     schema = Schema("_augment_select", devices=("cpu", "gpu"), arg_inputs=("shape",))
@@ -39,17 +39,9 @@ class AugmentSelect(Operator):
         """``uint8``: the samples must be uint8 (the built-in suites' augmentations assume 0-255)."""
         self.policy = policy
         self.uint8 = bool(uint8)
-        self.augmentations = list(augmentations)
+        self.augmentations = self.subgraphs = list(augmentations)
         self.tables = list(tables)
         self.selector = selector
-
-    def inner_operators(self) -> list[Operator]:
-        """The device operators of its augmentations (what ``pipe.device_report()`` judges it by)."""
-        return [op for augmentation in self.augmentations for op in augmentation.device_operators()]
-
-    def preload(self) -> None:
-        for augmentation in self.augmentations:
-            augmentation.preload()
 
     def output_layout(self, input_layouts: Sequence[str]) -> str:
         layout = input_layouts[0] if input_layouts else ""

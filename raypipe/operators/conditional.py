@@ -22,14 +22,14 @@ from ..kernels import launch
 from ..kernels.launch import Packed
 from ..operator import Operator, Schema, register
 from ..sample_contexts import subset
-from ..subgraph import Subgraph
+from ..subgraph import Subgraph, SubgraphOwner
 
 #: Host data a conditional on the GPU can read from before its ``if`` (argument inputs ``host<i>``).
 MAX_HOST_SOURCES = 64
 
 
 @register
-class Conditional(Operator):
+class Conditional(SubgraphOwner, Operator):
     """An ``if``/``else`` on pipeline data: the variables it assigns, merged per sample."""
 
     schema = Schema(
@@ -51,9 +51,9 @@ class Conditional(Operator):
     ) -> None:
         """``branches``: the ``if`` and the ``else`` branch; ``slots[k]``: for each placeholder of
         branch ``k``, its source's index; ``names``: the variables, for errors; ``logical``: the
-        outputs are truth values too (``and``, ``or``, ``not``)."""
+        outputs are truth values too (``and``, ``or``, ``not``: on the CPU, so checked per sample)."""
         self.where = where
-        self.branches = list(branches)
+        self.branches = self.subgraphs = list(branches)
         self.slots = [list(s) for s in slots]
         self.names = list(names)
         self.host_sources = int(host_sources)
@@ -64,14 +64,6 @@ class Conditional(Operator):
     @property
     def num_outputs(self) -> int:
         return len(self.names)
-
-    def inner_operators(self) -> list[Operator]:
-        """The device operators of its branches (what ``pipe.device_report()`` judges it by)."""
-        return [op for branch in self.branches for op in branch.device_operators()]
-
-    def preload(self) -> None:
-        for branch in self.branches:
-            branch.preload()
 
     def output_layout(self, input_layouts: Sequence[str]) -> str:
         sources = [*input_layouts, *[""] * self.host_sources]
@@ -153,9 +145,6 @@ class Conditional(Operator):
             outputs = self.branches[k].run_batch(xp, values, subset(ctxs, chosen))
             for o, samples in enumerate(outputs):
                 self._check_kind(k, o, samples[0])
-                if self.logical:
-                    for value, ctx in zip(samples, subset(ctxs, chosen)):
-                        truth(value, f"{self.where}: an operand", ctx.sample_index)
                 parts[o].append((chosen, samples))
         on_device = xp if self.device == "gpu" else np
         return self._result([_merge(on_device, each, count) for each in parts])
@@ -220,7 +209,7 @@ def _moved(xp: ModuleType, samples: Any) -> Any:
 def truth(value: Any, what: str, sample: int) -> bool:
     """One sample's truth value: a bool (or integer) scalar; anything else is an error naming the
     sample, as DALI refuses conditions that are not one value per sample."""
-    array = np.asarray(value.get() if hasattr(value, "get") and not isinstance(value, np.ndarray) else value)
+    array = np.asarray(value)
     if array.size != 1 or array.dtype.kind not in "biu":
         raise ValueError(
             f"{what} must be one bool per sample (a comparison, or fn.random.coin_flip(dtype=types.BOOL)); "
