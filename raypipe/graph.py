@@ -204,11 +204,14 @@ class Graph:
             raise ArgumentError(f"{op_name}: device must be one of {DEVICES}, got {device!r}")
         if device not in schema.devices:
             raise ArgumentError(f"{op_name}: cannot run on device {device!r} (supported: {schema.devices})")
-        op = cls(device=device, op_id=self.first_id + len(self.nodes), **kwargs)
+        moved = device == "gpu" and getattr(cls, "reads_on_host", False)
+        op = cls(device="cpu" if moved else device, op_id=self.first_id + len(self.nodes), **kwargs)
         op.bind_inputs(len(inputs), set(arg_inputs))
         op.bind_upstream(inputs)
         node = OpNode(op, list(inputs), arg_inputs, name)
         self.nodes.append(node)
+        if moved:  # a reader decoding on the host: device="gpu" gives its outputs on the GPU, as .gpu()
+            return [out.gpu() for out in node.outputs]
         return node.outputs
 
 

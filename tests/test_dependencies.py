@@ -33,6 +33,7 @@ DISTRIBUTION = {
     "numba": "numba",
     "nvidia": "nvidia-nvimgcodec-cu13",
     "soundfile": "soundfile",
+    "av": "av",
     "obstore": "obstore",
     "threadpoolctl": "threadpoolctl",
 }
