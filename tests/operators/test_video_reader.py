@@ -369,3 +369,26 @@ def _epoch_size(files, kwargs):
     p = pipe()
     p.build()
     return p.epoch_size("Reader")
+
+
+def test_on_error_skip_drops_the_sequence_that_cannot_be_decoded(videos, tmp_path):
+    """With ``on_error="skip"`` a sequence whose frames cannot be decoded is left out of its batch
+    and reported, naming the file; the other file's sequences are read."""
+    changed = tmp_path / "changed.avi"
+    data = open(videos["mjpeg"], "rb").read()
+    changed.write_bytes(data)
+
+    @rp.pipeline_def(batch_size=6, num_threads=1, device_id=None)
+    def pipe():
+        video, label = fn.readers.video(filenames=[str(changed), videos["vp9_small"]], labels=[0, 1],
+                                        sequence_length=4, step=4, on_error="skip", name="Reader")  # fmt: skip
+        return video, label
+
+    p = pipe()
+    p.build()  # changed.avi: 3 sequences, d.mkv: 3
+    changed.write_bytes(data[: len(data) * 2 // 5])  # the file loses frames after the pipeline listed it
+    video, labels = p.run()
+    kept = [int(np.asarray(label)[0]) for label in labels]
+    assert kept[-3:] == [1, 1, 1] and len(kept) + len(p.skipped_samples) == 6
+    assert p.skipped_samples and all("changed.avi" in s.source for s in p.skipped_samples)
+    assert {s.sample_index for s in p.skipped_samples} <= {0, 1, 2}
