@@ -7,7 +7,8 @@ helpers would take on).
 Each domain registers itself below (:func:`domain`) with its data, its pipeline written once for
 both libraries (``fn`` and ``types`` of either), the GPU-stage device and its rate's unit: detection
 (NVIDIA's SSD pipeline, img/s), speech (Jasper's feature pipeline, seconds of audio per second),
-volumes (nnU-Net's biased crop, Mvoxel/s of image volumes read) and automatic augmentation (the
+volumes (nnU-Net's biased crop, Mvoxel/s of image volumes read), video (8-frame clips decoded from VP9
+files, cropped and laid out for a 3-D CNN, frames/s) and automatic augmentation (the
 ResNet-50 training pipeline with AutoAugment, RandAugment or TrivialAugment Wide, img/s). The rate
 is samples (or the domain's unit) per second on the CPU only, everything on ``device="cpu"``, after
 a warm-up batch, best of ``--rounds`` rounds of ``--seconds``: both libraries run with ``--threads``
@@ -285,6 +286,52 @@ def _simclr_view(fn, types, gpu: str, file_root: str) -> tuple:
 
 
 domain(Domain("simclr_views", "img/s", _jpegs, _simclr_view, conditionals=True))
+
+
+# --- video: clips of an action-recognition training pipeline (UCF101-like VP9 files) ---
+
+CLIP = (240, 320, 64)  # height, width, frames of each file
+
+
+def _clips(samples: int) -> dict:
+    """``samples // 8`` VP9 files (at least 4) of :data:`CLIP`: a textured scene panning and
+    changing, keyframes every 16 frames (VP9: a codec DALI's CPU build decodes)."""
+    import av
+
+    height, width, frames = CLIP
+    root = os.path.join(cache_dir(), f"clips-{samples}")
+    os.makedirs(root, exist_ok=True)
+    files = []
+    for clip in range(max(4, samples // 8)):
+        path = os.path.join(root, f"clip{clip}.webm")
+        files.append(path)
+        if os.path.exists(path):
+            continue
+        rng = np.random.default_rng(clip)
+        scene = rng.integers(0, 256, (height, 2 * width, 3), dtype=np.uint8)
+        with av.open(path + ".part", "w", format="webm") as container:
+            stream = container.add_stream("libvpx-vp9", rate=25, options={"g": "16", "deadline": "realtime"})
+            stream.height, stream.width, stream.pix_fmt = height, width, "yuv420p"
+            for k in range(frames):
+                image = np.ascontiguousarray(scene[:, 2 * k : 2 * k + width])
+                image[: 8 + k, : 8 + k] = (4 * k) % 256
+                container.mux(stream.encode(av.VideoFrame.from_ndarray(image, format="rgb24")))
+            container.mux(stream.encode())
+        os.replace(path + ".part", path)
+    return {"files": files}
+
+
+def _video_clips(fn, types, gpu: str, files: list[str]) -> tuple:
+    """8-frame clips 2 frames apart, shuffled, each cropped to 112x112 at a random place and laid out
+    as CFHW floats (the input of a 3-D CNN)."""
+    video, label = fn.experimental.readers.video(filenames=files, labels=list(range(len(files))), sequence_length=8,
+                                                 stride=2, step=8, random_shuffle=True, name="Reader")  # fmt: skip
+    crop = fn.crop(video.gpu() if gpu == "gpu" else video, crop=(112, 112), crop_pos_x=fn.random.uniform(range=(0, 1)),
+                   crop_pos_y=fn.random.uniform(range=(0, 1)), dtype=types.FLOAT)  # fmt: skip
+    return fn.transpose(crop, perm=[3, 0, 1, 2]), label
+
+
+domain(Domain("video", "frames/s", _clips, _video_clips, lambda out, kw: 8 * len(out[0])))
 
 
 # --- measuring ---
