@@ -87,6 +87,7 @@ EXPERIMENTAL: dict[str, str] = {
         "decoders.image_crop",
         "decoders.image_random_crop",
         "decoders.image_slice",
+        "decoders.video",
         "equalize",
         "filter",
         "debayer",

@@ -11,7 +11,8 @@ file; a stream that does not land where its index says is decoded from its start
 from __future__ import annotations
 
 import bisect
-from dataclasses import dataclass
+import io
+from dataclasses import dataclass, field
 from fractions import Fraction
 from typing import Any
 
@@ -33,7 +34,7 @@ def _av() -> Any:
 class VideoIndex:
     """One file's video stream: frame ``k`` is shown at ``pts[k]`` (in ``time_base`` units)."""
 
-    path: str
+    path: str  # the file, or what names the in-memory stream in errors
     width: int
     height: int
     codec: str
@@ -41,6 +42,7 @@ class VideoIndex:
     time_base: Fraction
     pts: np.ndarray  # int64, one per frame, in display order
     key_pts: np.ndarray  # int64, the key frames' pts, increasing
+    data: bytes | None = field(default=None, repr=False)  # the encoded stream when it is in memory
 
     def __len__(self) -> int:
         return len(self.pts)
@@ -58,22 +60,28 @@ class VideoIndex:
         return (self.pts[frames] - start).astype(np.float64) * float(self.time_base)
 
 
-def index_video(path: str) -> VideoIndex:
-    """Demux ``path`` once (no decoding) and index its best video stream; ReaderError naming the
-    file when it cannot be opened, has no video stream or no frame."""
+def _open(av, path: str, data: bytes | None):
+    return av.open(path) if data is None else av.open(io.BytesIO(data))
+
+
+def index_video(path: str, data: bytes | None = None) -> VideoIndex:
+    """Demux the file ``path`` (or the encoded stream ``data``, named ``path`` in errors) once, without
+    decoding, and index its best video stream; ReaderError naming it when it cannot be opened, has no
+    video stream or no frame."""
     av = _av()
     try:
-        with av.open(path) as container:
+        with _open(av, path, data) as container:
             if not container.streams.video:
                 raise ReaderError(f"{path!r} has no video stream")
             stream = container.streams.video[0]
             pts, keys = [], []
             for packet in container.demux(stream):
-                if packet.pts is None or packet.size == 0:
+                shown = packet.pts if packet.pts is not None else packet.dts
+                if shown is None or shown < 0 or packet.size == 0:  # as DALI: no time, or before the start
                     continue
-                pts.append(packet.pts)
+                pts.append(shown)
                 if packet.is_keyframe:
-                    keys.append(packet.pts)
+                    keys.append(shown)
             rate = stream.average_rate or stream.guessed_rate or stream.base_rate
             index = VideoIndex(
                 path=path,
@@ -84,6 +92,7 @@ def index_video(path: str) -> VideoIndex:
                 time_base=Fraction(stream.time_base),
                 pts=np.sort(np.asarray(pts, np.int64)),
                 key_pts=np.sort(np.asarray(keys, np.int64)),
+                data=data,
             )
     except ReaderError:
         raise
@@ -92,6 +101,26 @@ def index_video(path: str) -> VideoIndex:
     if not len(index.pts):
         raise ReaderError(f"video file {path!r} holds no frames")
     return index
+
+
+def resolve_frames(frames: np.ndarray, total: int, pad_mode: str) -> np.ndarray:
+    """Frame numbers outside ``[0, total)`` resolved as ``pad_mode`` says, as DALI's video operators
+    do: -1 (a constant frame) for "constant", the nearest frame for "edge", mirrored about the ends
+    for "reflect_1001" (the end frame repeated) and "reflect_101" (not repeated); "none" leaves them."""
+    out = np.asarray(frames, np.int64)
+    if pad_mode == "constant":
+        return np.where((out < 0) | (out >= total), -1, out)
+    if pad_mode == "edge":
+        return np.clip(out, 0, total - 1)
+    if pad_mode == "reflect_1001":
+        folded = np.mod(out, 2 * total)
+        return np.where(folded >= total, 2 * total - 1 - folded, folded)
+    if pad_mode == "reflect_101":
+        if total == 1:
+            return np.zeros_like(out)
+        folded = np.mod(out, 2 * (total - 1))
+        return np.where(folded >= total, 2 * (total - 1) - folded, folded)
+    return out
 
 
 def decode_frames(index: VideoIndex, frames: np.ndarray, ycbcr: bool = False) -> np.ndarray:
@@ -103,7 +132,7 @@ def decode_frames(index: VideoIndex, frames: np.ndarray, ycbcr: bool = False) ->
     fmt = "yuv444p" if ycbcr else "rgb24"
     got: dict[int, np.ndarray] = {}
     try:
-        with av.open(index.path) as container:
+        with _open(av, index.path, index.data) as container:
             stream = container.streams.video[0]
             stream.thread_count = 1  # the CPU stage's threads decode samples side by side
             key = _key_before(index, int(index.pts[wanted[0]]))

@@ -84,6 +84,7 @@ from . import (  # noqa: F401
     transfer,
     transforms,
     transpose,
+    video_decoder,
     video_reader,
     warp_affine,
     webdataset_reader,

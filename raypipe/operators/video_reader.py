@@ -38,7 +38,7 @@ from tqdm import tqdm
 from ..errors import ArgumentError, ReaderError
 from ..operator import Schema, register
 from ..types import DALIDataType, DALIImageType
-from ..video_file import VideoIndex, decode_frames, index_video
+from ..video_file import VideoIndex, decode_frames, index_video, resolve_frames
 from .reader_base import ShardedReader, refuse_unexpanded_home
 
 LEGACY = "readers.video"
@@ -361,26 +361,22 @@ class VideoReader(ShardedReader):
         return h.hexdigest()[:16]
 
     def frames_of(self, index: int) -> tuple[np.ndarray, np.ndarray]:
-        """Sample ``index``'s frame numbers in its file (padding resolved by ``pad_mode``: -1 for a
-        constant frame), and which of them are padding."""
+        """Sample ``index``'s frame numbers in its file, and which of them are a constant frame
+        (numbered -1). Past the end, the legacy reader's ``pad_sequences`` frames are constant; the
+        experimental reader's ``pad_mode`` resolves them against the whole file, as DALI's."""
         start, count = int(self._start_of[index]), int(self._count_of[index])
-        end = int(self._end_of[int(self._file_of[index])])
+        total = len(self.indexes[int(self._file_of[index])])
         if self.uniform:  # as DALI: frame begin + round(i / (length - 1) * (frames - 1))
+            end = int(self._end_of[int(self._file_of[index])])
             spread = np.arange(self.sequence_length) / max(self.sequence_length - 1, 1)
             frames = start + np.floor(spread * (end - start - 1) + 0.5).astype(np.int64)
-            return frames, np.zeros(self.sequence_length, bool)
-        frames = start + np.arange(self.sequence_length, dtype=np.int64) * self.stride
-        padded = np.arange(self.sequence_length) >= count
-        if self.pad_mode == "edge":
-            frames = np.minimum(frames, end - 1)
-        elif self.pad_mode == "reflect_1001":
-            frames = np.where(frames >= end, 2 * end - 1 - frames, frames)
-        elif self.pad_mode == "reflect_101":
-            frames = np.where(frames >= end, 2 * (end - 1) - frames, frames)
-        if self.pad_mode != "constant":
-            padded = np.zeros(self.sequence_length, bool)
-        frames = np.clip(frames, 0, end - 1)
-        return np.where(padded, -1, frames), padded
+        else:
+            frames = start + np.arange(self.sequence_length, dtype=np.int64) * self.stride
+        if self.tails == "all":
+            frames = np.where(np.arange(self.sequence_length) < count, frames, -1)
+        elif self.pad_mode != "none":
+            frames = resolve_frames(frames, total, self.pad_mode)
+        return frames, frames < 0
 
     def read(self, index: int) -> tuple[np.ndarray, ...]:
         """Random access: sample ``index``'s outputs; ReaderError naming the file and frame that
