@@ -65,6 +65,7 @@ OLD_NAMES: dict[str, tuple[str, str]] = {
     "readers.coco": ("COCOReader", "coco_reader"),
     "readers.sequence": ("SequenceReader", "sequence_reader"),
     "readers.video": ("VideoReader", "video_reader"),
+    "readers.video_resize": ("VideoReaderResize", "video_reader_resize"),
     "decoders.image": ("ImageDecoder", "image_decoder"),
     "decoders.image_random_crop": ("ImageDecoderRandomCrop", "image_decoder_random_crop"),
     "decoders.image_crop": ("ImageDecoderCrop", "image_decoder_crop"),

@@ -40,6 +40,7 @@ from ..operator import Schema, register
 from ..types import DALIDataType, DALIImageType
 from ..video_file import VideoIndex, decode_frames, index_video, resolve_frames
 from .reader_base import ShardedReader, refuse_unexpanded_home
+from .resize import Resize, host_resample
 
 LEGACY = "readers.video"
 EXPERIMENTAL = "experimental.readers.video"
@@ -474,3 +475,44 @@ class ExperimentalVideoReader(VideoReader):
             warnings.warn(f"{self.schema.name}: empty frame range [{begin}, {last}) for {entry.path!r}, left out",
                           stacklevel=2)  # fmt: skip
         return begin, max(begin, last)
+
+
+#: ``readers.video_resize``'s resize arguments (``resize``'s, with DALI's 0 for "not given")
+RESIZE_ARGS = ("resize_x", "resize_y", "resize_z", "resize_shorter", "resize_longer", "size", "max_size", "mode", "antialias",
+               "interp_type", "min_filter", "mag_filter", "temp_buffer_hint")  # fmt: skip
+
+
+@register
+class VideoResizeReader(VideoReader):
+    """DALI's ``readers.video_resize``: ``readers.video`` whose frames are resized as ``resize``
+    resizes images (every frame of a sequence to one size)."""
+
+    schema = Schema(
+        "readers.video_resize", devices=("cpu", "gpu"), min_inputs=0, max_inputs=0, num_outputs=4, is_reader=True
+    )
+
+    def configure(self, **args: Any) -> None:
+        """The legacy reader's arguments and ``resize``'s size, mode and filter arguments;
+        ``minibatch_size`` and ``subpixel_scale`` are accepted as hints, a region of interest is
+        refused."""
+        op = self.schema.name
+        refused = sorted({"roi_start", "roi_end", "roi_relative"} & set(args))
+        if refused:
+            raise ArgumentError(f"{op}: a region of interest ({', '.join(refused)}) is not supported")
+        for hint in ("minibatch_size", "subpixel_scale"):
+            args.pop(hint, None)
+        resize = {k: args.pop(k) for k in RESIZE_ARGS if k in args and not (k.startswith("resize_") and args[k] == 0)}
+        for k in RESIZE_ARGS:
+            args.pop(k, None)
+        try:
+            self.resizer = Resize(device="cpu", op_id=self.op_id, **resize)
+        except ArgumentError as exc:
+            raise ArgumentError(str(exc).replace("resize:", f"{op}:", 1)) from None
+        super().configure(**args)
+
+    def read(self, index: int) -> tuple[np.ndarray, ...]:
+        video, *rest = super().read(index)
+        width, height = self.resizer.target_size(video.shape[2], video.shape[1])
+        resizer = self.resizer
+        frames = [host_resample(f, width, height, resizer.filters, resizer.antialias, None) for f in video]
+        return (np.stack(frames), *rest)

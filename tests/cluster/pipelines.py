@@ -188,3 +188,12 @@ def speech_features(manifest):
     spec = fn.spectrogram(fn.preemphasis_filter(audio), nfft=512, window_length=320, window_step=160)
     mel = fn.mel_filter_bank(spec, sample_rate=16000, nfilter=64)
     return audio, fn.to_decibels(mel, multiplier=10.0, reference=1.0, cutoff_db=-100), idx
+
+
+@rp.pipeline_def(batch_size=4, num_threads=2)
+def video_clips(files):
+    """3-frame sequences of video files (``readers.video`` on the GPU, as DALI scripts write it),
+    labelled with their file and first frame, cropped at the top left."""
+    video, label, first = fn.readers.video(device="gpu", filenames=files, labels=list(range(len(files))),
+                                           sequence_length=3, step=3, enable_frame_num=True, name="Reader")  # fmt: skip
+    return fn.crop(video, crop=(24, 32), crop_pos_x=0.0, crop_pos_y=0.0), label, first

@@ -392,3 +392,30 @@ def test_on_error_skip_drops_the_sequence_that_cannot_be_decoded(videos, tmp_pat
     assert kept[-3:] == [1, 1, 1] and len(kept) + len(p.skipped_samples) == 6
     assert p.skipped_samples and all("changed.avi" in s.source for s in p.skipped_samples)
     assert {s.sample_index for s in p.skipped_samples} <= {0, 1, 2}
+
+
+@pytest.mark.parametrize(
+    "resize",
+    [dict(resize_shorter=20), dict(resize_x=40, resize_y=30, interp_type=types.INTERP_NN), dict(size=(24, 0))],
+)
+def test_video_resize_resizes_every_frame_as_resize_does(videos, resize):
+    """``readers.video_resize`` gives ``readers.video``'s sequences with every frame resized as
+    ``fn.resize`` resizes that frame as an image."""
+    args = dict(filenames=[videos["h264"], videos["vp9_small"]], labels=[0, 1], sequence_length=3, step=9)
+    (plain,) = _run(fn.readers.video, batch_size=5, **args)
+    (resized,) = _run(fn.readers.video_resize, batch_size=5, **args, **resize)
+    frames = [frame for clip in plain[0] for frame in clip]
+
+    @rp.pipeline_def(batch_size=len(frames), num_threads=1, device_id=None)
+    def reference():
+        return fn.resize(fn.external_source(source=lambda: frames, layout="HWC", batch=True), **resize)
+
+    p = reference()
+    p.build()
+    (expected,) = p.run()
+    got = [frame for clip in resized[0] for frame in clip]
+    for a, b in zip(expected, got, strict=True):
+        np.testing.assert_array_equal(np.asarray(a), b)
+    np.testing.assert_array_equal(np.concatenate(resized[1]), np.concatenate(plain[1]))
+    with pytest.raises(ArgumentError, match="region of interest"):
+        _run(fn.readers.video_resize, **args, resize_x=10, roi_start=(0, 0))
