@@ -277,20 +277,17 @@ class VideoReader(ShardedReader):
             entries = list_video_root(self.file_root)
         elif self.file_list:
             entries = parse_video_list(self.file_list)
-        else:
-            labels = self.labels if self.labels else range(len(self.filenames))
+        else:  # labels=[]: each file's index, as DALI
+            labels = [0] * len(self.filenames) if self.labels is None else self.labels or range(len(self.filenames))
             entries = [VideoEntry(p, int(label)) for p, label in zip(self.filenames, labels)]
-            if self.labels is None:
-                entries = [VideoEntry(p, 0) for p in self.filenames]
         indexes = []
         for entry in tqdm(entries, desc=f"{op}: indexing", unit="file", disable=None if len(entries) > 50 else True):
             try:
                 indexes.append(index_video(entry.path))
             except ReaderError as exc:
                 raise ReaderError(f"{op}: {exc}") from None
-        files, starts, counts = [], [], []
+        files, starts, counts, ends = [], [], [], []
         tails = "none" if self.pad_mode == "none" else self.tails
-        ends = []
         for k, (entry, index) in enumerate(zip(entries, indexes)):
             begin, end = self.frame_range(entry, index)
             if self.uniform:  # one sequence spread over the whole range
