@@ -11,7 +11,9 @@ file; a stream that does not land where its index says is decoded from its start
 from __future__ import annotations
 
 import bisect
+import contextlib
 import io
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from fractions import Fraction
 from typing import Any
@@ -19,6 +21,7 @@ from typing import Any
 import numpy as np
 
 from .errors import ReaderError
+from .storage import files, urls
 
 
 def _av() -> Any:
@@ -60,8 +63,22 @@ class VideoIndex:
         return (self.pts[frames] - start).astype(np.float64) * float(self.time_base)
 
 
-def _open(av, path: str, data: bytes | None):
-    return av.open(path) if data is None else av.open(io.BytesIO(data))
+@contextlib.contextmanager
+def _open(av, path: str, data: bytes | None) -> Iterator[Any]:
+    """``path`` (a local file, or an object-store URL read by ranged requests) or the in-memory
+    stream ``data``, opened by FFmpeg."""
+    if data is not None:
+        source = io.BytesIO(data)
+    elif urls.is_url(path):
+        source = files.open_binary(path)
+    else:
+        source = None
+    try:
+        with av.open(path if source is None else source) as container:
+            yield container
+    finally:
+        if source is not None:
+            source.close()
 
 
 def index_video(path: str, data: bytes | None = None) -> VideoIndex:

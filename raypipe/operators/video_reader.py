@@ -37,9 +37,11 @@ from tqdm import tqdm
 
 from ..errors import ArgumentError, ReaderError
 from ..operator import Schema, register
+from ..storage import files
 from ..types import DALIDataType, DALIImageType
 from ..video_file import VideoIndex, decode_frames, index_video, resolve_frames
 from .reader_base import ShardedReader, refuse_unexpanded_home
+from .readers import list_file_root
 from .resize import Resize, host_resample
 
 LEGACY = "readers.video"
@@ -88,27 +90,20 @@ def sequence_plan(
 
 
 def list_video_root(file_root: str) -> list[VideoEntry]:
-    """The files in each class folder of ``file_root`` (sorted), labelled by the folder's index in
-    sorted order, as DALI's video readers list them."""
-    if not os.path.isdir(file_root):
-        raise ReaderError(f"{LEGACY}: file_root {file_root!r} does not exist or is not a folder")
-    classes = sorted(e.name for e in os.scandir(file_root) if e.is_dir())
-    entries = []
-    for label, name in enumerate(classes):
-        folder = os.path.join(file_root, name)
-        files = sorted(e.path for e in os.scandir(folder) if e.is_file())
-        entries.extend(VideoEntry(path, label) for path in files)
-    if not entries:
+    """The files in each class folder of ``file_root`` (a local folder or an object-store URL),
+    labelled by the folder's index in sorted order, as DALI's video readers list them."""
+    paths, labels = list_file_root(file_root, ("*",))
+    if not len(paths):
         raise ReaderError(f"{LEGACY}: file_root {file_root!r} holds no class folders with files")
-    return entries
+    return [VideoEntry(path, int(label)) for path, label in zip(paths, labels)]
 
 
 def parse_video_list(file_list: str) -> list[VideoEntry]:
     """The lines ``path label [start [end]]`` of ``file_list``; a line whose start equals its end
     is left out with a warning, as in DALI."""
     try:
-        with open(file_list) as f:
-            lines = f.read().splitlines()
+        with files.open_binary(file_list) as f:
+            lines = f.read().decode().splitlines()
     except OSError as exc:
         raise ReaderError(f"{LEGACY}: cannot read file_list {file_list!r}: {exc.strerror or exc}") from None
     entries = []
@@ -475,8 +470,8 @@ class ExperimentalVideoReader(VideoReader):
 
 
 #: ``readers.video_resize``'s resize arguments (``resize``'s, with DALI's 0 for "not given")
-RESIZE_ARGS = ("resize_x", "resize_y", "resize_z", "resize_shorter", "resize_longer", "size", "max_size", "mode", "antialias",
-               "interp_type", "min_filter", "mag_filter", "temp_buffer_hint")  # fmt: skip
+RESIZE_ARGS = ("resize_x", "resize_y", "resize_z", "resize_shorter", "resize_longer", "size", "max_size", "mode",
+               "antialias", "interp_type", "min_filter", "mag_filter", "temp_buffer_hint")  # fmt: skip
 
 
 @register

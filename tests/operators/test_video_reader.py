@@ -419,3 +419,19 @@ def test_video_resize_resizes_every_frame_as_resize_does(videos, resize):
     np.testing.assert_array_equal(np.concatenate(resized[1]), np.concatenate(plain[1]))
     with pytest.raises(ArgumentError, match="region of interest"):
         _run(fn.readers.video_resize, **args, resize_x=10, roi_start=(0, 0))
+
+
+def test_videos_on_a_bucket_read_as_the_local_files(videos, s3_server, tmp_path):
+    """``file_root`` and ``file_list`` on an S3 bucket (moto): the same sequences, labels and frames
+    as the local folder, the objects read by ranged requests."""
+    url = s3_server.upload(videos["root"], "video-test", "classes")
+    args = dict(sequence_length=3, step=3, enable_timestamps=False)
+    (local,) = _run(fn.readers.video, batch_size=10, file_root=videos["root"], **args)
+    (remote,) = _run(fn.readers.video, batch_size=10, file_root=url, **args)
+    for a, b in zip(local, remote):
+        for x, y in zip(a, b):
+            np.testing.assert_array_equal(x, y)
+    s3_server.client().put_object(Bucket="video-test", Key="list.txt", Body=f"{url}/walk/1.mp4 4 2 8\n".encode())
+    (listed,) = _run(fn.readers.video, batch_size=2, file_list="s3://video-test/list.txt", sequence_length=2,
+                     step=2, file_list_frame_num=True, enable_frame_num=True)  # fmt: skip
+    assert [int(f[0]) for f in listed[2]] == [2, 4] and [int(x[0]) for x in listed[1]] == [4, 4]
