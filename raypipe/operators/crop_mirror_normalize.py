@@ -2,10 +2,11 @@
 
 ``out = (in - mean) / std * scale + shift``, converted to ``dtype`` (rounded and
 saturated for integer types) and written as ``output_layout`` ("CHW", DALI's default,
-or "HWC"). This is the last step of every ImageNet training pipeline, so the host
-path reads the input exactly once: crop and mirror are slicing views, the layout
-change is a transposed view, and ``np.subtract`` writes the float32 result straight
-into the output buffer, which is then scaled in place (about 8x faster than the
+or "HWC"). Sequences of frames (``FHWC``) take one window and one mirror flag per sample for all
+their frames and are written as "FCHW", "FHWC" or "CFHW", as DALI's. This is the last step of
+every ImageNet training pipeline, so the host path reads the input exactly once: crop and mirror
+are slicing views, the layout change is a transposed view, and ``np.subtract`` writes the float32
+result straight into the output buffer, which is then scaled in place (about 8x faster than the
 naive expression with its temporaries).
 """
 
@@ -28,6 +29,8 @@ from .crop import check_position, crop_anchors, crop_window
 
 _OP = "crop_mirror_normalize"
 _LAYOUTS = ("CHW", "HWC")
+#: the output layouts of a sequence (``FHWC`` input), each with the layout of its frames
+_SEQUENCE_LAYOUTS = {"FCHW": "CHW", "FHWC": "HWC", "CFHW": "CHW"}
 
 
 def _uniform_rank(batch: Any) -> bool:
@@ -120,27 +123,54 @@ class CropMirrorNormalize(Operator):
             raise ArgumentError(f"{_OP}: mean has {mean.size} values but std has {std.size}")
         self.shift = check_number(_OP, "shift", shift)
         self.dtype = parse_dtype(_OP, "dtype", dtype)
-        if output_layout not in _LAYOUTS:
-            raise ArgumentError(f"{_OP}: output_layout must be one of {_LAYOUTS}, got {output_layout!r}")
+        if output_layout not in (*_LAYOUTS, *_SEQUENCE_LAYOUTS):
+            raise ArgumentError(
+                f"{_OP}: output_layout must be one of {(*_LAYOUTS, *_SEQUENCE_LAYOUTS)}, got {output_layout!r}"
+            )
         self.layout = output_layout
-        channel_shape = (-1, 1, 1) if output_layout == "CHW" else (-1,)
+        self.frame_layout = _SEQUENCE_LAYOUTS.get(output_layout, output_layout)  # what _normalize writes per image
+        self.sequence = output_layout in _SEQUENCE_LAYOUTS
+        channel_shape = (-1, 1, 1) if self.frame_layout == "CHW" else (-1,)
         self.mean = mean.reshape(channel_shape)
         self.inv_std = (np.float64(check_number(_OP, "scale", scale)) / std).astype(np.float32).reshape(channel_shape)
         self.pad_output = bool(pad_output)
         self._identity = not self.shift and not np.any(self.mean) and bool(np.all(self.inv_std == 1))
 
     def output_layout(self, input_layouts: Sequence[str]) -> str:
+        """``output_layout``; a sequence (``FHWC``) needs one with ``F``, an image one without, as DALI."""
+        given = input_layouts[0] if input_layouts else ""
+        if given.startswith("F") and not self.sequence:
+            raise ArgumentError(
+                f"{_OP}: the input is a sequence ({given}): output_layout must be one of {tuple(_SEQUENCE_LAYOUTS)}, "
+                f"got {self.layout!r}"
+            )
+        if given and given != "FHWC" and self.sequence:
+            raise ArgumentError(f"{_OP}: output_layout {self.layout!r} needs FHWC sequences, got layout {given!r}")
         return self.layout
 
     def compute(self, xp: ModuleType, inputs, args, ctx) -> Any:
+        if self.sequence:
+            return self._sequence(xp, inputs[0], args)
         return self._normalize(xp, self._crop(inputs[0], args)[None], 0 if self._mirrored(args) else 1)[0]
 
     def run_sample(self, inputs, args, ctx) -> np.ndarray:
+        if self.sequence:
+            return self._sequence(np, inputs[0], args)
         return self.run_sample_into(inputs, args, ctx, lambda shape, dtype: None)
+
+    def _sequence(self, xp: ModuleType, frames: Any, args: dict[str, Any]) -> Any:
+        """One ``FHWC`` sample: every frame through the sample's window and mirror flag."""
+        if frames.ndim != 4 or not frames.shape[0]:
+            raise ValueError(f"{_OP}: expects FHWC sequences with frames, got a sample of shape {tuple(frames.shape)}")
+        y0, x0, h, w = self._window(frames[0], args)
+        out = self._normalize(xp, frames[:, y0 : y0 + h, x0 : x0 + w], 0 if self._mirrored(args) else len(frames))
+        return xp.ascontiguousarray(out.transpose(1, 0, 2, 3)) if self.layout == "CFHW" else out
 
     def run_sample_into(self, inputs, args, ctx, allocate: Allocate) -> np.ndarray:
         """One sample on the host in a single pass, written into ``allocate(shape, dtype)`` (a row of
         the batch array) when that gives an array, else into a new one. Gives :meth:`compute`'s values."""
+        if self.sequence:
+            return self._sequence(np, inputs[0], args)
         image = self._crop(inputs[0], args)
         if self._mirrored(args):
             image = image[:, ::-1]
@@ -181,8 +211,10 @@ class CropMirrorNormalize(Operator):
         Tolerance against :meth:`run_sample`: float32 outputs within 1e-5 relative and 1e-5 absolute
         (on a GPU the multiply and the ``shift`` may fuse into one rounding), float16 within one
         float16 step, integers within 1 (a result next to a rounding tie); windows, mirroring,
-        layout and padding exactly.
+        layout and padding exactly. Sequences go sample by sample.
         """
+        if self.sequence:
+            return super().run_batch(xp, inputs, args, ctxs)
         batch = inputs[0]
         shapes = launch.shapes_of(batch) if _uniform_rank(batch) else None
         if shapes is None or shapes.shape[1] != 3:
@@ -295,7 +327,7 @@ class CropMirrorNormalize(Operator):
         self._check_channels(channels)
         mean, inv_std = self.mean, self.inv_std
         out_channels = _padded_channels(channels) if self.pad_output else channels
-        chw = self.layout == "CHW"
+        chw = self.frame_layout == "CHW"
         if chw:
             out = xp.empty((n, out_channels, height, width), dtype=np.float32)
             dst, pad = out[:, :channels], out[:, channels:]

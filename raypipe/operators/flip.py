@@ -1,5 +1,6 @@
 """``flip``: mirror images horizontally and/or vertically, and volumes also depthwise, per sample
-when the flags are argument inputs (``horizontal=fn.random.coin_flip()``)."""
+when the flags are argument inputs (``horizontal=fn.random.coin_flip()``). A sequence (``FHWC``,
+``FCHW``, ``FHW``) flips every frame of a sample alike, as DALI's."""
 
 from __future__ import annotations
 
@@ -12,8 +13,18 @@ from ..kernels import launch
 from ..operator import Operator, Schema, as_scalar, register
 from .batch_args import batch_values
 
-# (vertical axis, horizontal axis) of each supported layout.
-AXES = {"HWC": (0, 1), "CHW": (1, 2), "HW": (0, 1), "DHWC": (1, 2), "CDHW": (2, 3), "DHW": (1, 2)}
+# (vertical axis, horizontal axis) of each supported layout: images, volumes and sequences of frames.
+AXES = {
+    "HWC": (0, 1),
+    "CHW": (1, 2),
+    "HW": (0, 1),
+    "DHWC": (1, 2),
+    "CDHW": (2, 3),
+    "DHW": (1, 2),
+    "FHWC": (1, 2),
+    "FCHW": (2, 3),
+    "FHW": (1, 2),
+}
 #: The depth axis of each volume layout (``depthwise``).
 DEPTH = {"DHWC": 0, "CDHW": 1, "DHW": 0}
 
@@ -73,6 +84,7 @@ class Flip(Operator):
         depthwise = self.resolved_layout in DEPTH and ("depthwise" in args or self.depthwise)
         if (
             depthwise
+            or self.resolved_layout.startswith("F")  # the kernel takes images: sequences go sample by sample
             or dtype is None
             or dtype.kind not in "biuf"
             or not launch.available(xp, 2 * launch.elements(batch))

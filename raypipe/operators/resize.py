@@ -249,11 +249,28 @@ class Resize(Operator):
         self.layout = ""
 
     def output_layout(self, input_layouts: Sequence[str]) -> str:
-        """The input's layout; a volume's (naming ``D``) is kept to find its axes."""
+        """The input's layout; a volume's (naming ``D``) is kept to find its axes, and a sequence's
+        (``FHWC``) says that every frame of a sample is resized as an image, as DALI does."""
         given = input_layouts[0] if input_layouts else ""
         if "D" in given:
             self.layout = given
+        self.sequence = given == "FHWC"
+        if given.startswith("F") and not self.sequence:
+            raise ArgumentError(f"{self.schema.name}: sequences must be FHWC, got layout {given!r}")
         return given
+
+    #: whether the input is a sequence of frames (FHWC), as the graph reported its layout
+    sequence = False
+
+    def _frames(self, xp, frames, resize_one) -> Any:
+        """Every frame of an FHWC sample through ``resize_one`` (an HWC image to its resized
+        array, or with ``save_attrs`` to that and the frame's size), stacked."""
+        if frames.ndim != 4 or not frames.shape[0]:
+            raise ValueError(f"{self.schema.name}: expects FHWC sequences with frames, got shape {tuple(frames.shape)}")
+        outs = [resize_one(frame) for frame in frames]
+        if not self.save_attrs:
+            return xp.stack(outs)
+        return xp.stack([out for out, _ in outs]), outs[0][1]
 
     def _volume(self, xp, image, args) -> Any | None:
         """The resized volume, or None when ``image`` is not a volume (:func:`volume_axes`)."""
@@ -319,19 +336,31 @@ class Resize(Operator):
 
     def compute(self, xp, inputs, args, ctx):
         image = inputs[0]
+        if self.sequence:
+            return self._frames(xp, image, lambda frame: self._image(xp, frame))
         volume = self._volume(xp, image, args)
         if volume is not None:
             return volume
+        return self._image(xp, image)
+
+    def run_sample(self, inputs, args, ctx):
+        image = inputs[0]
+        if self.sequence:
+            return self._frames(np, image, self._host_image)
+        volume = self._volume(np, image, args)
+        if volume is not None:
+            return volume
+        return self._host_image(image)
+
+    def _image(self, xp, image) -> Any:
+        """One HWC image resized with the array module ``xp``."""
         check_hwc(self.schema.name, image)
         width, height = self.target_size(image.shape[1], image.shape[0])
         out = resample(xp, image, width, height, antialias=self.antialias, dtype=self.dtype, filters=self.filters)
         return self._with_attrs(xp, out, image)
 
-    def run_sample(self, inputs, args, ctx):
-        image = inputs[0]
-        volume = self._volume(np, image, args)
-        if volume is not None:
-            return volume
+    def _host_image(self, image: np.ndarray) -> Any:
+        """One HWC image resized on the host (Pillow's filters for uint8)."""
         check_hwc(self.schema.name, image)
         width, height = self.target_size(image.shape[1], image.shape[0])
         out = host_resample(image, width, height, self.filters, self.antialias, self.dtype)
@@ -356,7 +385,7 @@ class Resize(Operator):
         """
         batch = inputs[0]
         # a batch holds samples of one dimensionality (as in DALI): its first says whether they are volumes
-        if args or (len(batch) and volume_axes(self.layout, batch[0].ndim) is not None):
+        if args or self.sequence or (len(batch) and volume_axes(self.layout, batch[0].ndim) is not None):
             return super().run_batch(xp, inputs, args, ctxs)
         shapes = hwc_shapes("resize", batch)
         sizes = self.target_sizes(shapes[:, 1], shapes[:, 0])

@@ -73,8 +73,8 @@ def test_layout_defaults_to_the_inputs():
     assert op.output_layout(["CHW"]) == "CHW"
     planes = np.arange(2 * 3 * 4).reshape(2, 3, 4)
     np.testing.assert_array_equal(op.run_sample([planes], {}, SampleContext(0, 0, 0)), planes[:, :, ::-1])
-    with pytest.raises(rp.ArgumentError, match="flip: cannot tell the image axes of layout 'FHWC'"):
-        Flip(device="cpu", op_id=0).output_layout(["FHWC"])
+    with pytest.raises(rp.ArgumentError, match="flip: cannot tell the image axes of layout 'NFHWC'"):
+        Flip(device="cpu", op_id=0).output_layout(["NFHWC"])
 
 
 def test_wrong_rank_names_the_shape(jpeg_files):

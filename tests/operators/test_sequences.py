@@ -1,0 +1,154 @@
+"""Sequences of frames (``FHWC``) through the image operators a video pipeline uses: ``resize``,
+``crop_mirror_normalize`` and ``flip`` treat each frame as an image with the sample's arguments, on
+``cpu`` and ``gpu``. Checked against the same operator run on each frame as an HWC image (no DALI
+needed) and against DALI 2.4's CPU build."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+import raypipe as rp
+from raypipe import fn, types
+from raypipe.errors import ArgumentError
+from tests.video_data import frame_image
+
+#: two sequences of different lengths and sizes, and per-sample argument values for each
+SEQUENCES = [
+    np.stack([frame_image(k, 36, 50) for k in range(4)]),
+    np.stack([frame_image(k + 7, 30, 44) for k in range(3)]),
+]
+MIRROR = [np.int32(1), np.int32(0)]
+POS = [np.float32(0.2), np.float32(0.9)]
+
+CASES = {
+    "resize": lambda f, t, x, a: f.resize(x, resize_x=20, resize_y=14),
+    "resize_shorter_nn": lambda f, t, x, a: f.resize(x, resize_shorter=17, interp_type=t.INTERP_NN),
+    "resize_float": lambda f, t, x, a: f.resize(f.cast(x, dtype=t.FLOAT), size=(25, 33)),
+    "cmn_fchw": lambda f, t, x, a: f.crop_mirror_normalize(
+        x,
+        crop=(20, 24),
+        crop_pos_x=a["pos"],
+        mean=[10.0, 20, 30],
+        std=[2.0, 3, 4],
+        output_layout="FCHW",
+        mirror=a["mirror"],
+    ),  # fmt: skip
+    "cmn_cfhw": lambda f, t, x, a: f.crop_mirror_normalize(x, crop=(16, 16), output_layout="CFHW", mirror=a["mirror"]),
+    "cmn_fhwc_pad_u8": lambda f, t, x, a: f.crop_mirror_normalize(
+        x, output_layout="FHWC", pad_output=True, dtype=t.UINT8, crop_pos_y=a["pos"], crop=(12, 40)
+    ),
+    "flip": lambda f, t, x, a: f.flip(x, horizontal=a["mirror"], vertical=1),
+}
+
+
+def _pipeline(lib, case: str, device: str):
+    @lib.pipeline_def(batch_size=2, num_threads=1, device_id=None, seed=1)
+    def pipe():
+        x = lib.fn.external_source(source=lambda: SEQUENCES, layout="FHWC", batch=True)
+        args = {
+            "mirror": lib.fn.external_source(source=lambda: MIRROR, batch=True),
+            "pos": lib.fn.external_source(source=lambda: POS, batch=True),
+        }
+        return CASES[case](lib.fn, lib.types, x.gpu() if device == "gpu" else x, args)
+
+    p = pipe()
+    p.build()
+    (out,) = p.run()
+    layout = out.layout()
+    out = out.as_cpu() if hasattr(out, "as_cpu") else out
+    return [np.asarray(out[i]) for i in range(2)], layout
+
+
+#: each case's operator on one frame as an HWC image (a sequence layout becomes the frame's)
+IMAGE_CASES = {
+    **CASES,
+    "cmn_fchw": lambda f, t, x, a: f.crop_mirror_normalize(
+        x,
+        crop=(20, 24),
+        crop_pos_x=a["pos"],
+        mean=[10.0, 20, 30],
+        std=[2.0, 3, 4],
+        output_layout="CHW",
+        mirror=a["mirror"],
+    ),  # fmt: skip
+    "cmn_cfhw": lambda f, t, x, a: f.crop_mirror_normalize(x, crop=(16, 16), output_layout="CHW", mirror=a["mirror"]),
+    "cmn_fhwc_pad_u8": lambda f, t, x, a: f.crop_mirror_normalize(
+        x, output_layout="HWC", pad_output=True, dtype=t.UINT8, crop_pos_y=a["pos"], crop=(12, 40)
+    ),
+}
+
+
+def _frame_by_frame(case: str) -> list[np.ndarray]:
+    """The case's operator on each frame as an HWC image, stacked (and laid out as the case asks)."""
+    frames = [frame for seq in SEQUENCES for frame in seq]
+    owner = [i for i, seq in enumerate(SEQUENCES) for _ in seq]
+
+    @rp.pipeline_def(batch_size=len(frames), num_threads=1, device_id=None, seed=1)
+    def pipe():
+        x = fn.external_source(source=lambda: frames, layout="HWC", batch=True)
+        args = {
+            "mirror": fn.external_source(source=lambda: [MIRROR[i] for i in owner], batch=True),
+            "pos": fn.external_source(source=lambda: [POS[i] for i in owner], batch=True),
+        }
+        return IMAGE_CASES[case](fn, types, x, args)
+
+    p = pipe()
+    p.build()
+    (out,) = p.run()
+    per_frame = [np.asarray(out[i]) for i in range(len(frames))]
+    stacked = [np.stack([o for o, k in zip(per_frame, owner) if k == i]) for i in range(len(SEQUENCES))]
+    return [s.transpose(1, 0, 2, 3) if case == "cmn_cfhw" else s for s in stacked]
+
+
+@pytest.mark.parametrize("device", ["cpu", "gpu"])
+@pytest.mark.parametrize("case", sorted(CASES))
+def test_every_frame_as_an_image(case, device):
+    ours, layout = _pipeline(rp, case, device)
+    assert layout == {"cmn_fchw": "FCHW", "cmn_cfhw": "CFHW"}.get(case, "FHWC")
+    for a, b in zip(ours, _frame_by_frame(case), strict=True):
+        assert a.shape == b.shape and a.dtype == b.dtype
+        np.testing.assert_allclose(a, b, rtol=1e-5, atol=1e-4 if a.dtype.kind == "f" else 1)
+
+
+@pytest.mark.parametrize("case", sorted(CASES))
+def test_equals_dali(case):
+    dali = pytest.importorskip("nvidia.dali")
+    theirs, their_layout = _pipeline(dali, case, "cpu")
+    ours, layout = _pipeline(rp, case, "cpu")
+    assert layout == their_layout
+    for a, b in zip(theirs, ours, strict=True):
+        assert a.shape == b.shape and a.dtype == b.dtype
+        if case.endswith("_nn"):  # DALI samples other source pixels for nearest neighbour (images alike)
+            continue
+        if case.startswith("resize"):  # Pillow's filters here (tests/operators/test_resize.py), DALI's there
+            assert np.abs(a.astype(np.float64) - b).mean() < 2, "the same frames, resized alike"
+        else:
+            np.testing.assert_allclose(a, b, rtol=1e-6, atol=1e-5)
+
+
+def _cmn(inputs, layout: str, **kwargs) -> None:
+    @rp.pipeline_def(batch_size=2, num_threads=1, device_id=None)
+    def pipe():
+        return fn.crop_mirror_normalize(
+            fn.external_source(source=lambda: inputs, layout=layout, batch=True), crop=(10, 10), **kwargs
+        )
+
+    pipe().build()
+
+
+def test_layouts_refused_as_dali_refuses_them():
+    """A sequence needs a sequence output layout (DALI refuses its default CHW for one), an image
+    an image one."""
+    with pytest.raises(ArgumentError, match="the input is a sequence"):
+        _cmn(SEQUENCES, "FHWC")
+    with pytest.raises(ArgumentError, match="needs FHWC sequences"):
+        _cmn([s[0] for s in SEQUENCES], "HWC", output_layout="FCHW")
+    with pytest.raises(ArgumentError, match="sequences must be FHWC"):
+
+        @rp.pipeline_def(batch_size=2, num_threads=1, device_id=None)
+        def pipe():
+            x = fn.external_source(source=lambda: [s.transpose(0, 3, 1, 2) for s in SEQUENCES], layout="FCHW")
+            return fn.resize(x, resize_x=10)
+
+        pipe().build()
