@@ -15,6 +15,8 @@ import weakref
 from collections.abc import Callable, Iterable
 from typing import Any
 
+import numpy as np
+
 from . import device_check
 from .aligned_readers import check_aligned
 from .backend import DeviceContext
@@ -29,6 +31,7 @@ from .graph import Graph, StagedGraph, defining, stage
 from .offload import RemoteWorker
 from .profile import Profile
 from .stage_threads import cpu_stage_threads
+from .types import Constant, ScalarConstant
 
 #: Defines a pipeline's graph: wires operators and returns the outputs (``define_graph``).
 GraphFunction = Callable[[], Any]
@@ -41,8 +44,9 @@ def staged_graph(define: GraphFunction, on_gpu: bool, decode_on_gpu: bool, batch
     graph = Graph()
     with defining(graph):
         outputs = define()
-    if not isinstance(outputs, (list, tuple)):
-        outputs = (outputs,)
+        if not isinstance(outputs, (list, tuple)):
+            outputs = (outputs,)
+        outputs = [constant_output(out) for out in outputs]
     staged = stage(graph, outputs, on_gpu=on_gpu, decode_on_gpu=decode_on_gpu)
     for node in graph.nodes:
         bind = getattr(node.op, "bind_batch_size", None)
@@ -52,6 +56,16 @@ def staged_graph(define: GraphFunction, on_gpu: bool, decode_on_gpu: bool, batch
         reader.op.prepare()
     check_aligned(staged.readers)
     return staged
+
+
+def constant_output(out: Any) -> Any:
+    """A pipeline output as DALI takes it: a number, array or list becomes a ``constant`` (int32 and
+    float32 as ``types.Constant`` makes them); anything else is left for :func:`stage` to judge."""
+    if isinstance(out, ScalarConstant):
+        return Constant(out.value, dtype=out.dtype, device="cpu")
+    if isinstance(out, (int, float, np.number, np.ndarray, list)) and not isinstance(out, bool):
+        return Constant(out, device="cpu")
+    return out
 
 
 class Engine:

@@ -142,3 +142,19 @@ def test_a_position_state_covers_every_readers_dataset(jpeg_files):
     with images_and_masks(jpeg_files[:10], jpeg_files[10:20]) as same:
         same.load_state_dict(state)
         assert same.state_dict() == state
+
+
+def test_numbers_arrays_and_lists_are_outputs_as_in_dali():
+    """A pipeline may return a number, an array or a list beside its data: each is a constant output
+    of every sample, typed as DALI types them (int32, float32, a ``types.Constant``'s dtype)."""
+
+    @rp.pipeline_def(batch_size=2, num_threads=1, device_id=None)
+    def pipe():
+        data = fn.random.uniform(range=(0, 1))
+        return data, np.array([-1]), 3, np.float32(2.5), [1, 2], types.Constant(7, types.UINT8)
+
+    p = pipe()
+    p.build()
+    _, *constants = p.run()
+    got = [(np.asarray(c[1]).tolist(), np.asarray(c[1]).dtype) for c in constants]
+    assert got == [([-1], np.int32), (3, np.int32), (2.5, np.float32), ([1, 2], np.int32), (7, np.uint8)]
