@@ -65,7 +65,7 @@ class Hsv(ColorTwist):
         super().configure(brightness=value, saturation=saturation, hue=hue, dtype=dtype)
 
     def output_layout(self, input_layouts: Sequence[str]) -> str:
-        return _check_layout(self.schema.name, input_layouts, ("HWC",))
+        return _check_layout(self.schema.name, input_layouts)
 
 
 @register

@@ -87,7 +87,8 @@ class ColorTwist(Operator):
         in_dtype = launch.uniform_dtype(batch)
         out_dtype = self.dtype if self.dtype is not None else in_dtype
         if (
-            in_dtype is None
+            launch.shapes_of(batch).shape[1] == 4  # the kernel takes images: sequences go sample by sample
+            or in_dtype is None
             or in_dtype.kind not in "iuf"
             or launch.store_rule(out_dtype) is None
             or not launch.available(xp, 2 * launch.elements(batch))
@@ -131,7 +132,7 @@ def _check_rgb_batch(batch: Any, op: str = _OP) -> None:
     """:func:`_check_rgb` of every sample (one check for a packed batch or a batch array)."""
     if isinstance(batch, launch.Packed) or hasattr(batch, "ndim"):
         shapes = launch.shapes_of(batch)
-        bad = [0] if shapes.shape[1] != 3 else np.flatnonzero(shapes[:, 2] != 3)
+        bad = [0] if shapes.shape[1] not in (3, 4) else np.flatnonzero(shapes[:, -1] != 3)
         if len(bad):
             _check_rgb(batch[int(bad[0])], op)
         return
@@ -140,5 +141,6 @@ def _check_rgb_batch(batch: Any, op: str = _OP) -> None:
 
 
 def _check_rgb(image: Any, op: str = _OP) -> None:
-    if image.ndim != 3 or image.shape[2] != 3:
-        raise ValueError(f"{op}: expects HWC RGB images, got a sample of shape {tuple(image.shape)}")
+    """An HWC RGB image, or a sequence of them (FHWC): every pixel is twisted alike."""
+    if image.ndim not in (3, 4) or image.shape[-1] != 3:
+        raise ValueError(f"{op}: expects HWC RGB images or FHWC sequences, got a sample of shape {tuple(image.shape)}")

@@ -162,7 +162,7 @@ def test_brightness_contrast_formula(ours, images, device):
 def test_refusals(ours, images):
     with pytest.raises(ArgumentError, match="hue: image_type must be types.RGB"):
         ours(images, lambda x: fn.hue(x, image_type=types.BGR), "HWC")
-    with pytest.raises(ArgumentError, match="hsv: expects HWC input"):
+    with pytest.raises(ArgumentError, match="hsv: expects HWC or FHWC input"):
         ours([np.ascontiguousarray(i.transpose(2, 0, 1)) for i in images], lambda x: fn.hsv(x), "CHW")
 
 

@@ -1,6 +1,6 @@
 """Sequences of frames (``FHWC``) through the image operators a video pipeline uses: ``resize``,
-``crop_mirror_normalize`` and ``flip`` treat each frame as an image with the sample's arguments, on
-``cpu`` and ``gpu``. Checked against the same operator run on each frame as an HWC image (no DALI
+``crop_mirror_normalize``, ``flip``, ``color_twist``, ``hsv`` and ``brightness_contrast`` treat
+each frame as an image with the sample's arguments, on ``cpu`` and ``gpu``. Checked against the same operator run on each frame as an HWC image (no DALI
 needed) and against DALI 2.4's CPU build."""
 
 from __future__ import annotations
@@ -39,6 +39,9 @@ CASES = {
         x, output_layout="FHWC", pad_output=True, dtype=t.UINT8, crop_pos_y=a["pos"], crop=(12, 40)
     ),
     "flip": lambda f, t, x, a: f.flip(x, horizontal=a["mirror"], vertical=1),
+    "color_twist": lambda f, t, x, a: f.color_twist(x, brightness=a["pos"], contrast=1.3, saturation=0.7, hue=25.0),
+    "hsv": lambda f, t, x, a: f.hsv(x, hue=40.0, saturation=a["pos"], value=1.1),
+    "brightness_contrast": lambda f, t, x, a: f.brightness_contrast(x, brightness=a["pos"], contrast=1.4),
 }
 
 
@@ -123,8 +126,8 @@ def test_equals_dali(case):
             continue
         if case.startswith("resize"):  # Pillow's filters here (tests/operators/test_resize.py), DALI's there
             assert np.abs(a.astype(np.float64) - b).mean() < 2, "the same frames, resized alike"
-        else:
-            np.testing.assert_allclose(a, b, rtol=1e-6, atol=1e-5)
+        else:  # colour twists round within one level of DALI's, as for images
+            np.testing.assert_allclose(a, b, rtol=1e-6, atol=1 if case in ("color_twist", "hsv") else 1e-5)
 
 
 def _cmn(inputs, layout: str, **kwargs) -> None:
