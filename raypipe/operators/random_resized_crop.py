@@ -32,7 +32,8 @@ def _output_size(size: int | Sequence[int]) -> tuple[int, int]:
 @register
 class RandomResizedCrop(Operator):
     """Crop a random window of an HWC image and resize it to ``size`` = (h, w) (antialiased linear by
-    default, or ``interp_type`` / ``min_filter`` / ``mag_filter`` as ``resize``)."""
+    default, or ``interp_type`` / ``min_filter`` / ``mag_filter`` as ``resize``); a sequence (FHWC)
+    takes one window for all its frames."""
 
     schema = Schema("random_resized_crop", devices=("cpu", "gpu"))
 
@@ -74,6 +75,9 @@ class RandomResizedCrop(Operator):
 
     def compute(self, xp, inputs, args, ctx):
         image = inputs[0]
+        if image.ndim == 4:  # a sequence (FHWC): one window for all its frames, as DALI
+            box, dtype, size = self._box(image[0], ctx), self._dtype(image), (self.width, self.height)
+            return xp.stack([resample(xp, f, *size, box, self.antialias, dtype, filters=self.filters) for f in image])
         box = self._box(image, ctx)
         return resample(
             xp, image, self.width, self.height, box, self.antialias, self._dtype(image), filters=self.filters
@@ -89,6 +93,9 @@ class RandomResizedCrop(Operator):
 
     def run_sample(self, inputs, args, ctx):
         image = inputs[0]
+        if image.ndim == 4:  # a sequence (FHWC): one window for all its frames, as DALI
+            box, dtype, size = self._box(image[0], ctx), self._dtype(image), (self.width, self.height)
+            return np.stack([host_resample(f, *size, self.filters, self.antialias, dtype, box) for f in image])
         box = self._box(image, ctx)
         return host_resample(image, self.width, self.height, self.filters, self.antialias, self._dtype(image), box)
 
@@ -102,6 +109,8 @@ class RandomResizedCrop(Operator):
         1e-4 absolute, float16 within one float16 step).
         """
         batch = inputs[0]
+        if launch.shapes_of(batch).shape[1] == 4:  # sequences: the kernels take images
+            return super().run_batch(xp, inputs, args, ctxs)
         shapes = hwc_shapes(self.schema.name, batch)
         dtype = launch.uniform_dtype(batch)
         out_elements = int(self.width * self.height * shapes[:, 2].sum())

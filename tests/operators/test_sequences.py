@@ -155,3 +155,26 @@ def test_layouts_refused_as_dali_refuses_them():
             return fn.resize(x, resize_x=10)
 
         pipe().build()
+
+
+@pytest.mark.parametrize("device", ["cpu", "gpu"])
+def test_random_resized_crop_takes_one_window_per_sequence(device):
+    """Frames ``k`` of a float sequence are its first frame plus ``k``: cropped through one window
+    and resized linearly, they stay the first one's output plus ``k``."""
+    base = np.random.default_rng(5).uniform(0, 200, (30, 40, 3)).astype(np.float32)
+    sequences = [np.stack([base + k for k in range(4)]), np.stack([base[:24] + k for k in range(2)])]
+
+    @rp.pipeline_def(batch_size=2, num_threads=1, device_id=None, seed=3)
+    def pipe():
+        x = fn.external_source(source=lambda: sequences, layout="FHWC", batch=True)
+        return fn.random_resized_crop(x.gpu() if device == "gpu" else x, size=(12, 16))
+
+    p = pipe()
+    p.build()
+    (out,) = p.run()
+    out = out.as_cpu() if hasattr(out, "as_cpu") else out
+    for i, frames in enumerate(sequences):
+        got = np.asarray(out[i])
+        assert got.shape == (len(frames), 12, 16, 3) and got.dtype == np.float32
+        for k in range(len(frames)):
+            np.testing.assert_allclose(got[k], got[0] + k, atol=1e-3)
