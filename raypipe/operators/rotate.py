@@ -136,7 +136,8 @@ def _fill(dtype: np.dtype, fill_value: float) -> np.ndarray:
 
 @register
 class Rotate(Operator):
-    """Rotate HWC images by ``angle`` degrees counter-clockwise (per sample when an argument input).
+    """Rotate HWC images, or every frame of FHWC sequences alike, by ``angle`` degrees
+    counter-clockwise (per sample when an argument input).
 
     By default the output grows to fit the rotated image; ``keep_size=True`` keeps the
     input size. Uncovered pixels take ``fill_value``, or, left out, as in DALI, the nearest border
@@ -177,8 +178,10 @@ class Rotate(Operator):
 
     def compute(self, xp, inputs, args, ctx):
         image = inputs[0]
+        if image.ndim == 4:  # a sequence (FHWC): every frame by the sample's angle, as DALI
+            return xp.stack([self.compute(xp, [frame], args, ctx) for frame in image])
         if image.ndim != 3:
-            raise ValueError(f"rotate: expects an HWC image, got shape {tuple(image.shape)}")
+            raise ValueError(f"rotate: expects an HWC image or an FHWC sequence, got shape {tuple(image.shape)}")
         angle = self._sample_angle(args)
         turns = quarter_turns(angle, image.shape[1], image.shape[0], not self.keep_size)
         if turns is not None:  # Pillow, and DALI, turn the pixels whatever the interpolation
@@ -204,6 +207,8 @@ class Rotate(Operator):
 
     def run_sample(self, inputs, args, ctx):
         image = inputs[0]
+        if image.ndim == 4:  # a sequence (FHWC): every frame by the sample's angle, as DALI
+            return np.stack([self.run_sample([frame], args, ctx) for frame in image])
         if self.fill_value is None and self.kind == LINEAR and image.ndim == 3 and image.dtype.kind in "iu":
             rotated = self._clamped_with_torch(image, self._sample_angle(args))
             return rotated if rotated is not None else self.compute(np, inputs, args, ctx)

@@ -1,6 +1,7 @@
 """Sequences of frames (``FHWC``) through the image operators a video pipeline uses: ``resize``,
-``crop_mirror_normalize``, ``flip``, ``color_twist``, ``hsv`` and ``brightness_contrast`` treat
-each frame as an image with the sample's arguments, on ``cpu`` and ``gpu``. Checked against the same operator run on each frame as an HWC image (no DALI
+``crop_mirror_normalize``, ``flip``, ``color_twist``, ``hsv``, ``brightness_contrast``, ``rotate``
+and ``random_resized_crop`` treat each frame as an image with the sample's arguments, on ``cpu``
+and ``gpu``. Checked against the same operator run on each frame as an HWC image (no DALI
 needed) and against DALI 2.4's CPU build."""
 
 from __future__ import annotations
@@ -20,6 +21,7 @@ SEQUENCES = [
 ]
 MIRROR = [np.int32(1), np.int32(0)]
 POS = [np.float32(0.2), np.float32(0.9)]
+ANGLE = [np.float32(17.0), np.float32(-90.0)]
 
 CASES = {
     "resize": lambda f, t, x, a: f.resize(x, resize_x=20, resize_y=14),
@@ -42,6 +44,7 @@ CASES = {
     "color_twist": lambda f, t, x, a: f.color_twist(x, brightness=a["pos"], contrast=1.3, saturation=0.7, hue=25.0),
     "hsv": lambda f, t, x, a: f.hsv(x, hue=40.0, saturation=a["pos"], value=1.1),
     "brightness_contrast": lambda f, t, x, a: f.brightness_contrast(x, brightness=a["pos"], contrast=1.4),
+    "rotate": lambda f, t, x, a: f.rotate(x, angle=a["angle"]),
 }
 
 
@@ -52,6 +55,7 @@ def _pipeline(lib, case: str, device: str):
         args = {
             "mirror": lib.fn.external_source(source=lambda: MIRROR, batch=True),
             "pos": lib.fn.external_source(source=lambda: POS, batch=True),
+            "angle": lib.fn.external_source(source=lambda: ANGLE, batch=True),
         }
         return CASES[case](lib.fn, lib.types, x.gpu() if device == "gpu" else x, args)
 
@@ -93,6 +97,7 @@ def _frame_by_frame(case: str) -> list[np.ndarray]:
         args = {
             "mirror": fn.external_source(source=lambda: [MIRROR[i] for i in owner], batch=True),
             "pos": fn.external_source(source=lambda: [POS[i] for i in owner], batch=True),
+            "angle": fn.external_source(source=lambda: [ANGLE[i] for i in owner], batch=True),
         }
         return IMAGE_CASES[case](fn, types, x, args)
 
@@ -127,7 +132,7 @@ def test_equals_dali(case):
         if case.startswith("resize"):  # Pillow's filters here (tests/operators/test_resize.py), DALI's there
             assert np.abs(a.astype(np.float64) - b).mean() < 2, "the same frames, resized alike"
         else:  # colour twists round within one level of DALI's, as for images
-            np.testing.assert_allclose(a, b, rtol=1e-6, atol=1 if case in ("color_twist", "hsv") else 1e-5)
+            np.testing.assert_allclose(a, b, rtol=1e-6, atol=1 if case in ("color_twist", "hsv", "rotate") else 1e-5)
 
 
 def _cmn(inputs, layout: str, **kwargs) -> None:
