@@ -153,6 +153,7 @@ class VideoReader(ShardedReader):
     schema = Schema(LEGACY, devices=("cpu", "gpu"), min_inputs=0, max_inputs=0, num_outputs=4, is_reader=True)
     experimental = False
     reads_on_host = True  # device="gpu": read and decode in the CPU stage, then move the outputs
+    float_output = normalized = False  # the legacy reader's dtype=FLOAT and normalized
 
     def configure(
         self,
@@ -399,7 +400,8 @@ class VideoReader(ShardedReader):
         return tuple(outputs)
 
     def _as_output(self, clip: np.ndarray) -> np.ndarray:
-        if not getattr(self, "float_output", False):
+        """The frames as ``dtype``: uint8, or float32 in [0, 255] (in [0, 1] when ``normalized``)."""
+        if not self.float_output:
             return clip
         out = clip.astype(np.float32)
         return out / np.float32(255) if self.normalized else out
