@@ -11,6 +11,7 @@ import pytest
 
 import raypipe as rp
 from raypipe import fn, types
+from raypipe.backend import gpu_available
 from raypipe.errors import ArgumentError
 from tests.video_data import frame_image
 
@@ -48,8 +49,8 @@ CASES = {
 }
 
 
-def _pipeline(lib, case: str, device: str):
-    @lib.pipeline_def(batch_size=2, num_threads=1, device_id=None, seed=1)
+def _pipeline(lib, case: str, device: str, device_id: int | None = None):
+    @lib.pipeline_def(batch_size=2, num_threads=1, device_id=device_id, seed=1)
     def pipe():
         x = lib.fn.external_source(source=lambda: SEQUENCES, layout="FHWC", batch=True)
         args = {
@@ -117,6 +118,19 @@ def test_every_frame_as_an_image(case, device):
     for a, b in zip(ours, _frame_by_frame(case), strict=True):
         assert a.shape == b.shape and a.dtype == b.dtype
         np.testing.assert_allclose(a, b, rtol=1e-5, atol=1e-4 if a.dtype.kind == "f" else 1)
+
+
+@pytest.mark.gpu
+@pytest.mark.skipif(not gpu_available(), reason="needs a CUDA GPU")
+@pytest.mark.parametrize("case", sorted(CASES))
+def test_on_a_gpu_sequences_give_the_host_results(case):
+    """On cupy (the GPU stage, sample by sample): the host's frames."""
+    host, layout = _pipeline(rp, case, "cpu")
+    device, device_layout = _pipeline(rp, case, "gpu", device_id=0)
+    assert layout == device_layout
+    for a, b in zip(host, device, strict=True):
+        assert a.shape == b.shape and a.dtype == b.dtype
+        np.testing.assert_allclose(a, b, rtol=1e-5, atol=1e-3 if a.dtype.kind == "f" else 2)
 
 
 @pytest.mark.parametrize("case", sorted(CASES))
