@@ -106,3 +106,46 @@ def test_an_if_on_pipeline_data_in_the_gpu_stage_costs_the_same_for_batch_4_and_
         f"resize's two passes, the flip and crop_mirror_normalize: {small} {large}"
     )
     assert {c[1] for c in small} == {c[1] for c in large}, f"Python calls per batch, batch 4: {small}, 32: {large}"
+
+
+def test_sequences_in_the_gpu_stage_cost_the_same_for_batch_4_and_12(monkeypatch):
+    """FHWC sequences of different lengths: every frame of the batch goes through resize, flip,
+    color_twist and crop_mirror_normalize's kernels at once, so the launches and the Python calls
+    per batch do not grow with the batch or its frames."""
+    import numpy as np
+
+    monkeypatch.setenv("RAYPIPE_DEVICE", "simulator")
+    rng = np.random.default_rng(0)
+    clips = [
+        rng.integers(0, 256, (2 + i % 3, 8, 10, 3), dtype=np.uint8) for i in range(16)
+    ]  # within the simulator's size
+    counts: list[tuple[int, int]] = []
+
+    def counted(self, *args):
+        with counting() as cost:
+            result = _RUN_GPU(self, *args)
+        counts.append(cost.pair())
+        return result
+
+    monkeypatch.setattr(Executor, "_run_gpu", counted)
+
+    def per_batch(batch_size: int) -> list[tuple[int, int]]:
+        counts.clear()
+
+        @rp.pipeline_def(batch_size=batch_size, num_threads=1, seed=3, device_id=0, prefetch_queue_depth=1)
+        def pipe_def():
+            video = fn.external_source(source=lambda: clips[:batch_size], layout="FHWC", batch=True)
+            video = fn.resize(video.gpu(), resize_x=6, resize_y=4)
+            video = fn.flip(video, horizontal=fn.random.coin_flip())
+            video = fn.color_twist(video, brightness=fn.random.uniform(range=(0.5, 1.5)))
+            return fn.crop_mirror_normalize(video, output_layout="FCHW", mean=[100.0] * 3, std=[50.0] * 3)
+
+        with pipe_def() as pipe:
+            for _ in range(2):
+                (out,) = pipe.run()
+                assert out.layout() == "FCHW" and out.as_cpu()[0].shape == (clips[0].shape[0], 3, 4, 6)
+        return counts[1:2]
+
+    small, large = per_batch(4), per_batch(12)
+    assert {c[0] for c in small + large} == {5}, f"resize's two passes, flip, color_twist and CMN: {small} {large}"
+    assert {c[1] for c in small} == {c[1] for c in large}, f"Python calls per batch, batch 4: {small}, 12: {large}"

@@ -24,6 +24,7 @@ from ..operator import Operator, Schema, check_number, register
 from ..types import DALIDataType
 from .batch_args import batch_numbers
 from .cast import parse_dtype, saturate_cast
+from .frames import as_frames, as_sequences, per_frame
 
 _OP = "color_twist"
 _ARGS = ("brightness", "contrast", "saturation", "hue")
@@ -87,8 +88,7 @@ class ColorTwist(Operator):
         in_dtype = launch.uniform_dtype(batch)
         out_dtype = self.dtype if self.dtype is not None else in_dtype
         if (
-            launch.shapes_of(batch).shape[1] == 4  # the kernel takes images: sequences go sample by sample
-            or in_dtype is None
+            in_dtype is None
             or in_dtype.kind not in "iuf"
             or launch.store_rule(out_dtype) is None
             or not launch.available(xp, 2 * launch.elements(batch))
@@ -98,7 +98,10 @@ class ColorTwist(Operator):
 
         matrices, offsets = self._batch_coefficients(args, len(batch), in_dtype, out_dtype)
         coeffs = np.concatenate([matrices.reshape(-1, 9), offsets[:, None]], axis=1).astype(np.float32)
-        return color_twist_batch(xp, launch.pack(xp, batch, _OP), coeffs, out_dtype)
+        if launch.shapes_of(batch).shape[1] == 3:
+            return color_twist_batch(xp, launch.pack(xp, batch, _OP), coeffs, out_dtype)
+        frames, counts = as_frames(xp, batch, _OP)  # FHWC sequences: a sample's frames twist alike
+        return as_sequences(color_twist_batch(xp, frames, per_frame(coeffs, counts), out_dtype), counts)
 
     #: The operator's argument giving each of the twist's (``hsv``'s ``value`` is the brightness).
     arg_names: dict[str, str] = {}

@@ -26,6 +26,7 @@ from ..types import FLOAT, DALIDataType, DALIImageType
 from .batch_args import batch_values
 from .cast import parse_dtype, saturate_cast
 from .crop import check_position, crop_anchors, crop_window
+from .frames import as_frames, as_sequences, per_frame
 
 _OP = "crop_mirror_normalize"
 _LAYOUTS = ("CHW", "HWC")
@@ -214,7 +215,7 @@ class CropMirrorNormalize(Operator):
         layout and padding exactly. Sequences go sample by sample.
         """
         if self.sequence:
-            return super().run_batch(xp, inputs, args, ctxs)
+            return self._sequence_batch(xp, inputs, args, ctxs)
         batch = inputs[0]
         shapes = launch.shapes_of(batch) if _uniform_rank(batch) else None
         if shapes is None or shapes.shape[1] != 3:
@@ -250,6 +251,37 @@ class CropMirrorNormalize(Operator):
             self.layout == "CHW",
             out_channels,
         )
+
+    def _sequence_batch(self, xp: ModuleType, inputs, args, ctxs) -> Any:
+        """FHWC sequences: every frame of the batch through the fused kernel at once, each with its
+        sample's window and mirror flag (FCHW and FHWC outputs), else sample by sample."""
+        batch = inputs[0]
+        shapes = launch.shapes_of(batch) if _uniform_rank(batch) else None
+        dtype = launch.uniform_dtype(batch)
+        if (
+            self.layout == "CFHW"
+            or shapes is None
+            or shapes.shape[1] != 4
+            or dtype is None
+            or dtype.kind not in "iuf"
+            or launch.store_rule(self.dtype) is None
+            or not launch.available(xp, 2 * launch.elements(batch))
+        ):
+            return super().run_batch(xp, inputs, args, ctxs)
+        for c in np.unique(shapes[:, 3]).tolist():
+            self._check_channels(c)
+        frames, counts = as_frames(xp, batch, _OP)
+        windows = per_frame(self._windows(shapes[:, 1:], args), counts)
+        mirrored = per_frame(self._mirrored_batch(args, len(shapes)), counts)
+        channels = frames.shapes[:, 2]
+        out_channels = _padded_channels_of(channels) if self.pad_output else channels
+        from ..kernels.crop_mirror_normalize import crop_mirror_normalize_batch
+
+        out = crop_mirror_normalize_batch(
+            xp, frames, windows, mirrored, self.mean, self.inv_std, self.shift, self.dtype,
+            self.frame_layout == "CHW", out_channels,
+        )  # fmt: skip
+        return as_sequences(out, counts)
 
     def _windows(self, shapes: np.ndarray, args: dict[str, list[Any]]) -> np.ndarray:
         """``(y0, x0, height, width)`` of every sample's crop window, ``(n, 4)``, as :meth:`_window`."""

@@ -12,6 +12,7 @@ from ..errors import ArgumentError
 from ..kernels import launch
 from ..operator import Operator, Schema, as_scalar, register
 from .batch_args import batch_values
+from .frames import as_frames, as_sequences, per_frame
 
 # (vertical axis, horizontal axis) of each supported layout: images, volumes and sequences of frames.
 AXES = {
@@ -84,7 +85,6 @@ class Flip(Operator):
         depthwise = self.resolved_layout in DEPTH and ("depthwise" in args or self.depthwise)
         if (
             depthwise
-            or self.resolved_layout.startswith("F")  # the kernel takes images: sequences go sample by sample
             or dtype is None
             or dtype.kind not in "biuf"
             or not launch.available(xp, 2 * launch.elements(batch))
@@ -93,13 +93,14 @@ class Flip(Operator):
         from ..kernels.flip import flip_batch
 
         n = len(batch)
-        return flip_batch(
-            xp,
-            launch.pack(xp, batch, "flip"),
-            AXES[self.resolved_layout],
-            batch_values(args, "horizontal", self.horizontal, n, np.dtype(bool)),
-            batch_values(args, "vertical", self.vertical, n, np.dtype(bool)),
-        )
+        horizontal = batch_values(args, "horizontal", self.horizontal, n, np.dtype(bool))
+        vertical = batch_values(args, "vertical", self.vertical, n, np.dtype(bool))
+        if not self.resolved_layout.startswith("F"):
+            return flip_batch(xp, launch.pack(xp, batch, "flip"), AXES[self.resolved_layout], horizontal, vertical)
+        frames, counts = as_frames(xp, batch, "flip")  # a sequence's frames flip alike
+        axes = AXES[self.resolved_layout[1:]]
+        out = flip_batch(xp, frames, axes, per_frame(horizontal, counts), per_frame(vertical, counts))
+        return as_sequences(out, counts)
 
     def _check_ranks(self, batch) -> None:
         """:meth:`_check_rank` of every sample (one check for a packed batch or a batch array)."""

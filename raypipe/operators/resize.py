@@ -18,6 +18,7 @@ from ..kernels import launch
 from ..operator import Operator, Schema, register
 from ..types import DALIImageType, to_numpy_dtype
 from .axes import per_sample
+from .frames import as_frames, as_sequences
 from .host_resize import backend as host_resize_backend
 from .host_resize import resize as host_resize
 from .host_resize import resize_linear
@@ -385,8 +386,25 @@ class Resize(Operator):
         """
         batch = inputs[0]
         # a batch holds samples of one dimensionality (as in DALI): its first says whether they are volumes
-        if args or self.sequence or (len(batch) and volume_axes(self.layout, batch[0].ndim) is not None):
+        if args or (not self.sequence and len(batch) and volume_axes(self.layout, batch[0].ndim) is not None):
             return super().run_batch(xp, inputs, args, ctxs)
+        if self.sequence:  # the frames of every sequence through the kernels at once
+            if self.save_attrs or not launch.available(xp, 2 * launch.elements(batch)):
+                return super().run_batch(xp, inputs, args, ctxs)
+            frames, counts = as_frames(xp, batch, "resize")
+            done = self._kernels(xp, frames)
+            return super().run_batch(xp, inputs, args, ctxs) if done is None else as_sequences(done[0], counts)
+        done = self._kernels(xp, batch)
+        if done is None:
+            return super().run_batch(xp, inputs, args, ctxs)
+        out, shapes = done
+        if not self.save_attrs:
+            return out
+        return out, [xp.asarray(shape[:2].astype(np.int32)) for shape in shapes]
+
+    def _kernels(self, xp, batch) -> tuple[Any, np.ndarray] | None:
+        """HWC images through the resampling kernels, with their input shapes; None when the
+        kernels cannot take the batch."""
         shapes = hwc_shapes("resize", batch)
         sizes = self.target_sizes(shapes[:, 1], shapes[:, 0])
         in_dtype = launch.uniform_dtype(batch)
@@ -398,12 +416,9 @@ class Resize(Operator):
             or launch.store_rule(out_dtype) is None
             or not launch.available(xp, launch.elements(batch) + out_elements)
         ):
-            return super().run_batch(xp, inputs, args, ctxs)
+            return None
         from ..kernels.resample import resample_batch
 
-        out = resample_batch(
-            xp, launch.pack(xp, batch, "resize"), sizes, antialias=self.antialias, dtype=out_dtype, filters=self.filters
-        )
-        if not self.save_attrs:
-            return out
-        return out, [xp.asarray(shape[:2].astype(np.int32)) for shape in shapes]
+        packed = launch.pack(xp, batch, "resize")
+        out = resample_batch(xp, packed, sizes, antialias=self.antialias, dtype=out_dtype, filters=self.filters)
+        return out, shapes

@@ -62,7 +62,8 @@ def test_float16_output_on_a_batch_array(xp, ragged):
 
 
 def test_non_rgb_samples_are_an_error(xp):
-    with pytest.raises(ValueError, match=r"color_twist: expects HWC RGB images, got a sample of shape \(4, 5, 4\)"):
+    expected = r"color_twist: expects HWC RGB images or FHWC sequences, got a sample of shape \(4, 5, 4\)"
+    with pytest.raises(ValueError, match=expected):
         ColorTwist("gpu", 0).run_batch(xp, [[xp.zeros((4, 5, 4), np.uint8)]], {}, contexts(1))
 
 

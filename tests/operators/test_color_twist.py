@@ -145,7 +145,7 @@ def test_gray_input_is_rejected(jpeg_files):
         return fn.color_twist(fn.decoders.image(jpegs, output_type=types.GRAY), hue=10.0)
 
     with pipe() as p:
-        with pytest.raises(rp.SampleError, match=r"color_twist: expects HWC RGB images or FHWC sequences, got a sample of shape"):
+        with pytest.raises(rp.SampleError, match=r"color_twist: expects HWC RGB images or FHWC sequences, got a"):
             p.run()
 
 

@@ -197,3 +197,18 @@ def test_random_resized_crop_takes_one_window_per_sequence(device):
         assert got.shape == (len(frames), 12, 16, 3) and got.dtype == np.float32
         for k in range(len(frames)):
             np.testing.assert_allclose(got[k], got[0] + k, atol=1e-3)
+
+
+@pytest.mark.skipif(gpu_available(), reason="runs the GPU stage in the CUDA simulator, on a machine without a GPU")
+@pytest.mark.parametrize("case", ["resize", "cmn_fchw", "cmn_fhwc_pad_u8", "flip", "color_twist", "hsv"])
+def test_the_kernels_take_every_frame_of_the_batch_at_once(monkeypatch, case):
+    """In the GPU stage (``device_id=0``, kernels in numba's CUDA simulator) the frames of all the
+    batch's sequences go through the image kernels together: the host's frames, within the
+    kernels' documented tolerances."""
+    monkeypatch.setenv("RAYPIPE_DEVICE", "simulator")
+    host, layout = _pipeline(rp, case, "cpu")
+    device, device_layout = _pipeline(rp, case, "gpu", device_id=0)
+    assert layout == device_layout
+    for a, b in zip(host, device, strict=True):
+        assert a.shape == b.shape and a.dtype == b.dtype
+        np.testing.assert_allclose(a, b, rtol=1e-5, atol=1e-3 if a.dtype.kind == "f" else 2)
