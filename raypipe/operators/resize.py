@@ -255,8 +255,9 @@ class Resize(Operator):
         given = input_layouts[0] if input_layouts else ""
         if "D" in given:
             self.layout = given
-        self.sequence = given == "FHWC"
-        if given.startswith("F") and not self.sequence:
+        if given == "FHWC":
+            self.sequence = True
+        elif given.startswith("F"):
             raise ArgumentError(f"{self.schema.name}: sequences must be FHWC, got layout {given!r}")
         return given
 
