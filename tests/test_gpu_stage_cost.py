@@ -27,11 +27,8 @@ pytestmark = pytest.mark.skipif(gpu_available(), reason="counts the simulated GP
 _RUN_GPU = Executor._run_gpu
 
 
-def _count_gpu_stage(
-    monkeypatch, files: list[str], batch_size: int, batches: int, conditional: bool = False
-) -> list[tuple[int, int]]:
-    """Per batch after the first, ``(launches, calls)`` of the GPU stage's step; ``conditional``: the
-    odd samples are flipped in an ``if`` on pipeline data (both branches in every batch)."""
+def _counted_gpu_steps(monkeypatch) -> list[tuple[int, int]]:
+    """A list that gets ``(launches, calls)`` of every GPU-stage step from now on."""
     counts: list[tuple[int, int]] = []
 
     def counted(self, *args):
@@ -41,6 +38,15 @@ def _count_gpu_stage(
         return result
 
     monkeypatch.setattr(Executor, "_run_gpu", counted)
+    return counts
+
+
+def _count_gpu_stage(
+    monkeypatch, files: list[str], batch_size: int, batches: int, conditional: bool = False
+) -> list[tuple[int, int]]:
+    """Per batch after the first, ``(launches, calls)`` of the GPU stage's step; ``conditional``: the
+    odd samples are flipped in an ``if`` on pipeline data (both branches in every batch)."""
+    counts = _counted_gpu_steps(monkeypatch)
 
     @rp.pipeline_def(
         batch_size=batch_size, num_threads=1, seed=3, device_id=0, prefetch_queue_depth=1, enable_conditionals=True
@@ -116,18 +122,8 @@ def test_sequences_in_the_gpu_stage_cost_the_same_for_batch_4_and_12(monkeypatch
 
     monkeypatch.setenv("RAYPIPE_DEVICE", "simulator")
     rng = np.random.default_rng(0)
-    clips = [
-        rng.integers(0, 256, (2 + i % 3, 8, 10, 3), dtype=np.uint8) for i in range(16)
-    ]  # within the simulator's size
-    counts: list[tuple[int, int]] = []
-
-    def counted(self, *args):
-        with counting() as cost:
-            result = _RUN_GPU(self, *args)
-        counts.append(cost.pair())
-        return result
-
-    monkeypatch.setattr(Executor, "_run_gpu", counted)
+    clips = [rng.integers(0, 256, (2 + i % 3, 8, 10, 3), dtype=np.uint8) for i in range(12)]  # simulator-sized
+    counts = _counted_gpu_steps(monkeypatch)
 
     def per_batch(batch_size: int) -> list[tuple[int, int]]:
         counts.clear()

@@ -24,23 +24,31 @@ MIRROR = [np.int32(1), np.int32(0)]
 POS = [np.float32(0.2), np.float32(0.9)]
 ANGLE = [np.float32(17.0), np.float32(-90.0)]
 
+#: crop_mirror_normalize cases: their output layout, the layout of one frame as an image, their arguments
+CMN = {
+    "cmn_fchw": (
+        "FCHW",
+        "CHW",
+        lambda t, a: dict(crop=(20, 24), crop_pos_x=a["pos"], mean=[10.0, 20, 30], std=[2.0, 3, 4], mirror=a["mirror"]),
+    ),
+    "cmn_cfhw": ("CFHW", "CHW", lambda t, a: dict(crop=(16, 16), mirror=a["mirror"])),
+    "cmn_fhwc_pad_u8": (
+        "FHWC",
+        "HWC",
+        lambda t, a: dict(pad_output=True, dtype=t.UINT8, crop_pos_y=a["pos"], crop=(12, 40)),
+    ),
+}
+
+
+def _cmn(layout: str, args):
+    return lambda f, t, x, a: f.crop_mirror_normalize(x, output_layout=layout, **args(t, a))
+
+
 CASES = {
     "resize": lambda f, t, x, a: f.resize(x, resize_x=20, resize_y=14),
     "resize_shorter_nn": lambda f, t, x, a: f.resize(x, resize_shorter=17, interp_type=t.INTERP_NN),
     "resize_float": lambda f, t, x, a: f.resize(f.cast(x, dtype=t.FLOAT), size=(25, 33)),
-    "cmn_fchw": lambda f, t, x, a: f.crop_mirror_normalize(
-        x,
-        crop=(20, 24),
-        crop_pos_x=a["pos"],
-        mean=[10.0, 20, 30],
-        std=[2.0, 3, 4],
-        output_layout="FCHW",
-        mirror=a["mirror"],
-    ),  # fmt: skip
-    "cmn_cfhw": lambda f, t, x, a: f.crop_mirror_normalize(x, crop=(16, 16), output_layout="CFHW", mirror=a["mirror"]),
-    "cmn_fhwc_pad_u8": lambda f, t, x, a: f.crop_mirror_normalize(
-        x, output_layout="FHWC", pad_output=True, dtype=t.UINT8, crop_pos_y=a["pos"], crop=(12, 40)
-    ),
+    **{name: _cmn(sequence, args) for name, (sequence, _, args) in CMN.items()},
     "flip": lambda f, t, x, a: f.flip(x, horizontal=a["mirror"], vertical=1),
     "color_twist": lambda f, t, x, a: f.color_twist(x, brightness=a["pos"], contrast=1.3, saturation=0.7, hue=25.0),
     "hsv": lambda f, t, x, a: f.hsv(x, hue=40.0, saturation=a["pos"], value=1.1),
@@ -69,22 +77,7 @@ def _pipeline(lib, case: str, device: str, device_id: int | None = None):
 
 
 #: each case's operator on one frame as an HWC image (a sequence layout becomes the frame's)
-IMAGE_CASES = {
-    **CASES,
-    "cmn_fchw": lambda f, t, x, a: f.crop_mirror_normalize(
-        x,
-        crop=(20, 24),
-        crop_pos_x=a["pos"],
-        mean=[10.0, 20, 30],
-        std=[2.0, 3, 4],
-        output_layout="CHW",
-        mirror=a["mirror"],
-    ),  # fmt: skip
-    "cmn_cfhw": lambda f, t, x, a: f.crop_mirror_normalize(x, crop=(16, 16), output_layout="CHW", mirror=a["mirror"]),
-    "cmn_fhwc_pad_u8": lambda f, t, x, a: f.crop_mirror_normalize(
-        x, output_layout="HWC", pad_output=True, dtype=t.UINT8, crop_pos_y=a["pos"], crop=(12, 40)
-    ),
-}
+IMAGE_CASES = {**CASES, **{name: _cmn(image, args) for name, (_, image, args) in CMN.items()}}
 
 
 def _frame_by_frame(case: str) -> list[np.ndarray]:
