@@ -43,6 +43,20 @@ class DataNode:
     def name(self) -> str:
         return self.producer.label if self.index == 0 else f"{self.producer.label}[{self.index}]"
 
+    @property
+    def layout(self) -> str:
+        """The layout its producer gives this output (``""`` for none), from its inputs' layouts."""
+        known = self.__dict__.get("_layout")
+        if known is None:
+            op = self.producer.op
+            per_output = getattr(op, "output_layouts", None)  # operators whose outputs differ
+            if per_output is not None:
+                known = per_output()[self.index]
+            else:
+                known = op.output_layout([d.layout for d in self.producer.inputs])
+            self._layout = known
+        return known
+
     def gpu(self) -> DataNode:
         """This data moved to the GPU stage."""
         if self.device == "gpu":
@@ -208,6 +222,11 @@ class Graph:
         op = cls(device="cpu" if moved else device, op_id=self.first_id + len(self.nodes), **kwargs)
         op.bind_inputs(len(inputs), set(arg_inputs))
         op.bind_upstream(inputs)
+        per_frame = {k for k, d in arg_inputs.items() if d.layout.startswith("F")}
+        if per_frame:
+            from .frame_args import with_frame_args
+
+            op = with_frame_args(op, per_frame, inputs[0].layout if inputs else "")
         node = OpNode(op, list(inputs), arg_inputs, name)
         self.nodes.append(node)
         if moved:  # a reader decoding on the host: device="gpu" gives its outputs on the GPU, as .gpu()
@@ -350,12 +369,7 @@ def stage(graph: Graph, outputs: Sequence[Any], *, on_gpu: bool = True, decode_o
             host_results.append(out)
     host_results = [d for d in host_results if d not in to_device] + to_device
     decode_plans = plan_decoders(ordered, outputs, set(host_nodes), defer=on_gpu and decode_on_gpu)
-    layouts: dict[DataNode, str] = {}
-    for node in ordered:
-        layout = node.op.output_layout([layouts.get(d, "") for d in node.inputs])
-        per_output = getattr(node.op, "output_layouts", None)  # operators whose outputs differ
-        for d, each in zip(node.outputs, per_output() if per_output else [layout] * len(node.outputs)):
-            layouts[d] = each
+    layouts = {d: d.layout for node in ordered for d in node.outputs}
     return StagedGraph(
         outputs=list(outputs),
         host_nodes=host_nodes,

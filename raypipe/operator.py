@@ -190,6 +190,10 @@ class Operator:
         """Told, when placed in a graph, the data nodes of its regular inputs: an operator that
         reports where its input came from keeps what it needs (``get_property``'s source)."""
 
+    #: Arguments that may hold one value per frame of a sequence (``fn.per_frame``), as DALI's schema
+    #: allows them: the operator then runs frame by frame (:mod:`raypipe.frame_args`).
+    per_frame_args: ClassVar[frozenset[str]] = frozenset()
+
     #: Arguments that a call may also pass positionally, in order (``fn.external_source(source)``).
     positional_args: ClassVar[tuple[str, ...]] = ()
 

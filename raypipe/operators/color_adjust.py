@@ -53,6 +53,7 @@ class Hsv(ColorTwist):
     a per-sample argument input. uint8 output by default, as in DALI."""
 
     schema = Schema("hsv", devices=("cpu", "gpu"), arg_inputs=("hue", "saturation", "value"))
+    per_frame_args = frozenset(schema.arg_inputs)
     arg_names = {"brightness": "value"}
 
     def configure(
@@ -73,6 +74,7 @@ class Hue(ColorTwist):
     """Rotate the hue of HWC RGB images by ``hue`` degrees (per sample when an argument input)."""
 
     schema = Schema("hue", devices=("cpu", "gpu"), arg_inputs=("hue",))
+    per_frame_args = frozenset(schema.arg_inputs)
 
     def configure(self, hue: float = 0.0, image_type: DALIImageType | None = None, dtype=None) -> None:
         _check_image_type(self.schema.name, image_type)
@@ -84,6 +86,7 @@ class Saturation(ColorTwist):
     """Scale the saturation of HWC RGB images by ``saturation`` (per sample when an argument input)."""
 
     schema = Schema("saturation", devices=("cpu", "gpu"), arg_inputs=("saturation",))
+    per_frame_args = frozenset(schema.arg_inputs)
 
     def configure(self, saturation: float = 1.0, image_type: DALIImageType | None = None, dtype=None) -> None:
         _check_image_type(self.schema.name, image_type)
@@ -113,6 +116,7 @@ class BrightnessContrast(Operator):
     per element (see the module docstring); every argument may be a per-sample argument input."""
 
     schema = Schema("brightness_contrast", devices=("cpu", "gpu"), arg_inputs=_BC_ARGS)
+    per_frame_args = frozenset(schema.arg_inputs)
 
     def configure(
         self,
@@ -179,6 +183,7 @@ class Brightness(BrightnessContrast):
     """``brightness_contrast`` with the contrast left alone: ``brightness_shift * max + brightness * in``."""
 
     schema = Schema("brightness", devices=("cpu", "gpu"), arg_inputs=("brightness", "brightness_shift"))
+    per_frame_args = frozenset(schema.arg_inputs)
 
     def configure(self, brightness: float = 1.0, brightness_shift: float = 0.0, dtype=None) -> None:
         super().configure(brightness=brightness, brightness_shift=brightness_shift, dtype=dtype)
@@ -189,6 +194,7 @@ class Contrast(BrightnessContrast):
     """``brightness_contrast`` with the brightness left alone: ``center + contrast * (in - center)``."""
 
     schema = Schema("contrast", devices=("cpu", "gpu"), arg_inputs=("contrast", "contrast_center"))
+    per_frame_args = frozenset(schema.arg_inputs)
 
     def configure(self, contrast: float = 1.0, contrast_center: float | None = None, dtype=None) -> None:
         super().configure(contrast=contrast, contrast_center=contrast_center, dtype=dtype)

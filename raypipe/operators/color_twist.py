@@ -49,6 +49,7 @@ class ColorTwist(Operator):
     HWC RGB images; each may be a per-sample argument input."""
 
     schema = Schema(_OP, devices=("cpu", "gpu"), arg_inputs=_ARGS)
+    per_frame_args = frozenset(_ARGS)
 
     def configure(
         self,

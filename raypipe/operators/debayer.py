@@ -49,6 +49,7 @@ class Debayer(Operator):
     """RGB (or grey) images demosaiced from one-channel Bayer-pattern images."""
 
     schema = Schema(OP, devices=("cpu", "gpu"), arg_inputs=("blue_position",))
+    per_frame_args = frozenset(schema.arg_inputs)
 
     def configure(self, blue_position: Any = None, algorithm: str | None = None) -> None:
         self.blue_position = None if blue_position is None else _position(blue_position, ArgumentError)

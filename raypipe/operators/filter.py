@@ -87,6 +87,7 @@ class Filter(Operator):
     ``constant`` border's fill value; ``anchor`` may be a per-sample argument input."""
 
     schema = Schema(OP, devices=("cpu", "gpu"), min_inputs=2, max_inputs=3, arg_inputs=("anchor",))
+    per_frame_args = frozenset(schema.arg_inputs)
 
     def configure(
         self, anchor: int | Sequence[int] = -1, border: str = "reflect_101", mode: str = "same", dtype=None

@@ -98,6 +98,7 @@ class GaussianBlur(Operator):
     argument inputs for both."""
 
     schema = Schema(_OP, devices=("cpu", "gpu"), arg_inputs=("sigma", "window_size"))
+    per_frame_args = frozenset(schema.arg_inputs)
 
     def configure(self, sigma: float | Sequence[float] = 0.0, window_size: int | Sequence[int] = 0, dtype=None):
         self.sigma = tuple(float(s) for s in np.atleast_1d(sigma))

@@ -96,6 +96,7 @@ class Laplacian(Operator):
     per-sample argument inputs."""
 
     schema = Schema(OP, devices=("cpu", "gpu"), arg_inputs=("window_size", "smoothing_size", "scale"))
+    per_frame_args = frozenset(schema.arg_inputs)
 
     def configure(
         self,

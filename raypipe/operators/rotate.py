@@ -15,6 +15,7 @@ does this one.
 from __future__ import annotations
 
 import math
+from collections.abc import Sequence
 from types import ModuleType
 from typing import Any
 
@@ -60,6 +61,14 @@ def rotation(width: int, height: int, angle: float, expand: bool) -> tuple[int, 
         c, f = a * tx + b * ty + c, d * tx + e * ty + f
         width, height = new_w, new_h
     return width, height, (a, b, c, d, e, f)
+
+
+def rotation_into(width: int, height: int, angle: float, out_width: int, out_height: int) -> Affine:
+    """The output-to-input matrix of Pillow's rotate by ``angle`` into an ``out_width`` x
+    ``out_height`` canvas, the centres aligned (as ``expand`` aligns them)."""
+    a, b, c, d, e, f = rotation(width, height, angle, False)[2]
+    tx, ty = -(out_width - width) / 2.0, -(out_height - height) / 2.0
+    return a, b, a * tx + b * ty + c, d, e, d * tx + e * ty + f
 
 
 def quarter_turns(angle: float, width: int, height: int, expand: bool) -> int | None:
@@ -144,14 +153,24 @@ class Rotate(Operator):
     pixel's value.
     """
 
-    schema = Schema("rotate", devices=("cpu", "gpu"), arg_inputs=("angle",))
+    schema = Schema("rotate", devices=("cpu", "gpu"), arg_inputs=("angle", "size"))
+    per_frame_args = frozenset(schema.arg_inputs)
 
     def configure(
-        self, angle: float | None = None, keep_size: bool = False, fill_value: float | None = None, interp_type=None
+        self,
+        angle: float | None = None,
+        keep_size: bool = False,
+        fill_value: float | None = None,
+        interp_type=None,
+        size: Sequence[float] | None = None,
     ) -> None:
-        """``interp_type``: ``types.INTERP_LINEAR`` (the default) or ``types.INTERP_NN``."""
+        """``interp_type``: ``types.INTERP_LINEAR`` (the default) or ``types.INTERP_NN``; ``size``:
+        the output's ``(height, width)`` (rounded), the rotated image centred in it."""
         self.angle = None if angle is None else self._angle(angle)
         self.keep_size = bool(keep_size)
+        self.size = None if size is None or len(size) == 0 else self._size(size)
+        if self.size is not None and self.keep_size:
+            raise ArgumentError("rotate: give size or keep_size=True, not both")
         if fill_value is not None and (
             isinstance(fill_value, bool) or not isinstance(fill_value, (int, float, np.integer, np.floating))
         ):
@@ -169,6 +188,34 @@ class Rotate(Operator):
             raise ArgumentError(f"rotate: angle must be finite, got {value!r}")
         return angle
 
+    @staticmethod
+    def _size(value: Any) -> tuple[int, int]:
+        try:
+            height, width = (float(v) for v in np.asarray(value, dtype=np.float64).reshape(-1))
+        except (TypeError, ValueError):
+            raise ArgumentError(f"rotate: size must be (height, width), got {value!r}") from None
+        if not (math.isfinite(height) and math.isfinite(width)) or round(height) < 1 or round(width) < 1:
+            raise ArgumentError(f"rotate: size must be positive, got {value!r}")
+        return round(height), round(width)
+
+    def _sample_size(self, args: dict[str, Any]) -> tuple[int, int] | None:
+        """This sample's output ``(height, width)``; None: the rotation's own (or the input's)."""
+        return self._size(args["size"]) if "size" in args else self.size
+
+    def bind_inputs(self, count, arg_inputs) -> None:
+        if "size" in arg_inputs and self.keep_size:
+            raise ArgumentError("rotate: give size or keep_size=True, not both")
+
+    def fit_frames(self, frame_args: list[dict[str, Any]], frame_shape: Sequence[int]) -> list[dict[str, Any]]:
+        """Frames rotated by angles of their own share one canvas, each frame's fitting size at its
+        largest along each axis (as DALI's rotate of a sequence with per-frame angles)."""
+        if self.keep_size or any(self._sample_size(args) is not None for args in frame_args):
+            return frame_args
+        height, width = int(frame_shape[0]), int(frame_shape[1])
+        sizes = [rotation(width, height, self._sample_angle(args), True)[:2] for args in frame_args]
+        canvas = (max(h for _, h in sizes), max(w for w, _ in sizes))
+        return [{**args, "size": canvas} for args in frame_args]
+
     def _sample_angle(self, args: dict[str, Any]) -> float:
         if "angle" in args:
             return self._angle(args["angle"])
@@ -183,6 +230,10 @@ class Rotate(Operator):
         if image.ndim != 3:
             raise ValueError(f"rotate: expects an HWC image or an FHWC sequence, got shape {tuple(image.shape)}")
         angle = self._sample_angle(args)
+        size = self._sample_size(args)
+        if size is not None:
+            matrix = rotation_into(image.shape[1], image.shape[0], angle, size[1], size[0])
+            return warp_affine(xp, image, size[1], size[0], matrix, self.fill_value, self.kind)
         turns = quarter_turns(angle, image.shape[1], image.shape[0], not self.keep_size)
         if turns is not None:  # Pillow, and DALI, turn the pixels whatever the interpolation
             return xp.ascontiguousarray(xp.rot90(image, turns))
@@ -192,15 +243,18 @@ class Rotate(Operator):
     def preload(self) -> None:
         host_torch()
 
-    def _clamped_with_torch(self, image: np.ndarray, angle: float) -> np.ndarray | None:
+    def _clamped_with_torch(self, image: np.ndarray, angle: float, size: tuple[int, int] | None) -> np.ndarray | None:
         """Bilinear rotation with the border repeated, by torch's ``grid_sample`` where torch is
         installed (a tenth of the array path's time): the array path's values computed in float32,
         truncated alike (within one level of it). None without torch, or at a quarter turn."""
         torch = host_torch()
         width, height = image.shape[1], image.shape[0]
-        if torch is None or quarter_turns(angle, width, height, not self.keep_size) is not None:
+        if torch is None or (size is None and quarter_turns(angle, width, height, not self.keep_size) is not None):
             return None
-        out_w, out_h, matrix = rotation(width, height, angle, not self.keep_size)
+        if size is None:
+            out_w, out_h, matrix = rotation(width, height, angle, not self.keep_size)
+        else:
+            (out_h, out_w), matrix = size, rotation_into(width, height, angle, size[1], size[0])
         values = torch_warp(torch, image, np.asarray(matrix).reshape(2, 3), out_h, out_w, None)
         info = np.iinfo(image.dtype)
         return np.clip(np.floor(values), info.min, info.max).astype(image.dtype)
@@ -210,9 +264,9 @@ class Rotate(Operator):
         if image.ndim == 4:  # a sequence (FHWC): every frame by the sample's angle, as DALI
             return np.stack([self.run_sample([frame], args, ctx) for frame in image])
         if self.fill_value is None and self.kind == LINEAR and image.ndim == 3 and image.dtype.kind in "iu":
-            rotated = self._clamped_with_torch(image, self._sample_angle(args))
+            rotated = self._clamped_with_torch(image, self._sample_angle(args), self._sample_size(args))
             return rotated if rotated is not None else self.compute(np, inputs, args, ctx)
-        if image.ndim != 3 or image.dtype != np.uint8 or self.fill_value is None:
+        if image.ndim != 3 or image.dtype != np.uint8 or self.fill_value is None or self._sample_size(args):
             return self.compute(np, inputs, args, ctx)
         angle = self._sample_angle(args)
         fill = int(np.clip(math.floor(self.fill_value), 0, 255))

@@ -1,16 +1,21 @@
-"""``element_extract`` and ``sequence_rearrange``: frames taken out of sequences (``F`` outermost),
-as DALI's, for pipelines over clips (frames of a video, slices of a scan).
+"""``element_extract``, ``sequence_rearrange`` and ``per_frame``: frames taken out of sequences
+(``F`` outermost), and data marked as one value per frame, as DALI's, for pipelines over clips
+(frames of a video, slices of a scan).
 
 ``element_extract`` gives one output per index of ``element_map``: that frame of every sample, its
 layout the input's less the ``F``. ``sequence_rearrange`` gives the frames listed in ``new_order``
 (static or per sample; repeats and drops allowed, an empty order is not). An index outside a
 sample's frames fails naming the sample, and a layout that does not start with ``F`` fails when the
-pipeline is built, as in DALI.
+pipeline is built, as in DALI. ``per_frame`` passes its input through with a layout starting with
+``F``: given as an argument input of an operator on sequences, each frame takes its own value
+(:mod:`raypipe.frame_args`).
 """
 
 from __future__ import annotations
 
 from collections.abc import Sequence
+
+import numpy as np
 
 from ..errors import ArgumentError
 from ..operator import Operator, Schema, register
@@ -84,3 +89,35 @@ class SequenceRearrange(Operator):
                 raise ValueError("sequence_rearrange: new_order is empty (empty sequences are not allowed)")
         sample = _frames("sequence_rearrange", inputs[0], order, "new_order")
         return xp.ascontiguousarray(sample[xp.asarray(order)])
+
+
+@register
+class PerFrame(Operator):
+    """Its input unchanged, marked as a sequence: layout ``F`` (an input without a layout), or the
+    input's layout with its first letter made ``F`` (``replace=True``; without it, an input that has
+    a layout is refused, as in DALI). An operator taking it as an argument input uses one value per
+    frame of its input sequences."""
+
+    schema = Schema("per_frame", devices=("cpu", "gpu"))
+
+    def configure(self, replace: bool = False) -> None:
+        if not isinstance(replace, (bool, np.bool_)):
+            raise ArgumentError(f"per_frame: replace must be a bool, got {replace!r}")
+        self.replace = bool(replace)
+
+    def output_layout(self, input_layouts: Sequence[str]) -> str:
+        layout = input_layouts[0] if input_layouts else ""
+        if not layout:
+            return "F"
+        if not self.replace and not layout.startswith("F"):
+            raise ArgumentError(
+                f"per_frame: the input already has the layout {layout!r}; pass replace=True to make its first "
+                "dimension the frames"
+            )
+        return "F" + layout[1:]
+
+    def compute(self, xp, inputs, args, ctx):
+        sample = inputs[0]
+        if sample.ndim == 0:
+            raise ValueError("per_frame: a scalar cannot be marked as a sequence (one value per frame needs an axis)")
+        return sample

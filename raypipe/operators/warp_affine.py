@@ -134,6 +134,7 @@ class WarpAffine(Operator):
     a per-sample argument input, or a second input)."""
 
     schema = Schema(_OP, devices=("cpu", "gpu"), min_inputs=1, max_inputs=2, arg_inputs=("matrix", "size"))
+    per_frame_args = frozenset({"matrix"})
 
     def configure(
         self,

@@ -122,7 +122,9 @@ def test_missing_angle_is_an_error(jpeg_files, device):
         ({"angle": float("inf")}, "angle must be finite"),
         ({"angle": 5, "fill_value": "red"}, "fill_value must be a number, got 'red'"),
         ({"angle": 5, "interp_type": "cubic"}, "interp_type types.INTERP_CUBIC is not supported"),
-        ({"angle": 5, "size": (10, 10)}, "rotate: .*'size'"),
+        ({"angle": 5, "size": (10,)}, r"rotate: size must be \(height, width\)"),
+        ({"angle": 5, "size": (10, 0)}, "rotate: size must be positive"),
+        ({"angle": 5, "size": (10, 12), "keep_size": True}, "rotate: give size or keep_size=True, not both"),
     ],
 )
 def test_invalid_arguments_are_named(jpeg_files, args, message):
@@ -135,6 +137,23 @@ def test_invalid_arguments_are_named(jpeg_files, args, message):
     with pytest.raises(rp.ArgumentError, match=message):
         p.build()
     p.close()
+
+
+@pytest.mark.parametrize("device", ["cpu", "gpu"])
+@pytest.mark.parametrize(("angle", "size"), [(30.0, (40.4, 70)), (-17.0, (20, 24)), (90.0, (53, 37))])
+def test_a_given_size_centres_the_rotation_in_it_as_dali(ours, dali, device, angle, size):
+    """``size`` (rounded) is the output's height and width, the rotated image centred in it: DALI's
+    pixels within a level (its linear values rounded, these truncated), border repeated."""
+    image = np.random.default_rng(4).integers(0, 256, (37, 53, 3), dtype=np.uint8)
+
+    def build(x, f, t):
+        return f.rotate(x, angle=angle, size=size)
+
+    ((mine, _),) = ours([image], lambda x: build(x.gpu() if device == "gpu" else x, fn, types), layout="HWC")
+    ((theirs, _),) = dali([image], build, layout="HWC")
+    assert mine[0].shape == theirs[0].shape == (round(size[0]), round(size[1]), 3)
+    diff = np.abs(mine[0].astype(np.int32) - theirs[0])
+    assert (diff <= 1).mean() >= 0.99 and diff.mean() < 0.6
 
 
 @pytest.mark.parametrize("angle", [17.5, -40.0, 90.0, 200.0])

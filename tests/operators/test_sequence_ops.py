@@ -1,7 +1,8 @@
-"""``element_extract`` and ``sequence_rearrange`` against DALI 2.4's CPU build where installed:
-frames, layouts and several outputs; static and per-sample orders with repeats and drops; samples
-of different lengths; the ``gpu`` device gives the cpu result; indices outside a sample, empty
-orders and layouts that are not sequences fail naming the operator."""
+"""``element_extract``, ``sequence_rearrange`` and ``per_frame`` against DALI 2.4's CPU build where
+installed: frames, layouts and several outputs; static and per-sample orders with repeats and
+drops; samples of different lengths; the ``gpu`` device gives the cpu result; indices outside a
+sample, empty orders, layouts that are not sequences and scalars marked per frame fail naming the
+operator. (Per-frame values taken by operators: ``tests/test_frame_args.py``.)"""
 
 from __future__ import annotations
 
@@ -25,6 +26,8 @@ CASES = [
     ("extract-no-layout", "", lambda x, f, t: tuple(f.element_extract(x, element_map=[0, 2]))),
     ("rearrange", "FHW", lambda x, f, t: f.sequence_rearrange(x, new_order=[2, 2, 0])),
     ("rearrange-no-layout", "", lambda x, f, t: f.sequence_rearrange(x, new_order=[1])),
+    ("per-frame", "FHW", lambda x, f, t: f.per_frame(x)),
+    ("per-frame-replace", "XHW", lambda x, f, t: f.per_frame(x, replace=True)),
 ]
 
 
@@ -62,6 +65,17 @@ def test_an_index_outside_a_sample_fails_naming_it(ours, build, message):
         ours(SEQUENCES, build, layout="FHW")
 
 
+def test_per_frame_marks_data_without_a_layout_as_frames(ours, dali):
+    values = [np.arange(4, dtype=np.float32), np.arange(3, dtype=np.float32)]
+    mine = ours(values, lambda x: fn.per_frame(x))
+    assert_same(mine, dali(values, lambda x, f, t: f.per_frame(x)), layout="F")
+
+
+def test_a_scalar_cannot_be_marked_per_frame(ours):
+    with pytest.raises(SampleError, match="per_frame: a scalar cannot be marked as a sequence"):
+        ours([np.float32(1.0)], lambda x: fn.per_frame(x))
+
+
 def test_a_sequence_needs_frames_of_something(ours):
     with pytest.raises(SampleError, match="a sequence needs its frames and at least one more axis"):
         ours([np.arange(3, dtype=np.int32)], lambda x: fn.element_extract(x, element_map=0), layout="F")
@@ -76,6 +90,8 @@ def test_a_sequence_needs_frames_of_something(ours):
         (lambda x: fn.sequence_rearrange(x), "new_order is required"),
         (lambda x: fn.element_extract(x, element_map=[]), "element_map must name at least one frame"),
         (lambda x: fn.element_extract(x, element_map=[0.5]), "element_map must be an int"),
+        (lambda x: fn.per_frame(x), "per_frame: the input already has the layout 'HWC'; pass replace=True"),
+        (lambda x: fn.per_frame(x, replace=1), "per_frame: replace must be a bool"),
     ],
 )
 def test_bad_arguments_fail_when_the_pipeline_is_built(ours, build, message):
