@@ -87,6 +87,7 @@ from . import (  # noqa: F401
     video_decoder,
     video_reader,
     warp_affine,
+    warp_perspective,
     webdataset_reader,
     window_decoders,
 )
