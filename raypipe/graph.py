@@ -223,10 +223,11 @@ class Graph:
         op.bind_inputs(len(inputs), set(arg_inputs))
         op.bind_upstream(inputs)
         per_frame = {k for k, d in arg_inputs.items() if d.layout.startswith("F")}
-        if per_frame:
+        by_frame = getattr(op, "per_frame_inputs", frozenset())
+        if per_frame or any(d.layout.startswith("F") for i, d in enumerate(inputs) if i in by_frame):
             from .frame_args import with_frame_args
 
-            op = with_frame_args(op, per_frame, inputs[0].layout if inputs else "")
+            op = with_frame_args(op, per_frame, [d.layout for d in inputs])
         node = OpNode(op, list(inputs), arg_inputs, name)
         self.nodes.append(node)
         if moved:  # a reader decoding on the host: device="gpu" gives its outputs on the GPU, as .gpu()

@@ -194,6 +194,14 @@ class Operator:
     #: allows them: the operator then runs frame by frame (:mod:`raypipe.frame_args`).
     per_frame_args: ClassVar[frozenset[str]] = frozenset()
 
+    #: Positions of the inputs that may hold one value per frame in the same way (a layout starting
+    #: with ``F``); an operator's input 0 is the sequence itself unless ``frames_from_arguments``.
+    per_frame_inputs: ClassVar[frozenset[int]] = frozenset()
+
+    #: Whether per-frame arguments and inputs alone give the frames, without an input sequence (the
+    #: ``transforms`` operators: their output is then a sequence of transforms).
+    frames_from_arguments: ClassVar[bool] = False
+
     #: Arguments that a call may also pass positionally, in order (``fn.external_source(source)``).
     positional_args: ClassVar[tuple[str, ...]] = ()
 

@@ -248,3 +248,78 @@ def test_debayer_per_frame_equals_dali():
     for a, b in zip(theirs, ours, strict=True):
         assert a.shape == b.shape and a.dtype == b.dtype
         np.testing.assert_array_equal(a, b)
+
+
+OFFSET = [np.array([[0, 0], [2, 1], [4, 2], [6, 3]], np.float32), np.array([[-3, 5]], np.float32)]
+
+
+def _transforms(lib) -> list[tuple[list[np.ndarray], str]]:
+    """DALI's per-frame transforms: matrices built from per-frame angles and offsets, combined with a
+    transform of the sample, and the frames warped by them (as an argument and as a second input)."""
+
+    @lib.pipeline_def(batch_size=2, num_threads=1, device_id=None)
+    def pipe():
+        x = lib.fn.external_source(source=_batch(SEQUENCES), layout="FHWC", batch=True)
+        angle = lib.fn.per_frame(lib.fn.external_source(source=_batch(ANGLE), batch=True))
+        offset = lib.fn.per_frame(lib.fn.external_source(source=_batch(OFFSET), batch=True))
+        turn = lib.fn.transforms.rotation(angle=angle, center=[25.0, 18.0])
+        moved = lib.fn.transforms.translation(turn, offset=offset)
+        both = lib.fn.transforms.combine(moved, lib.fn.transforms.scale(scale=[1.1, 0.9]))
+        return turn, moved, both, lib.fn.warp_affine(x, matrix=both, fill_value=0), lib.fn.warp_affine(x, turn)
+
+    p = pipe()
+    p.build()
+    return [([np.asarray(out[i]) for i in range(2)], out.layout()) for out in p.run()]
+
+
+def test_per_frame_transforms_are_dalis():
+    pytest.importorskip("nvidia.dali")
+    import nvidia.dali as dali
+
+    theirs, ours = _transforms(dali), _transforms(rp)
+    for k, ((their, their_layout), (mine, layout)) in enumerate(zip(theirs, ours, strict=True)):
+        assert layout == their_layout
+        for a, b in zip(their, mine, strict=True):
+            assert a.shape == b.shape and a.dtype == b.dtype
+            if k < 3:  # the matrices: DALI's float32 arithmetic
+                np.testing.assert_allclose(a, b, rtol=1e-6, atol=1e-5)
+            else:  # their resampling rounds, this one truncates (as for images)
+                diff = np.abs(a.astype(np.float64) - b)
+                assert diff.max() <= 2 and diff.mean() < 0.6
+
+
+def test_per_frame_transforms_give_one_matrix_per_frame():
+    (turn, layout), (moved, _), (both, _), (warped, warped_layout), _ = _transforms(rp)
+    assert layout == "F**" and warped_layout == "FHWC"
+    for s, angles in enumerate(ANGLE):
+        assert turn[s].shape == (len(angles), 2, 3) and warped[s].shape == SEQUENCES[s].shape
+        for f, angle in enumerate(angles):
+            alone = _one_transform(float(angle), OFFSET[s][0 if len(OFFSET[s]) == 1 else f])
+            np.testing.assert_allclose(moved[s][f], alone, atol=1e-5)
+
+
+def _one_transform(angle: float, offset: np.ndarray) -> np.ndarray:
+    @rp.pipeline_def(batch_size=1, num_threads=1, device_id=None)
+    def pipe():
+        turn = fn.transforms.rotation(angle=angle, center=[25.0, 18.0])
+        return fn.transforms.translation(turn, offset=offset.tolist())
+
+    p = pipe()
+    p.build()
+    return np.asarray(p.run()[0][0])
+
+
+def test_transforms_frames_must_agree():
+    angles = _batch([np.zeros(4, np.float32), np.zeros(3, np.float32)])
+    centers = _batch([np.zeros((2, 2), np.float32), np.zeros((3, 2), np.float32)])
+
+    @rp.pipeline_def(batch_size=2, num_threads=1, device_id=None)
+    def pipe():
+        angle = fn.per_frame(fn.external_source(source=angles, batch=True))
+        center = fn.per_frame(fn.external_source(source=centers, batch=True))
+        return fn.transforms.rotation(angle=angle, center=center)
+
+    p = pipe()
+    p.build()
+    with pytest.raises(Exception, match="sample 0 of the per-frame argument 'center' has 2 values for 4 frames"):
+        p.run()

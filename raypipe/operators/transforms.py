@@ -146,6 +146,8 @@ class _Transform(Operator):
 
     #: arguments that must be given, as constants or argument inputs
     required: ClassVar[tuple[str, ...]] = ()
+    per_frame_inputs = frozenset({0})
+    frames_from_arguments = True
     static: Values
     reverse_order: bool
 
@@ -193,6 +195,7 @@ class Translation(_Transform):
     """A translation by ``offset`` (its length is the number of dimensions, 1 to 6)."""
 
     schema = Schema("transforms.translation", devices=("cpu",), min_inputs=0, max_inputs=1, arg_inputs=("offset",))
+    per_frame_args = frozenset({"offset"})
     required = ("offset",)
 
     def configure(self, offset: Numbers | None = None, reverse_order: bool = False) -> None:
@@ -213,6 +216,7 @@ class Scale(_Transform):
     One factor scales every dimension: of the input transform, else ``ndim`` of them, else one."""
 
     schema = Schema("transforms.scale", devices=("cpu",), min_inputs=0, max_inputs=1, arg_inputs=("scale", "center"))
+    per_frame_args = frozenset({"scale", "center"})
     required = ("scale",)
 
     def configure(
@@ -256,6 +260,7 @@ class Rotation(_Transform):
     schema = Schema(
         "transforms.rotation", devices=("cpu",), min_inputs=0, max_inputs=1, arg_inputs=("angle", "axis", "center")
     )
+    per_frame_args = frozenset({"angle", "axis", "center"})
     required = ("angle",)
 
     def configure(
@@ -327,6 +332,7 @@ class Shear(_Transform):
     schema = Schema(
         "transforms.shear", devices=("cpu",), min_inputs=0, max_inputs=1, arg_inputs=("shear", "angles", "center")
     )
+    per_frame_args = frozenset({"shear", "angles", "center"})
 
     def configure(
         self,
@@ -380,6 +386,7 @@ class Crop(_Transform):
 
     _ENDS = ("from_start", "from_end", "to_start", "to_end")
     schema = Schema("transforms.crop", devices=("cpu",), min_inputs=0, max_inputs=1, arg_inputs=_ENDS)
+    per_frame_args = frozenset(_ENDS)
 
     def configure(
         self,
@@ -426,6 +433,8 @@ class Combine(Operator):
     listed, or in the reverse order with ``reverse_order``."""
 
     schema = Schema("transforms.combine", devices=("cpu",), min_inputs=2, max_inputs=99)
+    per_frame_inputs = frozenset(range(99))
+    frames_from_arguments = True
 
     def configure(self, reverse_order: bool = False) -> None:
         self.reverse_order = _flag(self.schema.name, "reverse_order", reverse_order)

@@ -135,6 +135,7 @@ class WarpAffine(Operator):
 
     schema = Schema(_OP, devices=("cpu", "gpu"), min_inputs=1, max_inputs=2, arg_inputs=("matrix", "size"))
     per_frame_args = frozenset({"matrix"})
+    per_frame_inputs = frozenset({1})
 
     def configure(
         self,

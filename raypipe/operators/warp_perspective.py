@@ -215,6 +215,7 @@ class WarpPerspective(Operator):
         arg_inputs=("matrix", "size"),
     )
     per_frame_args = frozenset({"matrix"})
+    per_frame_inputs = frozenset({1})
 
     def configure(
         self,
