@@ -4,9 +4,9 @@
 from __future__ import annotations
 
 #: Filter kinds, as the resampling kernels number them.
-NEAREST, LINEAR, CUBIC = 0, 1, 2
+NEAREST, LINEAR, CUBIC, LANCZOS = 0, 1, 2, 3
 #: The reach of each filter at unit scale, in input pixels (nearest reads one pixel).
-REACH = {NEAREST: 0.5, LINEAR: 1.0, CUBIC: 2.0}
+REACH = {NEAREST: 0.5, LINEAR: 1.0, CUBIC: 2.0, LANCZOS: 3.0}
 #: Keys' cubic parameter, as Pillow's BICUBIC.
 CUBIC_A = -0.5
 

@@ -28,7 +28,7 @@ from numba import cuda
 
 from ..operators.resample import vertical_first
 from .convert import round_half_up
-from .filters import CUBIC, CUBIC_A, LINEAR, NEAREST, REACH
+from .filters import CUBIC, CUBIC_A, LANCZOS, LINEAR, NEAREST, REACH
 from .launch import Packed, allocate, launch, store_rule, to_device
 
 # Columns of a pass's per-sample integer parameters.
@@ -80,8 +80,13 @@ def _tap_range(center, support, in_size):
 
 @cuda.jit(device=True)
 def _weight(kind, x):
-    """The filter at ``x`` (float64): Keys' cubic for ``CUBIC``, else the triangle. Each product is
-    rounded on its own (:func:`_product`), as numpy computes :func:`cubic_weights` on the host."""
+    """The filter at ``x`` (float64): Keys' cubic for ``CUBIC``, Lanczos for ``LANCZOS``, else the
+    triangle. Each product is rounded on its own (:func:`_product`), as numpy computes
+    :func:`cubic_weights` on the host (Lanczos's sines are the device's, within an ulp of the host's)."""
+    if kind == LANCZOS:
+        if x < -3.0 or x >= 3.0:
+            return 0.0
+        return _sinc(x) * _sinc(x / 3.0)
     x = abs(x)
     if kind == CUBIC:
         if x < 1.0:
@@ -90,6 +95,15 @@ def _weight(kind, x):
             return _product(_product(_product(x - 5.0, x) + 8.0, x) - 4.0, CUBIC_A)
         return 0.0
     return max(0.0, 1.0 - x)
+
+
+@cuda.jit(device=True)
+def _sinc(x):
+    """``sin(pi x) / (pi x)``, 1 at 0 (Pillow's ``sinc_filter``)."""
+    if x == 0.0:
+        return 1.0
+    t = _product(x, math.pi)
+    return math.sin(t) / t
 
 
 @cuda.jit(device=True)
@@ -124,7 +138,7 @@ def _resample_pass(src, dst, params, filters, mode, lo, hi):
     scale = filters[sample, _SCALE]
     support = filters[sample, _SUPPORT]
     kind = int(filters[sample, _KIND])
-    reach = support * (2.0 if kind == CUBIC else 1.0)
+    reach = support * (2.0 if kind == CUBIC else (3.0 if kind == LANCZOS else 1.0))
     total = params[sample, _DST_H] * dst_w * channels
     i = cuda.blockIdx.x * cuda.blockDim.x + cuda.threadIdx.x
     while i < total:
@@ -180,7 +194,7 @@ def axis_filters(
     kinds = np.where(out_size < stop - start, filters[0], filters[1]).astype(np.int64).reshape(-1)
     scale = (stop - start) / out_size
     support = np.maximum(scale, 1.0) if antialias else np.ones_like(scale)
-    reach = support * np.where(kinds == CUBIC, REACH[CUBIC], REACH[LINEAR])
+    reach = support * np.array([REACH[LINEAR], REACH[LINEAR], REACH[CUBIC], REACH[LANCZOS]])[kinds]
     first_center = start + 0.5 * scale
     last_center = start + (out_size - 1 + 0.5) * scale
     first = np.maximum(np.trunc(first_center - reach + 0.5).astype(np.int64), 0)

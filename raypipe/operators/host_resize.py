@@ -39,9 +39,15 @@ def backend() -> str:
     return "torch" if _torch() is not None else "pillow"
 
 
-def resize(image: np.ndarray, width: int, height: int, box: Box | None = None, cubic: bool = False) -> np.ndarray:
+def resize(
+    image: np.ndarray,
+    width: int,
+    height: int,
+    box: Box | None = None,
+    method: Image.Resampling = Image.Resampling.BILINEAR,
+) -> np.ndarray:
     """``image`` (uint8 HWC) resized to ``width`` x ``height`` with an antialiased bilinear filter
-    (antialiased bicubic, through Pillow, when ``cubic``).
+    (another of Pillow's, ``BICUBIC`` or ``LANCZOS``, through Pillow).
 
     With a ``box`` the filter reads ``image`` around the box as well (Pillow's ``box``), which
     only Pillow does. Whole images of 3 or 4 channels go through torch where it is the backend.
@@ -51,8 +57,8 @@ def resize(image: np.ndarray, width: int, height: int, box: Box | None = None, c
     torch = _torch()
     if box is not None and tuple(box) == (0, 0, image.shape[1], image.shape[0]):
         box = None
-    if torch is None or box is not None or cubic or image.shape[2] not in (3, 4):
-        return pil_resize(image, width, height, box, cubic)
+    if torch is None or box is not None or method != Image.Resampling.BILINEAR or image.shape[2] not in (3, 4):
+        return pil_resize(image, width, height, box, method)
     single_threaded(torch)
     if not image.flags.writeable:  # torch warns about read-only arrays (Pillow's): copy
         image = image.copy()
@@ -99,14 +105,18 @@ def _antialiased_bilinear(torch: Any) -> Any:
     return torch.ops.aten._upsample_bilinear2d_aa.out
 
 
-def pil_resize(image: np.ndarray, width: int, height: int, box: Box | None = None, cubic: bool = False) -> np.ndarray:
-    """Pillow's antialiased bilinear (bicubic when ``cubic``) resize of a uint8 HWC ``image`` (the
-    GIL is released).
+def pil_resize(
+    image: np.ndarray,
+    width: int,
+    height: int,
+    box: Box | None = None,
+    method: Image.Resampling = Image.Resampling.BILINEAR,
+) -> np.ndarray:
+    """Pillow's antialiased resize of a uint8 HWC ``image`` with ``method`` (the GIL is released).
 
     Three channels go through one RGB image; any other count is resized channel by
     channel as greyscale, which is the same filter.
     """
-    method = Image.Resampling.BICUBIC if cubic else Image.Resampling.BILINEAR
     if image.shape[2] == 3:
         return np.asarray(Image.fromarray(image).resize((width, height), method, box=box))
     planes = [

@@ -1,13 +1,14 @@
-"""Separable resampling (nearest, antialiased linear and cubic), shared by ``resize`` and
+"""Separable resampling (nearest, antialiased linear, cubic and Lanczos), shared by ``resize`` and
 ``random_resized_crop``.
 
-The linear and cubic weights reproduce Pillow's ``Image.resize(..., BILINEAR / BICUBIC)``
-(libImaging/Resample.c): a triangle or Keys cubic (``a = -0.5``) filter whose support widens by the
-downscale factor, output pixel ``i`` centred on ``in0 + (i + 0.5) * scale``, taps clipped to the
-image and renormalised. Nearest takes the source pixel ``floor(in0 + (i + 0.5) * scale)`` computed in
-float32, clamped to the image, as DALI's ``ResampleNN`` (its results equal DALI 2.4's). The
-array-module path (:func:`resample`) applies the weights as two matrix products, so the GPU stage
-gives the host's Pillow result within one or two grey levels.
+The linear, cubic and Lanczos weights reproduce Pillow's ``Image.resize(..., BILINEAR / BICUBIC /
+LANCZOS)`` (libImaging/Resample.c): a triangle, Keys cubic (``a = -0.5``) or three-lobed Lanczos
+filter whose support widens by the downscale factor, output pixel ``i`` centred on
+``in0 + (i + 0.5) * scale``, taps clipped to the image and renormalised. Nearest takes the source
+pixel ``floor(in0 + (i + 0.5) * scale)`` computed in float32, clamped to the image, as DALI's
+``ResampleNN`` (its results equal DALI 2.4's). The array-module path (:func:`resample`) applies the
+weights as two matrix products, so the GPU stage gives the host's Pillow result within one or two
+grey levels.
 
 Each axis takes the filter of ``min_filter`` where it shrinks and of ``mag_filter`` otherwise, as in
 DALI; ``interp_type`` sets both.
@@ -22,7 +23,7 @@ from typing import Any
 import numpy as np
 
 from ..errors import ArgumentError
-from ..kernels.filters import CUBIC, CUBIC_A, LINEAR, NEAREST, REACH, axis_kind
+from ..kernels.filters import CUBIC, CUBIC_A, LANCZOS, LINEAR, NEAREST, REACH, axis_kind
 from ..types import DALIInterpType
 
 Box = tuple[float, float, float, float]
@@ -35,6 +36,7 @@ RESIZE_FILTERS = {
     DALIInterpType.INTERP_LINEAR: LINEAR,
     DALIInterpType.INTERP_TRIANGULAR: LINEAR,
     DALIInterpType.INTERP_CUBIC: CUBIC,
+    DALIInterpType.INTERP_LANCZOS3: LANCZOS,
 }
 
 
@@ -44,6 +46,27 @@ def cubic_weights(x: np.ndarray) -> np.ndarray:
     near = ((CUBIC_A + 2.0) * x - (CUBIC_A + 3.0)) * x * x + 1.0
     far = (((x - 5.0) * x + 8.0) * x - 4.0) * CUBIC_A
     return np.where(x < 1.0, near, np.where(x < 2.0, far, 0.0))
+
+
+def lanczos_weights(x: np.ndarray) -> np.ndarray:
+    """The three-lobed Lanczos filter at ``x`` (float64), Pillow's ``lanczos_filter``: ``sinc(x) *
+    sinc(x / 3)`` on ``[-3, 3)``, each sinc as ``sin(pi x) / (pi x)``."""
+
+    def sinc(v: np.ndarray) -> np.ndarray:
+        t = v * np.pi
+        safe = np.where(v == 0.0, 1.0, t)
+        return np.where(v == 0.0, 1.0, np.sin(safe) / safe)
+
+    return np.where((x >= -3.0) & (x < 3.0), sinc(x) * sinc(x / 3.0), 0.0)
+
+
+def filter_weights(kind: int, x: np.ndarray) -> np.ndarray:
+    """Filter ``kind`` (:data:`LINEAR`, :data:`CUBIC` or :data:`LANCZOS`) at offsets ``x`` (float64)."""
+    if kind == CUBIC:
+        return cubic_weights(x)
+    if kind == LANCZOS:
+        return lanczos_weights(x)
+    return np.maximum(0.0, 1.0 - np.abs(x))
 
 
 def nearest_indices(in_size: int, out_size: int, start: float = 0.0, stop: float | None = None) -> np.ndarray:
@@ -67,7 +90,7 @@ def resample_weights(
     kind: int = LINEAR,
 ) -> tuple[int, np.ndarray]:
     """Weights mapping input span ``[start, stop)`` of an axis of ``in_size`` onto ``out_size``
-    with filter ``kind`` (:data:`NEAREST`, :data:`LINEAR` or :data:`CUBIC`).
+    with filter ``kind`` (:data:`NEAREST`, :data:`LINEAR`, :data:`CUBIC` or :data:`LANCZOS`).
 
     Returns ``(first, matrix)``: ``matrix`` is ``(out_size, n)`` float32 and applies to input
     indices ``first .. first + n - 1``; like Pillow, taps may reach outside the span (never
@@ -94,7 +117,7 @@ def resample_weights(
     first, last = int(lows.min()), int(highs.max())
     taps = np.arange(first, last)
     offsets = (taps[None, :] - centers[:, None] + 0.5) / filterscale
-    weights = cubic_weights(offsets) if kind == CUBIC else np.maximum(0.0, 1.0 - np.abs(offsets))
+    weights = filter_weights(kind, offsets)
     weights[(taps[None, :] < lows[:, None]) | (taps[None, :] >= highs[:, None])] = 0.0
     totals = np.cumsum(weights, axis=1)[:, -1:]  # tap by tap, as Pillow (and the resampling kernels) sum
     weights = np.divide(weights, totals, out=np.zeros_like(weights), where=totals != 0)

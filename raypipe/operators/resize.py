@@ -1,7 +1,7 @@
 """``resize``: resize HWC images with DALI's sizing arguments and interpolations.
 
 Linear (the default, antialiased) on the host is Pillow's ``BILINEAR`` resize (it releases the GIL),
-cubic Pillow's ``BICUBIC``, nearest a gather of rows and columns equal to DALI's; the GPU stage
+cubic Pillow's ``BICUBIC``, Lanczos its ``LANCZOS``, nearest a gather of rows and columns equal to DALI's; the GPU stage
 applies the same filters as two matrix products (:mod:`.resample`), within two grey levels of Pillow
 on uint8 images. ``save_attrs=True`` adds DALI's second output: each input's height and width (int32).
 """
@@ -12,6 +12,7 @@ from collections.abc import Sequence
 from typing import Any
 
 import numpy as np
+from PIL import Image
 
 from ..errors import ArgumentError
 from ..kernels import launch
@@ -24,6 +25,7 @@ from .host_resize import resize as host_resize
 from .host_resize import resize_linear
 from .resample import (
     CUBIC,
+    LANCZOS,
     LINEAR,
     NEAREST,
     RESIZE_FILTERS,
@@ -38,6 +40,10 @@ from .resample import (
 from .volume_resize import resize_volume, volume_axes, volume_size
 
 MODES = ("default", "stretch", "not_smaller", "not_larger")
+
+
+#: Pillow's resampling for each filter its antialiased resize computes as :mod:`.resample` does.
+_PILLOW = {LINEAR: Image.Resampling.BILINEAR, CUBIC: Image.Resampling.BICUBIC, LANCZOS: Image.Resampling.LANCZOS}
 
 
 def output_size(
@@ -161,10 +167,10 @@ def host_resample(
     if filters == (NEAREST, NEAREST):
         out = resize_nearest(image, width, height, box)
         return out if dtype is None else cast_to(np, out, np.dtype(dtype))
-    if pillow_applies(image, dtype, antialias) and filters in ((LINEAR, LINEAR), (CUBIC, CUBIC)):
+    if pillow_applies(image, dtype, antialias) and filters[0] == filters[1] and filters[0] in _PILLOW:
         if box is None and (width, height) == (image.shape[1], image.shape[0]):
             return image
-        return host_resize(image, width, height, box=box, cubic=filters[0] == CUBIC)
+        return host_resize(image, width, height, box=box, method=_PILLOW[filters[0]])
     if filters == (LINEAR, LINEAR) and box is None and image.dtype == np.uint8 and dtype in (None, np.uint8):
         out = resize_linear(image, width, height)
         if out is not None:

@@ -222,7 +222,7 @@ def test_random_crop_decoder_feeds_resize(jpeg_files):
         ({"resize_x": 10, "mode": "fit"}, "mode must be one of"),
         ({"resize_shorter": 256, "resize_x": 224}, "resize_shorter cannot be combined"),
         ({"resize_longer": 256, "mode": "stretch"}, "resize_longer cannot be combined"),
-        ({"resize_x": 10, "interp_type": "lanczos3"}, "interp_type types.INTERP_LANCZOS3 is not supported"),
+        ({"resize_x": 10, "interp_type": "gaussian"}, "interp_type types.INTERP_GAUSSIAN is not supported"),
         ({"resize_x": 10, "dtype": "pixels"}, "unknown dtype 'pixels'"),
         ({"resize_x": 10, "size": 3}, "size cannot be combined with resize_x or resize_y"),
         ({"size": [1, 2, 3, 4]}, r"size must be a number or \[height, width\]"),

@@ -99,7 +99,7 @@ def test_gpu_gives_the_cpu_result(ours, tensors, layout, args):
         ({"sizes": 3, "axes": [0.5]}, "axes must be integers"),
         ({"sizes": 3, "mode": "fit"}, "mode must be one of"),
         ({"sizes": 3, "size_rounding": "floor"}, "size_rounding must be one of"),
-        ({"sizes": 3, "interp_type": "lanczos3"}, "interp_type types.INTERP_LANCZOS3 is not supported"),
+        ({"sizes": 3, "interp_type": "gaussian"}, "interp_type types.INTERP_GAUSSIAN is not supported"),
         ({"sizes": 3, "max_size": 4}, "unexpected keyword argument 'max_size'"),
         ({"sizes": 3, "temp_buffer_hint": -1}, "temp_buffer_hint must be a non-negative int"),
     ],
