@@ -67,7 +67,9 @@ class FrameArgs:
         self.inputs = inputs
 
     def __getattr__(self, attr: str) -> Any:
-        if attr in _HIDDEN:
+        # only what the wrapped operator has beyond these (and never while being unpickled, before
+        # ``op`` is set, nor Python's own protocol names)
+        if attr in _HIDDEN or attr.startswith("__") or "op" not in self.__dict__:
             raise AttributeError(attr)
         return getattr(self.op, attr)
 

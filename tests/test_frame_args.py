@@ -323,3 +323,20 @@ def test_transforms_frames_must_agree():
     p.build()
     with pytest.raises(Exception, match="sample 0 of the per-frame argument 'center' has 2 values for 4 frames"):
         p.run()
+
+
+def test_an_operator_with_per_frame_values_pickles():
+    """Pipelines travel to pipeline actors and helpers pickled: the wrapped operator goes along."""
+    import pickle
+
+    from raypipe.frame_args import FrameArgs
+    from raypipe.operators.color_twist import ColorTwist
+
+    op = FrameArgs(ColorTwist("cpu", 3, saturation=0.5), frozenset({"brightness"}), frozenset({0}))
+    copy = pickle.loads(pickle.dumps(op))
+    assert isinstance(copy, FrameArgs) and copy.names == op.names and copy.inputs == op.inputs
+    assert copy.schema.name == "color_twist" and copy.op_id == 3
+    frames = SEQUENCES[0]
+    np.testing.assert_array_equal(
+        copy.run_sample([frames], {"brightness": SCALE[0]}, None), op.run_sample([frames], {"brightness": SCALE[0]}, None)
+    )
