@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import numpy as np
+
 import raypipe as rp
 from raypipe import fn, types
 
@@ -197,3 +199,18 @@ def video_clips(files):
     video, label, first = fn.readers.video(device="gpu", filenames=files, labels=list(range(len(files))),
                                            sequence_length=3, step=3, enable_frame_num=True, name="Reader")  # fmt: skip
     return fn.crop(video, crop=(24, 32), crop_pos_x=0.0, crop_pos_y=0.0), label, first
+
+
+#: the brightness of each frame of :func:`video_clips_per_frame`'s sequences
+FRAME_GAINS = (1.0, 0.5, 0.25)
+
+
+@rp.pipeline_def(batch_size=4, num_threads=2)
+def video_clips_per_frame(files):
+    """:func:`video_clips`'s sequences with each frame's brightness scaled by its own gain
+    (``fn.per_frame``)."""
+    video, label, first = fn.readers.video(device="gpu", filenames=files, labels=list(range(len(files))),
+                                           sequence_length=3, step=3, enable_frame_num=True, name="Reader")  # fmt: skip
+    clips = fn.crop(video, crop=(24, 32), crop_pos_x=0.0, crop_pos_y=0.0)
+    gains = fn.per_frame(np.array(FRAME_GAINS, np.float32))
+    return fn.brightness(clips, brightness=gains), label, first
