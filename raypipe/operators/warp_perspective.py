@@ -131,36 +131,60 @@ def warp_image(
     """One HW or HWC image warped into ``height`` x ``width`` (OpenCV 5's ``warpPerspective``)."""
     planar = image.ndim == 2
     src = image[:, :, None] if planar else image
-    rows, cols = src.shape[:2]
+    pixels = _Pixels(xp, src, border, fill)
+    if interp == "linear" and src.dtype == np.int16:
+        return _unplanar(_linear_in_32ths(xp, pixels, m, height, width), planar)
     sx, sy = source_points(xp, m, height, width)
     limit = np.float32(2**30)  # points at infinity or beyond any border: far outside
     sx = xp.nan_to_num(xp.clip(sx, -limit, limit), nan=-limit)
     sy = xp.nan_to_num(xp.clip(sy, -limit, limit), nan=-limit)
-    fill_value = xp.asarray(fill.astype(src.dtype)).reshape(1, 1, -1)
     if interp == "nearest":
-        out = _taps(xp, src, xp.rint(sx).astype(xp.int64), xp.rint(sy).astype(xp.int64), rows, cols, border, fill_value)
-    elif src.dtype == np.int16:
-        out = _linear_in_32ths(xp, src, m, height, width, border, fill_value)
-    else:
-        ix, iy = xp.floor(sx), xp.floor(sy)
-        fx, fy = (sx - ix)[:, :, None], (sy - iy)[:, :, None]
-        ix, iy = ix.astype(xp.int64), iy.astype(xp.int64)
-        p00, p01, p10, p11 = (
-            _taps(xp, src, ix + dx, iy + dy, rows, cols, border, fill_value).astype(xp.float32)
-            for dy in (0, 1)
-            for dx in (0, 1)
-        )
-        top = _fma32(fx, p01 - p00, p00, xp)
-        bottom = _fma32(fx, p11 - p10, p10, xp)
-        out = _fma32(fy, bottom - top, top, xp)
-        if src.dtype.kind in "iu":
-            info = np.iinfo(src.dtype)
-            out = xp.clip(xp.rint(out), info.min, info.max)
-        out = out.astype(src.dtype)
+        return _unplanar(pixels.take(xp.rint(sx).astype(xp.int64), xp.rint(sy).astype(xp.int64)), planar)
+    ix, iy = xp.floor(sx), xp.floor(sy)
+    fx, fy = (sx - ix)[:, :, None], (sy - iy)[:, :, None]
+    ix, iy = ix.astype(xp.int64), iy.astype(xp.int64)
+    p00, p01, p10, p11 = (pixels.take(ix + dx, iy + dy).astype(xp.float32) for dy in (0, 1) for dx in (0, 1))
+    top = _fma32(fx, p01 - p00, p00, xp)
+    bottom = _fma32(fx, p11 - p10, p10, xp)
+    out = _fma32(fy, bottom - top, top, xp)
+    if src.dtype.kind in "iu":
+        info = np.iinfo(src.dtype)
+        out = xp.clip(xp.rint(out), info.min, info.max)
+    return _unplanar(out.astype(src.dtype), planar)
+
+
+def _unplanar(out: Any, planar: bool) -> Any:
     return out[:, :, 0] if planar else out
 
 
-def _linear_in_32ths(xp: ModuleType, src: Any, m: np.ndarray, height: int, width: int, border: str, fill: Any) -> Any:
+class _Pixels:
+    """An HWC image's pixels at any integer points, those outside it by the border rule, each
+    gathered from the flat image in one ``take``: a constant border pads the image by one pixel of
+    the fill value and clamps the points into the padding."""
+
+    def __init__(self, xp: ModuleType, src: Any, border: str, fill: np.ndarray):
+        self.xp = xp
+        self.border = border
+        self.rows, self.cols, channels = src.shape
+        if border == "constant":
+            padded = xp.empty((self.rows + 2, self.cols + 2, channels), src.dtype)
+            padded[...] = xp.asarray(fill.astype(src.dtype))
+            padded[1:-1, 1:-1] = src
+            src = padded
+        self.stride = src.shape[1]
+        self.flat = src.reshape(-1, channels)
+
+    def take(self, ix: Any, iy: Any) -> Any:
+        """The pixels at columns ``ix`` and rows ``iy`` (int64 arrays of one shape), with channels."""
+        xp = self.xp
+        if self.border == "constant":
+            cols, rows = xp.clip(ix + 1, 0, self.cols + 1), xp.clip(iy + 1, 0, self.rows + 1)
+        else:
+            cols, rows = border_index(xp, ix, self.cols, self.border), border_index(xp, iy, self.rows, self.border)
+        return xp.take(self.flat, rows * self.stride + cols, axis=0)
+
+
+def _linear_in_32ths(xp: ModuleType, pixels: _Pixels, m: np.ndarray, height: int, width: int) -> Any:
     """int16 images, which OpenCV 5 still warps linearly through its older remap: source points
     in float64 rounded to 1/32 of a pixel (computed per block of output pixels, as OpenCV's blocks
     order the sums), float32 weights from the 32x32 table, a left-to-right float32 sum rounded to
@@ -188,18 +212,9 @@ def _linear_in_32ths(xp: ModuleType, src: Any, m: np.ndarray, height: int, width
     weights = ((one - ay) * (one - ax), (one - ay) * ax, ay * (one - ax), ay * ax)
     total = None
     for (dy, dx), weight in zip(((0, 0), (0, 1), (1, 0), (1, 1)), weights):
-        term = _taps(xp, src, ix + dx, iy + dy, src.shape[0], src.shape[1], border, fill).astype(xp.float32) * weight
+        term = pixels.take(ix + dx, iy + dy).astype(xp.float32) * weight
         total = term if total is None else total + term
     return xp.clip(xp.rint(total), -32768, 32767).astype(np.int16)
-
-
-def _taps(xp: ModuleType, src: Any, ix: Any, iy: Any, rows: int, cols: int, border: str, fill: Any) -> Any:
-    """The pixels at ``(iy, ix)``, those outside the image by the border rule."""
-    picked = src[border_index(xp, iy, rows, border), border_index(xp, ix, cols, border)]
-    if border != "constant":
-        return picked
-    inside = ((ix >= 0) & (ix < cols) & (iy >= 0) & (iy < rows))[:, :, None]
-    return xp.where(inside, picked, fill)
 
 
 @register
