@@ -333,6 +333,28 @@ def _video_clips(fn, types, gpu: str, files: list[str]) -> tuple:
 
 domain(Domain("video", "frames/s", _clips, _video_clips, lambda out, kw: 8 * len(out[0])))
 
+#: a mild perspective (output to input), as a camera-tilt augmentation of video frames applies
+_TILT = [[1.02, 0.03, -4.0], [-0.02, 0.98, 3.0], [0.0002, -0.0001, 1.0]]
+
+
+def _video_augment(fn, types, gpu: str, files: list[str]) -> tuple:
+    """The ``video`` clips with DALI's per-frame colour jitter (a brightness and contrast drawn for
+    each frame, given through ``fn.per_frame``) and a perspective warp of every frame, before the
+    crop: the augmentations of video training scripts."""
+    video, label = fn.experimental.readers.video(filenames=files, labels=list(range(len(files))), sequence_length=8,
+                                                 stride=2, step=8, random_shuffle=True, name="Reader")  # fmt: skip
+    video = video.gpu() if gpu == "gpu" else video
+    brightness = fn.per_frame(fn.random.uniform(range=(0.7, 1.3), shape=(8,)))
+    contrast = fn.per_frame(fn.random.uniform(range=(0.7, 1.3), shape=(8,)))
+    video = fn.color_twist(video, brightness=brightness, contrast=contrast)
+    video = fn.experimental.warp_perspective(video, matrix=_TILT, border_mode="replicate")
+    crop = fn.crop(video, crop=(112, 112), crop_pos_x=fn.random.uniform(range=(0, 1)),
+                   crop_pos_y=fn.random.uniform(range=(0, 1)), dtype=types.FLOAT)  # fmt: skip
+    return fn.transpose(crop, perm=[3, 0, 1, 2]), label
+
+
+domain(Domain("video_augment", "frames/s", _clips, _video_augment, lambda out, kw: 8 * len(out[0])))
+
 
 # --- measuring ---
 

@@ -49,11 +49,10 @@ class DataNode:
         known = self.__dict__.get("_layout")
         if known is None:
             op = self.producer.op
-            per_output = getattr(op, "output_layouts", None)  # operators whose outputs differ
-            if per_output is not None:
+            known = op.output_layout([d.layout for d in self.producer.inputs])
+            per_output = getattr(op, "output_layouts", None)  # operators whose outputs differ, once
+            if per_output is not None:  # output_layout has seen the inputs'
                 known = per_output()[self.index]
-            else:
-                known = op.output_layout([d.layout for d in self.producer.inputs])
             self._layout = known
         return known
 

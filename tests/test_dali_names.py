@@ -155,11 +155,12 @@ def test_linear_interp_types_give_the_default_result(jpeg_files, op, args):
     assert _batches(rp.pipeline_def(graph, batch_size=2, num_threads=1, seed=1)(**triangular), 2) == default
 
 
-# resize and random_resized_crop take INTERP_NN, INTERP_LINEAR, INTERP_TRIANGULAR and INTERP_CUBIC; rotate takes
-# INTERP_NN and INTERP_LINEAR only (as DALI's, whose warp refuses the others)
+# resize and random_resized_crop take INTERP_NN, INTERP_LINEAR, INTERP_TRIANGULAR, INTERP_CUBIC and INTERP_LANCZOS3;
+# rotate takes INTERP_NN and INTERP_LINEAR only (as DALI's, whose warp refuses the others)
+_RESIZING = {types.INTERP_NN, types.INTERP_LINEAR, types.INTERP_TRIANGULAR, types.INTERP_CUBIC, types.INTERP_LANCZOS3}
 _ACCEPTED = {
-    "resize": {types.INTERP_NN, types.INTERP_LINEAR, types.INTERP_TRIANGULAR, types.INTERP_CUBIC},
-    "random_resized_crop": {types.INTERP_NN, types.INTERP_LINEAR, types.INTERP_TRIANGULAR, types.INTERP_CUBIC},
+    "resize": _RESIZING,
+    "random_resized_crop": _RESIZING,
     "rotate": {types.INTERP_NN, types.INTERP_LINEAR},
 }
 _REFUSED = [

@@ -336,7 +336,5 @@ def test_an_operator_with_per_frame_values_pickles():
     copy = pickle.loads(pickle.dumps(op))
     assert isinstance(copy, FrameArgs) and copy.names == op.names and copy.inputs == op.inputs
     assert copy.schema.name == "color_twist" and copy.op_id == 3
-    frames = SEQUENCES[0]
-    np.testing.assert_array_equal(
-        copy.run_sample([frames], {"brightness": SCALE[0]}, None), op.run_sample([frames], {"brightness": SCALE[0]}, None)
-    )
+    frames, values = SEQUENCES[0], {"brightness": SCALE[0]}
+    np.testing.assert_array_equal(copy.run_sample([frames], values, None), op.run_sample([frames], values, None))
