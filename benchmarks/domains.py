@@ -333,8 +333,8 @@ def _video_clips(fn, types, gpu: str, files: list[str]) -> tuple:
 
 domain(Domain("video", "frames/s", _clips, _video_clips, lambda out, kw: 8 * len(out[0])))
 
-#: a mild perspective (output to input), as a camera-tilt augmentation of video frames applies
-_TILT = [[1.02, 0.03, -4.0], [-0.02, 0.98, 3.0], [0.0002, -0.0001, 1.0]]
+#: a mild perspective (output to input, row by row), as a camera-tilt augmentation of video frames applies
+_TILT = [1.02, 0.03, -4.0, -0.02, 0.98, 3.0, 0.0002, -0.0001, 1.0]
 
 
 def _video_augment(fn, types, gpu: str, files: list[str]) -> tuple:

@@ -8,11 +8,12 @@ fused multiply-add) and the division in float32. ``M`` maps output to input (``i
 DALI's default) or is inverted first (in float64); with ``pixel_origin="corner"`` (DALI's default)
 the matrix is first moved to OpenCV's pixel-centre origin (``S^-1 @ M @ S``, ``S`` a half-pixel
 shift, in float32). Nearest neighbour takes the pixel at the rounded point (ties to even); linear
-interpolates along x then y in float32 (each step one fused multiply-add) and rounds to nearest,
-ties to even, for integer types. Taps outside the image take ``fill_value`` (``border_mode``
-``"constant"``) or the pixel OpenCV's border rule names (``replicate``, ``reflect``,
-``reflect_101``, ``wrap``). Fused multiply-adds are evaluated in float64 and rounded once to
-float32, which is exact but for rare double-rounding ties.
+interpolates along x then y in float32 steps and rounds to nearest, ties to even, for integer types
+(OpenCV fuses each multiply-add: a value next to a rounding tie may round the other way). Taps
+outside the image take ``fill_value`` (``border_mode`` ``"constant"``) or the pixel OpenCV's border
+rule names (``replicate``, ``reflect``, ``reflect_101``, ``wrap``). The source points' fused
+multiply-adds are evaluated in float64 and rounded once to float32 (exact but for rare
+double-rounding ties).
 """
 
 from __future__ import annotations
@@ -108,13 +109,19 @@ def border_index(xp: ModuleType, p: Any, n: int, border: str) -> Any:
 
 def source_points(xp: ModuleType, m: np.ndarray, height: int, width: int) -> tuple[Any, Any]:
     """Each output pixel's source point ``(sx, sy)`` (float32 arrays of ``(height, width)``) under
-    the output-to-input float64 matrix ``m``, with OpenCV 5's float32 steps."""
+    the output-to-input float64 matrix ``m``, with OpenCV 5's float32 steps: per row ``M[1] * y +
+    M[2]`` in float64 rounded to float32, plus ``M[0] * x`` (float32 coefficient, exact in float64)
+    rounded once, as a fused multiply-add rounds; then the float32 division."""
     flat = m.reshape(-1)
     ys = xp.arange(height, dtype=xp.float64)[:, None]
-    xs = xp.broadcast_to(xp.arange(width, dtype=xp.float32)[None, :], (height, width))
-    rows = [(ys * flat[3 * r + 1] + flat[3 * r + 2]).astype(xp.float32) for r in range(3)]
-    coeffs = [xp.asarray(np.float32(flat[3 * r])) for r in range(3)]
-    x, y, w = (_fma32(coeffs[r], xs, xp.broadcast_to(rows[r], (height, width)), xp) for r in range(3))
+    xs = xp.arange(width, dtype=xp.float64)[None, :]
+    x, y, w = (
+        (
+            (ys * flat[3 * r + 1] + flat[3 * r + 2]).astype(xp.float32).astype(xp.float64)
+            + xs * float(np.float32(flat[3 * r]))
+        ).astype(xp.float32)
+        for r in range(3)
+    )
     return x / w, y / w
 
 
@@ -139,14 +146,17 @@ def warp_image(
     sx = xp.nan_to_num(xp.clip(sx, -limit, limit), nan=-limit)
     sy = xp.nan_to_num(xp.clip(sy, -limit, limit), nan=-limit)
     if interp == "nearest":
-        return _unplanar(pixels.take(xp.rint(sx).astype(xp.int64), xp.rint(sy).astype(xp.int64)), planar)
+        cols, rows = pixels.columns(xp.rint(sx).astype(xp.int32)), pixels.rows(xp.rint(sy).astype(xp.int32))
+        return _unplanar(pixels.gather(rows, cols), planar)
     ix, iy = xp.floor(sx), xp.floor(sy)
     fx, fy = (sx - ix)[:, :, None], (sy - iy)[:, :, None]
-    ix, iy = ix.astype(xp.int64), iy.astype(xp.int64)
-    p00, p01, p10, p11 = (pixels.take(ix + dx, iy + dy).astype(xp.float32) for dy in (0, 1) for dx in (0, 1))
-    top = _fma32(fx, p01 - p00, p00, xp)
-    bottom = _fma32(fx, p11 - p10, p10, xp)
-    out = _fma32(fy, bottom - top, top, xp)
+    ix, iy = ix.astype(xp.int32), iy.astype(xp.int32)
+    cols = pixels.columns(ix), pixels.columns(ix + 1)
+    rows = pixels.rows(iy), pixels.rows(iy + 1)
+    p00, p01, p10, p11 = (pixels.gather(r, c).astype(xp.float32) for r in rows for c in cols)
+    top = p00 + fx * (p01 - p00)  # float32 steps (OpenCV fuses each multiply-add: ties may round apart)
+    bottom = p10 + fx * (p11 - p10)
+    out = top + fy * (bottom - top)
     if src.dtype.kind in "iu":
         info = np.iinfo(src.dtype)
         out = xp.clip(xp.rint(out), info.min, info.max)
@@ -158,30 +168,38 @@ def _unplanar(out: Any, planar: bool) -> Any:
 
 
 class _Pixels:
-    """An HWC image's pixels at any integer points, those outside it by the border rule, each
-    gathered from the flat image in one ``take``: a constant border pads the image by one pixel of
-    the fill value and clamps the points into the padding."""
+    """An HWC image's pixels at any integer points, those outside it by the border rule: each axis's
+    source indices found once, the pixels gathered from the flat image in one ``take``; a constant
+    border pads the image by one pixel of the fill value and clamps the points into the padding."""
 
     def __init__(self, xp: ModuleType, src: Any, border: str, fill: np.ndarray):
         self.xp = xp
         self.border = border
-        self.rows, self.cols, channels = src.shape
+        self.rows_count, self.cols, channels = src.shape
         if border == "constant":
-            padded = xp.empty((self.rows + 2, self.cols + 2, channels), src.dtype)
+            padded = xp.empty((self.rows_count + 2, self.cols + 2, channels), src.dtype)
             padded[...] = xp.asarray(fill.astype(src.dtype))
             padded[1:-1, 1:-1] = src
             src = padded
         self.stride = src.shape[1]
         self.flat = src.reshape(-1, channels)
 
-    def take(self, ix: Any, iy: Any) -> Any:
-        """The pixels at columns ``ix`` and rows ``iy`` (int64 arrays of one shape), with channels."""
-        xp = self.xp
+    def columns(self, ix: Any) -> Any:
+        """Source columns (in the padded image for a constant border) of integer points ``ix``."""
+        return self._axis(ix, self.cols)
+
+    def rows(self, iy: Any) -> Any:
+        """Source rows, as :meth:`columns`."""
+        return self._axis(iy, self.rows_count)
+
+    def _axis(self, p: Any, n: int) -> Any:
         if self.border == "constant":
-            cols, rows = xp.clip(ix + 1, 0, self.cols + 1), xp.clip(iy + 1, 0, self.rows + 1)
-        else:
-            cols, rows = border_index(xp, ix, self.cols, self.border), border_index(xp, iy, self.rows, self.border)
-        return xp.take(self.flat, rows * self.stride + cols, axis=0)
+            return self.xp.clip(p + 1, 0, n + 1)
+        return border_index(self.xp, p, n, self.border)
+
+    def gather(self, rows: Any, cols: Any) -> Any:
+        """The pixels at source ``rows`` and ``cols`` (from :meth:`rows` and :meth:`columns`)."""
+        return self.xp.take(self.flat, rows * self.stride + cols, axis=0)
 
 
 def _linear_in_32ths(xp: ModuleType, pixels: _Pixels, m: np.ndarray, height: int, width: int) -> Any:
@@ -212,7 +230,7 @@ def _linear_in_32ths(xp: ModuleType, pixels: _Pixels, m: np.ndarray, height: int
     weights = ((one - ay) * (one - ax), (one - ay) * ax, ay * (one - ax), ay * ax)
     total = None
     for (dy, dx), weight in zip(((0, 0), (0, 1), (1, 0), (1, 1)), weights):
-        term = pixels.take(ix + dx, iy + dy).astype(xp.float32) * weight
+        term = pixels.gather(pixels.rows(iy + dy), pixels.columns(ix + dx)).astype(xp.float32) * weight
         total = term if total is None else total + term
     return xp.clip(xp.rint(total), -32768, 32767).astype(np.int16)
 
@@ -292,10 +310,14 @@ class WarpPerspective(Operator):
         fill = _saturated(np.resize(self.fill, channels), image.dtype)
         m = output_to_input(self._matrix(inputs, args), self.inverse_map, self.centre_origin)
         size = _size(per_sample(args["size"])) if "size" in args else self.size
-        frames = image if image.ndim == 4 else [image]
-        height, width = size if size is not None else frames[0].shape[:2]
-        out = [warp_image(xp, frame, m, height, width, self.interp, self.border, fill) for frame in frames]
-        return xp.stack(out) if image.ndim == 4 else out[0]
+        height, width = size if size is not None else image.shape[-3:-1] if image.ndim == 4 else image.shape[:2]
+        if image.ndim < 4:
+            return warp_image(xp, image, m, height, width, self.interp, self.border, fill)
+        # a sequence's frames share the sample's matrix: warped at once as the channels of one image
+        frames, rows, cols, channels = image.shape
+        stacked = xp.ascontiguousarray(image.transpose(1, 2, 0, 3)).reshape(rows, cols, frames * channels)
+        out = warp_image(xp, stacked, m, height, width, self.interp, self.border, np.tile(fill, frames))
+        return xp.ascontiguousarray(out.reshape(height, width, frames, channels).transpose(2, 0, 1, 3))
 
     def _matrix(self, inputs, args) -> np.ndarray:
         if len(inputs) > 1:
