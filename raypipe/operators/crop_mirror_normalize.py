@@ -29,6 +29,7 @@ from .crop import check_position, crop_anchors, crop_window
 from .frames import as_frames, as_sequences, per_frame
 
 _OP = "crop_mirror_normalize"
+_POLICIES = ("error", "pad", "trim_to_shape")
 _LAYOUTS = ("CHW", "HWC")
 #: the output layouts of a sequence (``FHWC`` input), each with the layout of its frames
 _SEQUENCE_LAYOUTS = {"FCHW": "CHW", "FHWC": "HWC", "CFHW": "CHW"}
@@ -98,9 +99,14 @@ class CropMirrorNormalize(Operator):
         pad_output: bool = False,
         output_dtype: DALIDataType | np.dtype | str | None = None,
         image_type: DALIImageType | None = None,
+        out_of_bounds_policy: str = "error",
+        fill_values: float | Sequence[float] = 0.0,
     ) -> None:
         """``output_dtype`` is DALI's deprecated alias of ``dtype`` (default ``types.FLOAT``);
-        ``image_type``, deprecated and unused in DALI, is validated and changes nothing."""
+        ``image_type``, deprecated and unused in DALI, is validated and changes nothing.
+        ``out_of_bounds_policy``: a window reaching outside the image is an error (``"error"``),
+        filled with ``fill_values`` (``"pad"``: output values, one for all output channels or one
+        per output channel), or cut to the image (``"trim_to_shape"``), as DALI's."""
         if dtype is not None and output_dtype is not None:
             raise ArgumentError(f"{_OP}: dtype and its deprecated alias output_dtype cannot be used together")
         if image_type is not None and not isinstance(image_type, DALIImageType):
@@ -135,6 +141,10 @@ class CropMirrorNormalize(Operator):
         self.mean = mean.reshape(channel_shape)
         self.inv_std = (np.float64(check_number(_OP, "scale", scale)) / std).astype(np.float32).reshape(channel_shape)
         self.pad_output = bool(pad_output)
+        if out_of_bounds_policy not in _POLICIES:
+            raise ArgumentError(f"{_OP}: out_of_bounds_policy must be one of {_POLICIES}, got {out_of_bounds_policy!r}")
+        self.policy = out_of_bounds_policy
+        self.fill_values = channel_values("fill_values", fill_values)
         self._identity = not self.shift and not np.any(self.mean) and bool(np.all(self.inv_std == 1))
 
     def output_layout(self, input_layouts: Sequence[str]) -> str:
@@ -150,11 +160,15 @@ class CropMirrorNormalize(Operator):
         return self.layout
 
     def compute(self, xp: ModuleType, inputs, args, ctx) -> Any:
+        if self.policy != "error" and not self._fits(inputs[0], args):
+            return self._out_of_bounds(xp, inputs[0], args)
         if self.sequence:
             return self._sequence(xp, inputs[0], args)
         return self._normalize(xp, self._crop(inputs[0], args)[None], 0 if self._mirrored(args) else 1)[0]
 
     def run_sample(self, inputs, args, ctx) -> np.ndarray:
+        if self.policy != "error" and not self._fits(inputs[0], args):
+            return self._out_of_bounds(np, inputs[0], args)
         if self.sequence:
             return self._sequence(np, inputs[0], args)
         return self.run_sample_into(inputs, args, ctx, lambda shape, dtype: None)
@@ -170,8 +184,8 @@ class CropMirrorNormalize(Operator):
     def run_sample_into(self, inputs, args, ctx, allocate: Allocate) -> np.ndarray:
         """One sample on the host in a single pass, written into ``allocate(shape, dtype)`` (a row of
         the batch array) when that gives an array, else into a new one. Gives :meth:`compute`'s values."""
-        if self.sequence:
-            return self._sequence(np, inputs[0], args)
+        if self.sequence or (self.policy != "error" and not self._fits(inputs[0], args)):
+            return self.run_sample(inputs, args, ctx)
         image = self._crop(inputs[0], args)
         if self._mirrored(args):
             image = image[:, ::-1]
@@ -214,6 +228,8 @@ class CropMirrorNormalize(Operator):
         float16 step, integers within 1 (a result next to a rounding tie); windows, mirroring,
         layout and padding exactly. Sequences go sample by sample.
         """
+        if self.policy != "error" and not self._all_fit(inputs[0], args):
+            return Operator.run_batch(self, xp, inputs, args, ctxs)
         if self.sequence:
             return self._sequence_batch(xp, inputs, args, ctxs)
         batch = inputs[0]
@@ -345,6 +361,76 @@ class CropMirrorNormalize(Operator):
         pos_y = check_position(_OP, "crop_pos_y", as_scalar(args.get("crop_pos_y", self.crop_pos_y)))
         y0, x0 = crop_window(height, width, crop_h, crop_w, pos_x, pos_y)
         return y0, x0, crop_h, crop_w
+
+    def _fits(self, sample: Any, args: dict[str, Any]) -> bool:
+        """Whether this sample's window lies inside it (a sequence's frames share one) and the
+        usual path gives its output (not with ``"pad"`` and ``pad_output``: the fill value then
+        goes into the added channels)."""
+        if self.policy == "pad" and self.pad_output:
+            return False
+        if self.crop is None or sample.ndim < 3:
+            return True
+        height, width = sample.shape[-3:-1]
+        pos_x = check_position(_OP, "crop_pos_x", as_scalar(args.get("crop_pos_x", self.crop_pos_x)))
+        pos_y = check_position(_OP, "crop_pos_y", as_scalar(args.get("crop_pos_y", self.crop_pos_y)))
+        y0, x0 = crop_window(height, width, *self.crop, pos_x, pos_y)
+        return y0 >= 0 and x0 >= 0 and y0 + self.crop[0] <= height and x0 + self.crop[1] <= width
+
+    def _all_fit(self, batch: Any, args: dict[str, list[Any]]) -> bool:
+        """:meth:`_fits` of every sample of a batch (one computation on the batch's shapes)."""
+        if self.policy == "pad" and self.pad_output:
+            return False
+        if self.crop is None:
+            return True
+        shapes = launch.shapes_of(batch) if _uniform_rank(batch) else None
+        if shapes is None or shapes.shape[1] not in (3, 4):
+            return True  # the batched paths name the bad sample
+        heights, widths = shapes[:, -3], shapes[:, -2]
+        pos_x = self._positions(args, "crop_pos_x", self.crop_pos_x, len(shapes))
+        pos_y = self._positions(args, "crop_pos_y", self.crop_pos_y, len(shapes))
+        y0, x0 = crop_anchors(heights, widths, *self.crop, pos_x, pos_y)
+        return bool(((y0 >= 0) & (x0 >= 0) & (y0 + self.crop[0] <= heights) & (x0 + self.crop[1] <= widths)).all())
+
+    def _out_of_bounds(self, xp: ModuleType, sample: Any, args: dict[str, Any]) -> Any:
+        """A window reaching outside the image (or a sequence's frames): the part inside normalized
+        and, with ``"pad"``, placed in an output of the window's size filled with ``fill_values``
+        (the whole window flipped when mirrored), or alone with ``"trim_to_shape"``."""
+        frames = sample[None] if sample.ndim == 3 else sample
+        if frames.ndim != 4 or not len(frames):
+            raise ValueError(f"{_OP}: expects HWC images or FHWC sequences, got shape {tuple(sample.shape)}")
+        height, width, channels = frames.shape[1:]
+        crop_h, crop_w = self.crop or (height, width)
+        pos_x = check_position(_OP, "crop_pos_x", as_scalar(args.get("crop_pos_x", self.crop_pos_x)))
+        pos_y = check_position(_OP, "crop_pos_y", as_scalar(args.get("crop_pos_y", self.crop_pos_y)))
+        y0, x0 = crop_window(height, width, crop_h, crop_w, pos_x, pos_y)
+        top, left = max(y0, 0), max(x0, 0)
+        bottom, right = max(min(y0 + crop_h, height), top), max(min(x0 + crop_w, width), left)
+        mirrored = self._mirrored(args)
+        inner = self._normalize(xp, frames[:, top:bottom, left:right], 0 if mirrored else len(frames))
+        if self.policy == "trim_to_shape":
+            out = inner
+        else:
+            chw = self.frame_layout == "CHW"
+            out_channels = inner.shape[1] if chw else inner.shape[3]
+            if self.fill_values.size not in (1, out_channels):
+                raise ValueError(
+                    f"{_OP}: fill_values has {self.fill_values.size} values for an output of {out_channels} channels "
+                    "(one, or one per output channel: pad_output's added ones too)"
+                )
+            fill = saturate_cast(np, np.broadcast_to(self.fill_values, (out_channels,)).copy(), self.dtype)
+            shape = (len(frames), out_channels, crop_h, crop_w) if chw else (len(frames), crop_h, crop_w, out_channels)
+            out = xp.empty(shape, self.dtype)
+            out[...] = xp.asarray(fill.reshape((-1, 1, 1) if chw else (-1,)))
+            dy = top - y0
+            dx = (x0 + crop_w - right) if mirrored else (left - x0)  # a flipped window flips its padding too
+            rows, cols = slice(dy, dy + bottom - top), slice(dx, dx + right - left)
+            out[(slice(None), slice(None), rows, cols) if chw else (slice(None), rows, cols)] = inner
+            if out_channels > channels:  # pad_output's channels take the fill value too, as DALI's
+                extra = xp.asarray(fill[channels:].reshape((-1, 1, 1) if chw else (-1,)))
+                out[(slice(None), slice(channels, None)) if chw else (Ellipsis, slice(channels, None))] = extra
+        if sample.ndim == 3:
+            return out[0]
+        return xp.ascontiguousarray(out.transpose(1, 0, 2, 3)) if self.layout == "CFHW" else out
 
     def _check_channels(self, channels: int) -> None:
         """Raise a ValueError unless ``mean`` and ``std`` fit an image of ``channels`` channels."""

@@ -293,3 +293,60 @@ def test_output_dtype_with_dtype_is_an_error():
         CropMirrorNormalize("cpu", 0, dtype=types.FLOAT, output_dtype=types.FLOAT16)
     with pytest.raises(rp.ArgumentError, match="image_type must be a types.DALIImageType"):
         CropMirrorNormalize("cpu", 0, image_type=3)
+
+
+#: out-of-bounds windows: a crop larger than the image along one or both axes, at the corners, mirrored
+OUT_OF_BOUNDS = [
+    ({"crop": (6, 7), "fill_values": [1.0, 2.0, 3.0], "mean": [10.0, 20.0, 30.0], "std": [2.0, 2.0, 2.0]}, 0),
+    ({"crop": (6, 7), "fill_values": [1.0, 2.0, 3.0], "output_layout": "HWC"}, 1),
+    ({"crop": (6, 3), "crop_pos_y": 1.0, "crop_pos_x": 0.0, "fill_values": 9.0, "dtype": "UINT8"}, 0),
+    ({"crop": (3, 9), "crop_pos_x": 0.2, "fill_values": -1.0, "pad_output": True, "output_layout": "HWC"}, 1),
+    ({"crop": (2, 2), "crop_pos_x": 1.0, "crop_pos_y": 1.0}, 1),  # inside: the usual path
+    ({"crop": (2, 2), "fill_values": 7.0, "pad_output": True, "output_layout": "HWC"}, 0),  # added channels: 7
+    ({"fill_values": [1.0, 2.0, 3.0, 4.0], "pad_output": True}, 1),  # no crop: the whole image
+]
+
+
+@pytest.mark.parametrize("device", ["cpu", "gpu"])
+@pytest.mark.parametrize("policy", ["pad", "trim_to_shape"])
+@pytest.mark.parametrize(("args", "mirror"), OUT_OF_BOUNDS)
+def test_windows_outside_the_image_are_dalis(ours, dali, device, policy, args, mirror):
+    """``pad`` fills the window's outside with ``fill_values`` (output values; a mirrored window's
+    padding flips with it), ``trim_to_shape`` cuts the window to the image: DALI 2.4's values."""
+    samples = [(np.arange(4 * 5 * 3).reshape(4, 5, 3) * 4).astype(np.uint8), np.full((3, 8, 3), 200, np.uint8)]
+
+    def build(x, f, t, device="cpu"):
+        named = {k: getattr(t, v) if k == "dtype" else v for k, v in args.items()}
+        return f.crop_mirror_normalize(x, out_of_bounds_policy=policy, mirror=mirror, **named)
+
+    theirs = dali(samples, build, "HWC")
+    mine = ours(samples, lambda x: build(x.gpu() if device == "gpu" else x, fn, types, device), "HWC")
+    assert mine[0][1] == theirs[0][1]
+    for their, my in zip(theirs[0][0], mine[0][0], strict=True):
+        assert my.dtype == their.dtype and my.shape == their.shape
+        np.testing.assert_allclose(my, their, rtol=1e-6, atol=1e-5)
+
+
+@pytest.mark.parametrize("device", ["cpu", "gpu"])
+def test_a_sequence_pads_every_frame_alike(ours, dali, device):
+    frames = np.stack([(np.arange(4 * 5 * 3).reshape(4, 5, 3) * k).astype(np.uint8) for k in (1, 2, 3)])
+
+    def build(x, f, t):
+        return f.crop_mirror_normalize(
+            x, crop=(6, 4), out_of_bounds_policy="pad", fill_values=5.0, output_layout="FCHW"
+        )
+
+    theirs = dali([frames], build, "FHWC")
+    mine = ours([frames], lambda x: build(x.gpu() if device == "gpu" else x, fn, types), "FHWC")
+    assert mine[0][1] == theirs[0][1] == "FCHW"
+    np.testing.assert_allclose(mine[0][0][0], theirs[0][0][0], rtol=1e-6)
+
+
+def test_pad_needs_a_fill_value_per_channel_or_one():
+    from raypipe.operators.crop_mirror_normalize import CropMirrorNormalize
+
+    op = CropMirrorNormalize("cpu", 0, crop=(6, 6), out_of_bounds_policy="pad", fill_values=[1.0, 2.0])
+    with pytest.raises(ValueError, match="fill_values has 2 values for an output of 3 channels"):
+        op.run_sample([np.zeros((4, 4, 3), np.uint8)], {}, None)
+    with pytest.raises(rp.ArgumentError, match="out_of_bounds_policy must be one of"):
+        CropMirrorNormalize("cpu", 0, out_of_bounds_policy="clamp")
