@@ -16,16 +16,22 @@ from ..types import DALIDataType, DALIImageType
 from .cast import parse_dtype, saturate_cast
 
 _DTYPES = (np.dtype(np.float32), np.dtype(np.float16), np.dtype(np.uint8))
-POLICIES = ("error", "pad")
+POLICIES = ("error", "pad", "trim_to_shape")
 
 
 def crop_window(in_h: int, in_w: int, crop_h: int, crop_w: int, pos_x: float, pos_y: float) -> tuple[int, int]:
     """Top-left ``(y0, x0)`` of a ``crop_h`` x ``crop_w`` window in an ``in_h`` x ``in_w`` image.
 
-    DALI's rule: ``x0 = roundf(pos_x * (in_w - crop_w))``, halves away from zero; the
-    anchor is negative when the window is larger than the image (padding).
+    DALI's rule: ``x0 = round(pos_x * (in_w - crop_w))``, the position a float32 and the product
+    in float64 (0.7 of 535 is 374.49999..., not float64's 374.5), halves away from zero; the anchor
+    is negative when the window is larger than the image (padding).
     """
-    return _round_half_away(pos_y * (in_h - crop_h)), _round_half_away(pos_x * (in_w - crop_w))
+    return _round_half_away(_f32(pos_y) * (in_h - crop_h)), _round_half_away(_f32(pos_x) * (in_w - crop_w))
+
+
+def _f32(pos: float) -> float:
+    """A position as DALI holds it: a float32 (widened back to float64 for the product)."""
+    return float(np.float32(pos))
 
 
 def _round_half_away(value: float) -> int:
@@ -37,6 +43,7 @@ def crop_anchors(
 ) -> tuple[np.ndarray, np.ndarray]:
     """:func:`crop_window` of a whole batch: ``(y0, x0)`` int64 arrays for arrays of image sizes
     and float64 positions (the same float64 arithmetic and rounding, so the same integers)."""
+    pos_x, pos_y = (np.asarray(p, np.float32).astype(np.float64) for p in (pos_x, pos_y))
     return _round_half_away_array(pos_y * (in_h - crop_h)), _round_half_away_array(pos_x * (in_w - crop_w))
 
 
@@ -188,10 +195,13 @@ class Crop(Operator):
             arg = positions[name]
             pos = check_position("crop", arg, as_scalar(args.get(arg, getattr(self, arg))))
             axis = axes[name]
-            start[axis] = _round_half_away(pos * (image.shape[axis] - extent))
+            start[axis] = _round_half_away(_f32(pos) * (image.shape[axis] - extent))
             stop[axis] = start[axis] + extent
         if all(0 <= a and b <= n for a, b, n in zip(start, stop, image.shape)):
             return xp.ascontiguousarray(image[tuple(slice(a, b) for a, b in zip(start, stop))])
+        if self.policy == "trim_to_shape":  # the window cut to the image
+            cut = tuple(slice(max(a, 0), max(min(b, n), max(a, 0))) for a, b, n in zip(start, stop, image.shape))
+            return xp.ascontiguousarray(image[cut])
         if self.policy == "error":
             window = "x".join(map(str, size))
             extent = "x".join(str(image.shape[axes[n]]) for n in names)

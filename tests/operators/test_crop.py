@@ -187,6 +187,18 @@ CASES_3D = [
         lambda x, fn, types: fn.crop(x, crop=(8, 4, 13), out_of_bounds_policy="pad", fill_values=[5, 6]),
     ),
     (
+        "trim_to_shape",
+        [VOLUME_DHWC],
+        "DHWC",
+        lambda x, fn, types: fn.crop(x, crop=(8, 4, 13), crop_pos_z=0.2, out_of_bounds_policy="trim_to_shape"),
+    ),
+    (
+        "trim_to_shape_hwc",
+        None,
+        "HWC",
+        lambda x, fn, types: fn.crop(x, crop=(900, 30), crop_pos_x=0.7, out_of_bounds_policy="trim_to_shape"),
+    ),
+    (
         "chw",
         [np.ascontiguousarray(VOLUME_CDHW[:, 0])],
         "CHW",
