@@ -13,7 +13,9 @@ interpolates along x then y in float32 steps and rounds to nearest, ties to even
 outside the image take ``fill_value`` (``border_mode`` ``"constant"``) or the pixel OpenCV's border
 rule names (``replicate``, ``reflect``, ``reflect_101``, ``wrap``). The source points' fused
 multiply-adds are evaluated in float64 and rounded once to float32 (exact but for rare
-double-rounding ties).
+double-rounding ties). Linear int16 takes OpenCV 5's older path, points rounded to 1/32 of a pixel
+(:func:`_linear_in_32ths`). A sequence's frames share the sample's matrix and are warped together,
+as the channels of one image; per-frame matrices come through ``fn.per_frame``.
 """
 
 from __future__ import annotations
@@ -38,11 +40,6 @@ _TYPES = (np.uint8, np.int16, np.uint16, np.float32)
 #: OpenCV's half-pixel shift between the corner origin (DALI's default) and the pixel-centre one
 _SHIFT = np.array([[1, 0, 0.5], [0, 1, 0.5], [0, 0, 1]], np.float32)
 _SHIFT_BACK = np.array([[1, 0, -0.5], [0, 1, -0.5], [0, 0, 1]], np.float32)
-
-
-def _fma32(a: Any, b: Any, c: Any, xp: ModuleType) -> Any:
-    """``a * b + c`` of float32 values with one rounding to float32."""
-    return (a.astype(xp.float64) * b.astype(xp.float64) + c.astype(xp.float64)).astype(xp.float32)
 
 
 def _matmul32(a: np.ndarray, b: np.ndarray) -> np.ndarray:
