@@ -84,6 +84,8 @@ def test_kernel_weights_are_exactly_the_host_weights(xp, antialias, kind):
         stop = float(rng.choice([in_size, rng.uniform(start, in_size)]))
         stop = stop if stop > start else float(in_size)
         cases.append((in_size, int(rng.integers(1, 33)), start, stop))
+    if kind == LANCZOS:  # the widest filter: the fixed cases and a few drawn ones keep the simulator's time down
+        cases = cases[:16]
     along = [bool(i % 2) for i in range(len(cases))]
     got = _weights_in_kernels(xp, [(*case, x) for case, x in zip(cases, along, strict=True)], antialias, kind)
     for weights, case in zip(got, cases, strict=True):
