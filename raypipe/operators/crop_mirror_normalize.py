@@ -43,10 +43,13 @@ def _uniform_rank(batch: Any) -> bool:
 
 
 def _crop_size(crop: Any) -> tuple[int, int]:
+    """``(height, width)`` from a pair of sizes, fractional ones truncated, as DALI's."""
     if (
         not isinstance(crop, Sequence)
         or len(crop) != 2
-        or not all(isinstance(v, (int, np.integer)) and not isinstance(v, bool) and v > 0 for v in crop)
+        or not all(
+            isinstance(v, (int, float, np.integer, np.floating)) and not isinstance(v, bool) and v >= 1 for v in crop
+        )
     ):
         raise ArgumentError(f"{_OP}: crop must be a pair of positive ints (height, width), got {crop!r}")
     return int(crop[0]), int(crop[1])

@@ -350,3 +350,15 @@ def test_pad_needs_a_fill_value_per_channel_or_one():
         op.run_sample([np.zeros((4, 4, 3), np.uint8)], {}, None)
     with pytest.raises(rp.ArgumentError, match="out_of_bounds_policy must be one of"):
         CropMirrorNormalize("cpu", 0, out_of_bounds_policy="clamp")
+
+
+def test_fractional_crop_sizes_are_truncated_as_dali(ours, dali):
+    image = (np.arange(40 * 50 * 3).reshape(40, 50, 3) % 251).astype(np.uint8)
+
+    def build(x, f, t):
+        return f.crop_mirror_normalize(x, crop=(20.6, 30.5), output_layout="HWC")
+
+    theirs = dali([image], build, "HWC")
+    mine = ours([image], lambda x: build(x, fn, types), "HWC")
+    assert mine[0][0][0].shape == theirs[0][0][0].shape == (20, 30, 3)
+    np.testing.assert_array_equal(mine[0][0][0], theirs[0][0][0])
