@@ -74,8 +74,9 @@ class Converter:
         rewritten = self.codes[code]
         return function if rewritten is None else self._build(function, rewritten)
 
-    def call(self, function: Any, *args: Any, **kwargs: Any) -> Any:
-        """``function(*args, **kwargs)``, with the user's own functions rewritten."""
+    def call(self, function: Any, /, *args: Any, **kwargs: Any) -> Any:
+        """``function(*args, **kwargs)``, with the user's own functions rewritten (``function`` is
+        positional only: the call may pass its own ``function=``, as ``fn.python_function`` takes)."""
         return self.convert(function)(*args, **kwargs)
 
     # The rewritten code's control flow (raypipe.conditionals).

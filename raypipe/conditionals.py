@@ -68,6 +68,23 @@ class Undefined:
         self._fail()
 
 
+class Unmerged(Undefined):
+    """A variable whose values after the two branches of an ``if`` on pipeline data cannot be merged
+    per sample (``None`` in one, a number in the other...). As DALI, which merges only the variables
+    used after the ``if``, it is no error until it is used."""
+
+    def __init__(self, name: str, where: str, first: Any, second: Any):
+        super().__init__(name)
+        self.where, self.first, self.second = where, first, second
+
+    def describe(self) -> str:
+        return (
+            f"{self.where}: variable {self.name!r} is {self.first!r} in the if branch and {self.second!r} in the else "
+            "branch: values that differ between the branches of an `if` on pipeline data are merged per sample, so "
+            "they must be pipeline data or numbers, in the same structure (tuples, lists and dicts item by item)"
+        )
+
+
 #: The name the rewritten code keeps a function's return value under.
 RETURN_VALUE = "__rp_retval"
 
@@ -222,11 +239,7 @@ class _Merge:
             return self._pending(name, first, second)
         if type(first) is type(second) and _equal(first, second):
             return first
-        raise PipelineDefinitionError(
-            f"{self.where}: variable {name!r} is {first!r} in the if branch and {second!r} in the else branch: "
-            "values that differ between the branches of an `if` on pipeline data are merged per sample, so they "
-            "must be pipeline data or numbers, in the same structure (tuples, lists and dicts item by item)"
-        )
+        return Unmerged(name, self.where, first, second)
 
     def _pending(self, name: str, first: Any, second: Any) -> _Pending:
         if not isinstance(first, DataNode) and not isinstance(second, DataNode):  # numbers: one type for both

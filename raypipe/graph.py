@@ -62,6 +62,16 @@ class DataNode:
             return self
         return current_graph("DataNode.gpu()").add("_transfer", [self], {}, device="mixed")[0]
 
+    def cpu(self) -> DataNode:
+        """This data on the host: itself for host data, as DALI's ``.cpu()``. GPU data stays there:
+        raypipe's stages run the host's work before the GPU's, so it is refused by name."""
+        if self.device == "cpu":
+            return self
+        raise PipelineDefinitionError(
+            f"{self!r}.cpu(): GPU data cannot go back to the host in a raypipe pipeline; take the value before "
+            "its .gpu() (or a mixed or gpu operator) instead"
+        )
+
     def __repr__(self) -> str:
         return f"DataNode({self.name}, device={self.device})"
 

@@ -331,6 +331,55 @@ def test_without_enable_conditionals_an_if_on_pipeline_data_says_how_to_enable_i
         _pipe(graph).build()
 
 
+def _tilted(x, focal):
+    """A helper with Python values set in one branch only, as public scripts write them (DALI merges
+    only the variables used after the ``if``)."""
+    scale = 1.0
+    if x > 5:
+        focal = float(focal if focal is not None else 10.0)
+        scale = x / focal
+    return x * scale
+
+
+def test_python_values_of_one_branch_are_no_error_until_used():
+    def graph():
+        x = fn.random.uniform(range=[0, 10])
+        return x, _tilted(x, None)
+
+    ((xs, scaled),) = _run(_pipe(graph, enable_conditionals=True), 1)
+    for x, y in zip(xs, scaled, strict=True):
+        assert np.isclose(y, x * x / 10.0 if x > 5 else x)
+
+    def used():
+        x = fn.random.uniform(range=[0, 10])
+        focal = None
+        if x > 5:
+            focal = 10.0
+        return x * focal
+
+    with pytest.raises(PipelineDefinitionError, match="variable 'focal' is 10.0 in the if branch and None"):
+        _pipe(used, enable_conditionals=True).build()
+
+
+def test_a_converted_call_may_pass_its_own_function_argument():
+    """``fn.python_function(..., function=...)`` inside a function the conditionals rewrite."""
+
+    def helper(x):
+        return fn.python_function(x, function=lambda v: v * 2, num_outputs=1)
+
+    def graph():
+        x = fn.random.uniform(range=[0, 10])
+        if x > 5:
+            y = helper(x)
+        else:
+            y = x
+        return x, y
+
+    ((xs, ys),) = _run(_pipe(graph, enable_conditionals=True), 1)
+    for x, y in zip(xs, ys, strict=True):
+        assert np.isclose(y, 2 * x if x > 5 else x)
+
+
 def test_branches_that_give_a_variable_two_types_are_an_error_naming_it():
     def graph():
         images = fn.random.uniform(range=[0, 255], shape=[4, 4, 3], dtype=types.UINT8)

@@ -43,6 +43,25 @@ def test_a_cpu_operator_after_gpu_is_told_to_move_the_gpu_call(jpeg_files):
         _build(graph, files=jpeg_files[:2])
 
 
+def test_cpu_of_host_data_is_the_data_and_of_gpu_data_is_refused(jpeg_files):
+    """DALI's ``.cpu()``: scripts call it on host data (an argument made on the host) as a no-op."""
+
+    def graph(files):
+        jpegs, labels = fn.readers.file(files=files)
+        angle = fn.random.uniform(range=(0.0, 10.0))
+        assert angle.cpu() is angle
+        return fn.rotate(fn.decoders.image(jpegs), angle=angle.cpu()), labels
+
+    _build(graph, files=jpeg_files[:2])
+
+    def back(files):
+        jpegs, _ = fn.readers.file(files=files)
+        return fn.decoders.image(jpegs, device="mixed").cpu()
+
+    with pytest.raises(rp.PipelineDefinitionError, match=r"\.cpu\(\): GPU data cannot go back to the host"):
+        _build(back, files=jpeg_files[:2])
+
+
 def test_per_sample_argument_must_come_from_cpu(jpeg_files):
     def graph(files):
         jpegs, _ = fn.readers.file(files=files)
