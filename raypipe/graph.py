@@ -231,7 +231,9 @@ class Graph:
         op = cls(device="cpu" if moved else device, op_id=self.first_id + len(self.nodes), **kwargs)
         op.bind_inputs(len(inputs), set(arg_inputs))
         op.bind_upstream(inputs)
-        per_frame = {k for k, d in arg_inputs.items() if d.layout.startswith("F")}
+        # per-frame arguments, by their layout as DALI tells them (raypipe's own "_" operators carry
+        # sequences in their argument inputs as data)
+        per_frame = set() if op_name.startswith("_") else {k for k, d in arg_inputs.items() if d.layout.startswith("F")}
         by_frame = getattr(op, "per_frame_inputs", frozenset())
         if per_frame or any(d.layout.startswith("F") for i, d in enumerate(inputs) if i in by_frame):
             from .frame_args import with_frame_args

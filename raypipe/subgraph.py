@@ -82,14 +82,25 @@ class Subgraph:
     ``graph`` made by its ``_subgraph_input`` operator, in the order the owner passes their values);
     an output may be a placeholder itself."""
 
-    def __init__(self, name: str, graph: Graph, placeholders: Sequence[DataNode], outputs: Sequence[DataNode]):
+    def __init__(
+        self,
+        name: str,
+        graph: Graph,
+        placeholders: Sequence[DataNode],
+        outputs: Sequence[DataNode],
+        whole_batch: bool = False,
+    ):
+        """``whole_batch``: its owner runs it on groups of samples (:meth:`run_batch`) wherever it
+        holds an operator that needs the whole batch, so such operators are allowed."""
         self.name = name
         self.placeholders = list(placeholders)
         self.outputs = list(outputs)
         needed = _reachable([out.producer for out in self.outputs])
         self.nodes: list[OpNode] = [n for n in graph.nodes if n in needed and n.op.schema.name != INPUT_OP]
         for node in self.nodes:
-            _check_node(name, node)
+            _check_node(name, node, whole_batch)
+        #: whether an operator in it needs the whole batch (it then runs only through run_batch)
+        self.whole_batch = any(_needs_batch(node) for node in self.nodes)
 
     @classmethod
     def trace(
@@ -202,20 +213,28 @@ def _store(env: dict[DataNode, Any], node: OpNode, out: Any) -> None:
             env[d] = value
 
 
-def _check_node(name: str, node: OpNode) -> None:
-    """Refuse what cannot run on chosen samples one at a time: readers, sources, mixed operators
-    and operators that need the whole batch."""
+def _needs_batch(node: OpNode) -> bool:
+    op = node.op
+    return bool(getattr(op, "batch_semantics", False)) or (
+        node.device == "cpu" and op.host_batch_step(set(node.arg_inputs))
+    )
+
+
+def _check_node(name: str, node: OpNode, whole_batch: bool = False) -> None:
+    """Refuse what cannot run on chosen samples: readers, sources, mixed operators, and, unless the
+    owner runs the subgraph on groups of samples (``whole_batch``), operators that need the whole
+    batch."""
     op = node.op
     schema = op.schema
     if schema.is_reader or schema.name == "external_source":
         raise PipelineDefinitionError(
             f"{name}: {node.label} makes data of its own; a subgraph only transforms its input"
         )
-    if node.device == "mixed":
+    if node.device == "mixed" and not getattr(op, "batch_transfer", False):  # .gpu() moves a group as it is
         raise PipelineDefinitionError(
             f"{name}: {node.label} runs on device 'mixed'; a subgraph runs operators on 'cpu' or 'gpu'"
         )
-    if getattr(op, "batch_semantics", False) or (node.device == "cpu" and op.host_batch_step(set(node.arg_inputs))):
+    if not whole_batch and _needs_batch(node):
         raise PipelineDefinitionError(
             f"{name}: {node.label} needs the whole batch; a subgraph runs on the samples chosen for it"
         )

@@ -448,3 +448,29 @@ def test_a_pipeline_resumed_from_a_checkpoint_takes_the_same_branches(jpeg_files
     resumed.build()
     for a, b in zip(batches(resumed, 3), expected):
         assert all(np.array_equal(x, y) for x, y in zip(a, b))
+
+
+def _count_batch(values):
+    """A batch function: each sample plus the number of samples in its batch."""
+    return [np.float32(v) + np.float32(len(values)) for v in values]
+
+
+@pytest.mark.parametrize("device", ["cpu", "gpu"])
+def test_a_batch_python_function_in_a_branch_gets_the_samples_of_the_branch(device):
+    """As DALI: a branch holding an operator that needs the whole batch runs once on the group of
+    samples it takes (the ``if`` becomes a batch step), with ``.gpu()`` inside the branch too."""
+
+    def graph():
+        x = fn.random.uniform(range=[0, 10])
+        if x > 5:
+            y = fn.python_function(x, function=_count_batch, batch_processing=True, num_outputs=1)
+            y = y.gpu() if device == "gpu" else y
+        else:
+            y = x.gpu() if device == "gpu" else x
+        return x, y
+
+    ((xs, ys),) = _run(_pipe(graph, batch_size=16, enable_conditionals=True), 1)
+    taken = sum(1 for x in xs if x > 5)
+    assert 0 < taken < 16
+    for x, y in zip(xs, ys, strict=True):
+        assert np.isclose(y, x + taken if x > 5 else x)

@@ -118,6 +118,18 @@ class Conditional(SubgraphOwner, Operator):
                 "both branches must give it one type and number of dimensions (cast one of them)"
             )
 
+    @property
+    def batch_semantics(self) -> bool:
+        """A ``gpu`` ``if`` with such a branch runs in the GPU stage on a machine without a GPU too
+        (batch by batch on the host), not sample by sample in the CPU stage."""
+        return any(branch.whole_batch for branch in getattr(self, "branches", ()))
+
+    def host_batch_step(self, arg_inputs) -> bool:
+        """On the host, a branch holding an operator that needs the whole batch (a batch
+        ``python_function``) makes the ``if`` a batch step: each branch then runs once on the group
+        of samples it takes, as DALI runs it."""
+        return any(branch.whole_batch for branch in self.branches)
+
     def run_sample(self, inputs, args, ctx):
         k = 0 if self._taken(args["predicate"], ctx.sample_index) else 1
         sources = self._sources(inputs, args)
