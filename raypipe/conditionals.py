@@ -274,7 +274,7 @@ class _Merge:
             outputs = [self.ends[i][k] for i in chosen]
             placeholders = Subgraph.needed_placeholders(recorded, outputs)
             label = f"{self.where}: the {BRANCHES[k]} branch"
-            branches.append(Subgraph(label, recorded, placeholders, outputs, whole_batch=True))
+            branches.append(Subgraph(label, recorded, placeholders, outputs, allow_whole_batch=True))
             outers.append([recorded.outer(p) for p in placeholders])
         sources: list[DataNode] = []
         for node in (node for each in outers for node in each):

@@ -142,7 +142,8 @@ class FrameArgs:
         firsts = np.cumsum(counts) - counts
         frame_args: dict[str, list[Any]] = {name: [] for name in args}
         for i, first in enumerate(firsts.tolist()):
-            sample = [frames[f] for f in range(first, first + int(counts[i]))]
+            # the sample's frames by their shape alone (a view of nothing: no device array per frame)
+            sample = np.broadcast_to(np.empty((), bool), (int(counts[i]), *frames.shapes[first].tolist()))
             given = {k: v[i] for k, v in args.items()}
             for _, each in self.split([sample, *(column[i] for column in inputs[1:])], given, i):
                 for name, value in each.items():

@@ -88,17 +88,17 @@ class Subgraph:
         graph: Graph,
         placeholders: Sequence[DataNode],
         outputs: Sequence[DataNode],
-        whole_batch: bool = False,
+        allow_whole_batch: bool = False,
     ):
-        """``whole_batch``: its owner runs it on groups of samples (:meth:`run_batch`) wherever it
-        holds an operator that needs the whole batch, so such operators are allowed."""
+        """``allow_whole_batch``: its owner runs it on groups of samples (:meth:`run_batch`) wherever
+        it holds an operator that needs the whole batch, so such operators are allowed."""
         self.name = name
         self.placeholders = list(placeholders)
         self.outputs = list(outputs)
         needed = _reachable([out.producer for out in self.outputs])
         self.nodes: list[OpNode] = [n for n in graph.nodes if n in needed and n.op.schema.name != INPUT_OP]
         for node in self.nodes:
-            _check_node(name, node, whole_batch)
+            _check_node(name, node, allow_whole_batch)
         #: whether an operator in it needs the whole batch (it then runs only through run_batch)
         self.whole_batch = any(_needs_batch(node) for node in self.nodes)
 
@@ -220,10 +220,10 @@ def _needs_batch(node: OpNode) -> bool:
     )
 
 
-def _check_node(name: str, node: OpNode, whole_batch: bool = False) -> None:
+def _check_node(name: str, node: OpNode, allow_whole_batch: bool = False) -> None:
     """Refuse what cannot run on chosen samples: readers, sources, mixed operators, and, unless the
-    owner runs the subgraph on groups of samples (``whole_batch``), operators that need the whole
-    batch."""
+    owner runs the subgraph on groups of samples (``allow_whole_batch``), operators that need the
+    whole batch."""
     op = node.op
     schema = op.schema
     if schema.is_reader or schema.name == "external_source":
@@ -234,7 +234,7 @@ def _check_node(name: str, node: OpNode, whole_batch: bool = False) -> None:
         raise PipelineDefinitionError(
             f"{name}: {node.label} runs on device 'mixed'; a subgraph runs operators on 'cpu' or 'gpu'"
         )
-    if not whole_batch and _needs_batch(node):
+    if not allow_whole_batch and _needs_batch(node):
         raise PipelineDefinitionError(
             f"{name}: {node.label} needs the whole batch; a subgraph runs on the samples chosen for it"
         )

@@ -474,3 +474,17 @@ def test_a_batch_python_function_in_a_branch_gets_the_samples_of_the_branch(devi
     assert 0 < taken < 16
     for x, y in zip(xs, ys, strict=True):
         assert np.isclose(y, x + taken if x > 5 else x)
+
+
+def test_gpu_inside_a_branch_moves_that_branchs_samples():
+    def graph():
+        x = fn.random.uniform(range=[0, 10])
+        if x > 5:
+            y = (x * 2).gpu()
+        else:
+            y = x.gpu()
+        return x, y
+
+    ((xs, ys),) = _run(_pipe(graph, enable_conditionals=True), 1)
+    for x, y in zip(xs, ys, strict=True):
+        assert np.isclose(y, 2 * x if x > 5 else x)

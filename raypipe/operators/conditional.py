@@ -128,7 +128,7 @@ class Conditional(SubgraphOwner, Operator):
         """On the host, a branch holding an operator that needs the whole batch (a batch
         ``python_function``) makes the ``if`` a batch step: each branch then runs once on the group
         of samples it takes, as DALI runs it."""
-        return any(branch.whole_batch for branch in self.branches)
+        return self.batch_semantics
 
     def run_sample(self, inputs, args, ctx):
         k = 0 if self._taken(args["predicate"], ctx.sample_index) else 1
