@@ -81,7 +81,7 @@ OLD_NAMES: dict[str, tuple[str, str]] = {
 
 #: DALI's deprecated ``experimental`` names that DALI 2.4 still ships, for the operators raypipe has:
 #: ``fn.experimental.<name>`` and ``ops.experimental.<Class>`` are the operator's own function and class.
-EXPERIMENTAL: dict[str, str] = {
+DEPRECATED_EXPERIMENTAL: dict[str, str] = {
     f"experimental.{name}": name
     for name in (
         "decoders.image",
@@ -97,6 +97,13 @@ EXPERIMENTAL: dict[str, str] = {
         "audio_resample",
     )
 }
+
+#: DALI's ``experimental`` variants of an operator (another GPU implementation taking the same
+#: arguments) that raypipe computes as the operator itself.
+EXPERIMENTAL_VARIANTS: dict[str, str] = {"experimental.resize": "resize"}
+
+#: Every ``experimental`` name that is another operator's function and class.
+EXPERIMENTAL: dict[str, str] = {**DEPRECATED_EXPERIMENTAL, **EXPERIMENTAL_VARIANTS}
 
 
 def register(cls: type[Operator]) -> type[Operator]:

@@ -19,7 +19,7 @@ from .cast import parse_dtype
 from .crop_window import DRAWS, random_crop_window, random_crop_windows, window_arguments
 from .host_resize import backend as host_resize_backend
 from .resample import RESIZE_FILTERS, check_hwc, hwc_shapes, interp_filters, resample
-from .resize import host_resample
+from .resize import check_minibatch_size, check_temp_buffer_hint, host_resample
 
 
 def _output_size(size: int | Sequence[int]) -> tuple[int, int]:
@@ -51,8 +51,14 @@ class RandomResizedCrop(Operator):
         min_filter=None,
         mag_filter=None,
         dtype: DALIDataType | np.dtype | str | None = None,
+        temp_buffer_hint: int = 0,
+        minibatch_size: int = 32,
     ) -> None:
+        """``temp_buffer_hint`` and ``minibatch_size`` (DALI's GPU scratch size and images per
+        launch) are validated and change nothing."""
         name = self.schema.name
+        check_temp_buffer_hint(name, temp_buffer_hint)
+        check_minibatch_size(name, minibatch_size)
         self.dtype = None if dtype is None else parse_dtype(name, "dtype", dtype)
         if size is None:
             raise ArgumentError(f"{name}: size is required (an int or a pair (h, w))")

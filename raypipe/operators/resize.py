@@ -150,6 +150,13 @@ def check_temp_buffer_hint(op: str, value: Any) -> int:
     return int(value)
 
 
+def check_minibatch_size(op: str, value: Any) -> int:
+    """``minibatch_size``: how many images DALI's GPU kernels take per launch (no pixel changes)."""
+    if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or value < 1:
+        raise ArgumentError(f"{op}: minibatch_size must be a positive int, got {value!r}")
+    return int(value)
+
+
 def host_resample(
     image: np.ndarray,
     width: int,
@@ -204,11 +211,13 @@ class Resize(Operator):
         mag_filter=None,
         dtype=None,
         temp_buffer_hint: int = 0,
+        minibatch_size: int = 32,
         save_attrs: bool = False,
         image_type: DALIImageType | None = None,
     ) -> None:
-        """``temp_buffer_hint`` (DALI's scratch-buffer size) and ``image_type`` (deprecated and unused
-        in DALI) are validated and change nothing; ``save_attrs`` adds the second output. Volumes
+        """``temp_buffer_hint`` (DALI's scratch-buffer size), ``minibatch_size`` (images per launch of
+        DALI's GPU kernels) and ``image_type`` (deprecated and unused in DALI) are validated and
+        change nothing; ``save_attrs`` adds the second output. Volumes
         (:mod:`.volume_resize`) take ``resize_z`` or a three-value ``size`` (also per sample)."""
         op = self.schema.name
         self.resize_z = _size_arg(op, "resize_z", resize_z)
@@ -246,6 +255,7 @@ class Resize(Operator):
         self.antialias = bool(antialias)
         self.filters = interp_filters(op, RESIZE_FILTERS, interp_type, min_filter, mag_filter)
         check_temp_buffer_hint(op, temp_buffer_hint)
+        check_minibatch_size(op, minibatch_size)
         if not isinstance(save_attrs, (bool, np.bool_)):
             raise ArgumentError(f"{op}: save_attrs must be a bool, got {save_attrs!r}")
         self.save_attrs = bool(save_attrs)

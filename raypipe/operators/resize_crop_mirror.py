@@ -13,8 +13,9 @@ input onto the rounded size, as ``resize`` (DALI's ``subpixel_scale=False``: DAL
 sampled box by the rounding, up to a few grey levels). ``fast_resize_crop_mirror`` is DALI's deprecated alias with
 ``antialias=False`` by default.
 
-Not here (an error naming them): volumes, per-sample sizes, ``roi_*``, ``subpixel_scale``,
-``minibatch_size`` and the depthwise mirror bit (4).
+Not here (an error naming them): volumes, per-sample sizes, ``roi_*``, ``subpixel_scale`` and
+the depthwise mirror bit (4); ``minibatch_size`` (images per launch of DALI's GPU kernels) is
+validated and changes nothing.
 """
 
 from __future__ import annotations

@@ -31,9 +31,9 @@ from ..errors import ArgumentError
 from ..operator import Operator, Schema, register
 from ..types import DALIInterpType
 from .axes import float_list, per_sample
+from .pixel_sampling import BORDERS, Pixels, sample
 
 _OP = "experimental.warp_perspective"
-_BORDERS = ("constant", "replicate", "reflect", "reflect_101", "wrap")
 _INTERPS = {DALIInterpType.INTERP_NN: "nearest", DALIInterpType.INTERP_LINEAR: "linear"}
 _LAYOUTS = ("HW", "HWC", "FHWC")
 _TYPES = (np.uint8, np.int16, np.uint16, np.float32)
@@ -88,22 +88,6 @@ def output_to_input(matrix: Any, inverse_map: bool, centre_origin: bool) -> np.n
     return m if inverse_map else invert3(m)
 
 
-def border_index(xp: ModuleType, p: Any, n: int, border: str) -> Any:
-    """Source indices for positions ``p`` (int64) along an axis of ``n`` pixels by OpenCV's border
-    rules; for ``constant``, the positions clipped (the caller masks them)."""
-    if border in ("constant", "replicate"):
-        return xp.clip(p, 0, n - 1)
-    if border == "wrap":
-        return p % n
-    if border == "reflect":  # fedcba|abcdef|fedcba
-        q = p % (2 * n)
-        return xp.where(q >= n, 2 * n - 1 - q, q)
-    if n == 1:  # reflect_101: gfedcb|abcdefgh|gfedcba
-        return xp.zeros_like(p)
-    q = p % (2 * n - 2)
-    return xp.where(q >= n, 2 * n - 2 - q, q)
-
-
 def source_points(xp: ModuleType, m: np.ndarray, height: int, width: int) -> tuple[Any, Any]:
     """Each output pixel's source point ``(sx, sy)`` (float32 arrays of ``(height, width)``) under
     the output-to-input float64 matrix ``m``, with OpenCV 5's float32 steps: per row ``M[1] * y +
@@ -135,71 +119,18 @@ def warp_image(
     """One HW or HWC image warped into ``height`` x ``width`` (OpenCV 5's ``warpPerspective``)."""
     planar = image.ndim == 2
     src = image[:, :, None] if planar else image
-    pixels = _Pixels(xp, src, border, fill)
+    pixels = Pixels(xp, src, border, fill)
     if interp == "linear" and src.dtype == np.int16:
         return _unplanar(_linear_in_32ths(xp, pixels, m, height, width), planar)
     sx, sy = source_points(xp, m, height, width)
-    limit = np.float32(2**30)  # points at infinity or beyond any border: far outside
-    sx = xp.nan_to_num(xp.clip(sx, -limit, limit), nan=-limit)
-    sy = xp.nan_to_num(xp.clip(sy, -limit, limit), nan=-limit)
-    if interp == "nearest":
-        cols, rows = pixels.columns(xp.rint(sx).astype(xp.int32)), pixels.rows(xp.rint(sy).astype(xp.int32))
-        return _unplanar(pixels.gather(rows, cols), planar)
-    ix, iy = xp.floor(sx), xp.floor(sy)
-    fx, fy = (sx - ix)[:, :, None], (sy - iy)[:, :, None]
-    ix, iy = ix.astype(xp.int32), iy.astype(xp.int32)
-    cols = pixels.columns(ix), pixels.columns(ix + 1)
-    rows = pixels.rows(iy), pixels.rows(iy + 1)
-    p00, p01, p10, p11 = (pixels.gather(r, c).astype(xp.float32) for r in rows for c in cols)
-    top = p00 + fx * (p01 - p00)  # float32 steps (OpenCV fuses each multiply-add: ties may round apart)
-    bottom = p10 + fx * (p11 - p10)
-    out = top + fy * (bottom - top)
-    if src.dtype.kind in "iu":
-        info = np.iinfo(src.dtype)
-        out = xp.clip(xp.rint(out), info.min, info.max)
-    return _unplanar(out.astype(src.dtype), planar)
+    return _unplanar(sample(xp, pixels, sx, sy, interp, src.dtype), planar)
 
 
 def _unplanar(out: Any, planar: bool) -> Any:
     return out[:, :, 0] if planar else out
 
 
-class _Pixels:
-    """An HWC image's pixels at any integer points, those outside it by the border rule: each axis's
-    source indices found once, the pixels gathered from the flat image in one ``take``; a constant
-    border pads the image by one pixel of the fill value and clamps the points into the padding."""
-
-    def __init__(self, xp: ModuleType, src: Any, border: str, fill: np.ndarray):
-        self.xp = xp
-        self.border = border
-        self.rows_count, self.cols, channels = src.shape
-        if border == "constant":
-            padded = xp.empty((self.rows_count + 2, self.cols + 2, channels), src.dtype)
-            padded[...] = xp.asarray(fill.astype(src.dtype))
-            padded[1:-1, 1:-1] = src
-            src = padded
-        self.stride = src.shape[1]
-        self.flat = src.reshape(-1, channels)
-
-    def columns(self, ix: Any) -> Any:
-        """Source columns (in the padded image for a constant border) of integer points ``ix``."""
-        return self._axis(ix, self.cols)
-
-    def rows(self, iy: Any) -> Any:
-        """Source rows, as :meth:`columns`."""
-        return self._axis(iy, self.rows_count)
-
-    def _axis(self, p: Any, n: int) -> Any:
-        if self.border == "constant":
-            return self.xp.clip(p + 1, 0, n + 1)
-        return border_index(self.xp, p, n, self.border)
-
-    def gather(self, rows: Any, cols: Any) -> Any:
-        """The pixels at source ``rows`` and ``cols`` (from :meth:`rows` and :meth:`columns`)."""
-        return self.xp.take(self.flat, rows * self.stride + cols, axis=0)
-
-
-def _linear_in_32ths(xp: ModuleType, pixels: _Pixels, m: np.ndarray, height: int, width: int) -> Any:
+def _linear_in_32ths(xp: ModuleType, pixels: Pixels, m: np.ndarray, height: int, width: int) -> Any:
     """int16 images, which OpenCV 5 still warps linearly through its older remap: source points
     in float64 rounded to 1/32 of a pixel (computed per block of output pixels, as OpenCV's blocks
     order the sums), float32 weights from the 32x32 table, a left-to-right float32 sum rounded to
@@ -260,8 +191,8 @@ class WarpPerspective(Operator):
         self.matrix = _matrix(matrix) if len(matrix) else None
         self.size = _size(size) if len(size) else None
         self.inverse_map = bool(inverse_map)
-        if border_mode not in _BORDERS:
-            raise ArgumentError(f"{_OP}: border_mode must be one of {', '.join(_BORDERS)}, got {border_mode!r}")
+        if border_mode not in BORDERS:
+            raise ArgumentError(f"{_OP}: border_mode must be one of {', '.join(BORDERS)}, got {border_mode!r}")
         self.border = border_mode
         if interp_type not in _INTERPS:
             raise ArgumentError(

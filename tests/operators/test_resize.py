@@ -313,3 +313,20 @@ def test_hints_are_validated_and_change_no_pixel(images):
         Resize("cpu", 0, resize_x=4, image_type="RGB")
     with pytest.raises(rp.ArgumentError, match="resize: save_attrs must be a bool"):
         Resize("cpu", 0, resize_x=4, save_attrs="yes")
+
+
+def test_dalis_cv_cuda_variant_is_this_operator(ours):
+    """``fn.experimental.resize`` (DALI's CV-CUDA resize, GPU only there) takes resize's arguments
+    and gives resize's values; ``minibatch_size`` is validated and changes nothing."""
+    image = (np.arange(30 * 40 * 3).reshape(30, 40, 3) * 7 % 251).astype(np.uint8)
+
+    def build(x):
+        return (
+            fn.experimental.resize(x, resize_x=17, resize_y=11, minibatch_size=4),
+            fn.resize(x, resize_x=17, resize_y=11),
+        )
+
+    (variant, _), (plain, _) = ours([image], build, "HWC")
+    np.testing.assert_array_equal(variant[0], plain[0])
+    with pytest.raises(rp.ArgumentError, match="resize: minibatch_size must be a positive int, got 0"):
+        ours([image], lambda x: fn.experimental.resize(x, resize_x=17, minibatch_size=0), "HWC")
