@@ -97,6 +97,7 @@ DEPRECATED_EXPERIMENTAL: dict[str, str] = {
         "audio_resample",
     )
 }
+DEPRECATED_EXPERIMENTAL["experimental.inflate"] = "decoders.inflate"
 
 #: DALI's ``experimental`` variants of an operator (another GPU implementation taking the same
 #: arguments) that raypipe computes as the operator itself.

@@ -285,7 +285,7 @@ def test_every_experimental_name_dali_ships_for_our_operators_is_here():
 
     ours = {schema_name(op_name): op_name for op_name in registry() if not op_name.startswith("_")}
     shipped = {}
-    for name in backend.RegisteredCPUOps():
+    for name in {*backend.RegisteredCPUOps(), *backend.RegisteredGPUOps()}:
         schema = backend.GetSchema(name)
         if name.startswith("experimental__") and schema.IsDeprecated() and schema.DeprecatedInFavorOf() in ours:
             shipped[name] = ours[schema.DeprecatedInFavorOf()]

@@ -21,6 +21,7 @@ FRAMEWORK_PLUGINS = {"raypipe/plugin/pytorch.py": "torch", "raypipe/plugin/light
 # import name -> distribution name, for every third-party module the packages import
 DISTRIBUTION = {
     "PIL": "pillow",
+    "lz4": "lz4",
     "numpy": "numpy",
     "lmdb": "lmdb",
     "ray": "ray",

@@ -35,6 +35,7 @@ from . import (  # noqa: F401
     gaussian_blur,
     get_property,
     grid_mask,
+    inflate,
     jitter,
     joining,
     jpeg_distortion,
