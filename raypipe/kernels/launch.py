@@ -98,6 +98,20 @@ def shapes_of(batch: Any) -> np.ndarray:
     return np.array([sample.shape for sample in batch], dtype=np.int64).reshape(len(batch), -1)
 
 
+def stacked(xp: ModuleType, batch: Any) -> Any | None:
+    """The batch as one ``(n, ...)`` array when its samples share a shape (a view where it already
+    is one, else one stack), None when their shapes differ or the batch is empty."""
+    if hasattr(batch, "ndim"):
+        return batch if len(batch) else None
+    if not len(batch):
+        return None
+    shapes = shapes_of(batch)
+    if not (shapes == shapes[0]).all() or uniform_dtype(batch) is None:
+        return None
+    dense = batch.dense() if isinstance(batch, Packed) else None
+    return dense if dense is not None else xp.stack(list(batch))
+
+
 def store_rule(dtype: np.dtype) -> tuple[int, float, float] | None:
     """How kernels write a float32 result into ``dtype``: ``(mode, lo, hi)``.
 

@@ -30,6 +30,7 @@ from typing import Any
 import numpy as np
 
 from ..errors import ArgumentError
+from ..kernels import launch
 from ..operator import Operator, Schema, register
 from .axes import int_list, per_sample
 from .pixel_sampling import BORDERS
@@ -66,27 +67,46 @@ class _RankFilter(Operator):
 
     layout = ""
 
-    def _planes(self, image: Any) -> tuple[Any, Any]:
-        """The image as ``(planes, height, width, channels)`` (channels last, 1 for a channel-first
-        layout whose channels become planes) and a function restoring the image's shape."""
+    def _planes(self, image: Any, batched: bool = False) -> tuple[Any, Any]:
+        """The image (or, ``batched``, a batch of equally shaped samples in one array) as planes
+        ``(n, height, width, channels)`` (1 channel for a channel-first layout, whose channels become
+        planes), and a function restoring the input's shape."""
+        ndim = image.ndim - batched
         layout = self.layout
-        if len(layout) == image.ndim + 1 and layout.startswith("F"):  # one frame of a sequence
+        if len(layout) == ndim + 1 and layout.startswith("F"):  # one frame of a sequence
             layout = layout[1:]
-        layout = layout or _BY_NDIM.get(image.ndim, "")
-        if len(layout) != image.ndim:
+        layout = layout or _BY_NDIM.get(ndim, "")
+        if len(layout) != ndim:
             raise ValueError(
-                f"{self.schema.name}: a sample of shape {tuple(image.shape)} does not fit the layout {layout!r}"
+                f"{self.schema.name}: a sample of shape {tuple(image.shape[batched:])} does not fit the layout "
+                f"{layout!r}"
             )
         if image.dtype.kind not in "iuf" or image.dtype == np.float16:
             raise ValueError(f"{self.schema.name}: takes integer, float32 or float64 images, got {image.dtype}")
         shape = image.shape
-        if layout in ("CHW", "FCHW"):
+        if layout in ("CHW", "FCHW", "HW"):
             planes = image.reshape(-1, shape[-2], shape[-1], 1)
-        elif layout == "HW":
-            planes = image[None, :, :, None]
         else:
             planes = image.reshape(-1, *shape[-3:])
         return planes, lambda out: out.reshape(shape)
+
+    def compute(self, xp: ModuleType, inputs, args, ctx) -> Any:
+        planes, restore = self._planes(inputs[0])
+        return restore(self.filter(xp, planes, args))
+
+    def run_batch(self, xp: ModuleType, inputs, args, ctxs) -> Any:
+        """A batch of equally shaped samples with the same arguments in one pass over all their
+        planes (a few array operations whatever the batch size); otherwise sample by sample."""
+        same_args = all(all(np.array_equal(v, values[0]) for v in values) for values in args.values())
+        batch = launch.stacked(xp, inputs[0]) if same_args else None
+        if batch is None:
+            return super().run_batch(xp, inputs, args, ctxs)
+        planes, restore = self._planes(batch, batched=True)
+        return restore(self.filter(xp, planes, {k: v[0] for k, v in args.items()}))
+
+    def filter(self, xp: ModuleType, planes: Any, args: dict[str, Any]) -> Any:
+        """The filter on planes ``(n, height, width, channels)`` with one sample's arguments."""
+        raise NotImplementedError
 
 
 def _padded(xp: ModuleType, planes: Any, size: tuple[int, int], anchor: tuple[int, int], mode: str, value: Any) -> Any:
@@ -122,8 +142,7 @@ class MedianBlur(_RankFilter):
     def configure(self, window_size: int | Sequence[int] = (3, 3)) -> None:
         self.window = _window(self.schema.name, window_size)
 
-    def compute(self, xp: ModuleType, inputs, args, ctx) -> Any:
-        planes, restore = self._planes(inputs[0])
+    def filter(self, xp: ModuleType, planes: Any, args: dict[str, Any]) -> Any:
         window = _window(self.schema.name, per_sample(args["window_size"])) if "window_size" in args else self.window
         w, h = window
         padded = _padded(xp, planes, window, (w // 2, h // 2), "edge", None)
@@ -135,7 +154,7 @@ class MedianBlur(_RankFilter):
             count = min(step, rows - top)
             views = [padded[:, top + i : top + i + count, j : j + cols] for i in range(h) for j in range(w)]
             chunks.append(xp.partition(xp.stack(views), kth, axis=0)[kth])
-        return restore(xp.concatenate(chunks, axis=1))
+        return xp.concatenate(chunks, axis=1)
 
 
 def _window(op: str, value: Any) -> tuple[int, int]:
@@ -168,9 +187,8 @@ class _Morphology(_RankFilter):
             raise ArgumentError(f"{op}: border_mode must be one of {', '.join(BORDERS)}, got {border_mode!r}")
         self.border = border_mode
 
-    def compute(self, xp: ModuleType, inputs, args, ctx) -> Any:
+    def filter(self, xp: ModuleType, planes: Any, args: dict[str, Any]) -> Any:
         op = self.schema.name
-        planes, restore = self._planes(inputs[0])
         mask = pair(op, "mask_size", per_sample(args["mask_size"])) if "mask_size" in args else self.mask
         anchor = pair(op, "anchor", per_sample(args["anchor"])) if "anchor" in args else self.anchor
         _check(op, mask, anchor, ValueError)
@@ -186,7 +204,7 @@ class _Morphology(_RankFilter):
             padded = _padded(xp, planes, size, anchor, "constant", value)
         else:
             padded = _padded(xp, planes, size, anchor, _PAD_MODES[self.border], None)
-        return restore(_extreme(xp, padded, size, planes.shape, self.largest))
+        return _extreme(xp, padded, size, planes.shape, self.largest)
 
 
 def _check(op: str, mask: tuple[int, int], anchor: tuple[int, int], error: type[Exception] = ArgumentError) -> None:

@@ -72,6 +72,20 @@ def test_pack_a_batch_array_without_copying():
     np.testing.assert_array_equal(packed.shapes, [[4, 5, 3]] * 3)
 
 
+def test_stacked_batches_of_one_shape_only(xp):
+    same = on_device(xp, [np.full((2, 3), k, np.uint8) for k in range(3)])
+    stacked = launch.stacked(xp, same)
+    np.testing.assert_array_equal(to_host(stacked), [np.full((2, 3), k) for k in range(3)])
+    dense = launch.pack(xp, same, "op")
+    assert launch.stacked(xp, dense).shape == (3, 2, 3)  # a view of the packed buffer
+    ragged = on_device(xp, [np.zeros((2, 3), np.uint8), np.zeros((3, 2), np.uint8)])
+    assert launch.stacked(xp, ragged) is None and launch.stacked(xp, launch.pack(xp, ragged, "op")) is None
+    mixed = on_device(xp, [np.zeros(2, np.uint8), np.zeros(2, np.float32)])
+    assert launch.stacked(xp, mixed) is None and launch.stacked(xp, []) is None
+    array = xp.zeros((4, 2))
+    assert launch.stacked(xp, array) is array
+
+
 def test_pack_rejects_mixed_samples_and_empty_batches():
     with pytest.raises(ValueError, match=r"resize: sample 1 is float32 .* sample 0 is uint8"):
         launch.pack(np, [np.zeros((2, 2, 3), np.uint8), np.zeros((2, 2, 3), np.float32)], "resize")

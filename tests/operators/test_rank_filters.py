@@ -220,3 +220,32 @@ def test_bad_samples_fail_naming_the_operator(ours):
         _run(ours, [np.zeros((4, 4, 3), bool)], lambda x: fn.experimental.median_blur(x))
     with pytest.raises(SampleError, match=r"experimental.dilate: anchor y = 4 is outside the mask \(0 to 2"):
         _run(ours, [IMAGES["uint8"]], lambda x, a: fn.experimental.dilate(x, anchor=a), per_sample=[[np.array([1, 4])]])
+
+
+@pytest.mark.parametrize("layout", ["HWC", "CHW", "FHWC"])
+def test_a_batch_of_one_shape_is_filtered_at_once_as_each_sample_alone(layout):
+    """The GPU stage's batch step: equally shaped samples with the same arguments in one pass;
+    different arguments or shapes sample by sample; the same values either way."""
+    from raypipe.operators.rank_filters import Dilate, MedianBlur
+    from tests.kernels.helpers import contexts
+
+    image = IMAGES["uint8"]
+    sample = {"HWC": image, "CHW": image.transpose(2, 0, 1), "FHWC": np.stack([image, image[::-1]])}[layout]
+    batch = [np.ascontiguousarray(np.roll(sample, k, axis=-2)) for k in range(3)]
+    for op, args in ((MedianBlur("gpu", 0, window_size=[3, 5]), {}), (Dilate("gpu", 0), {})):
+        op.output_layout([layout])
+        calls = []
+        original = op.filter
+        op.filter = lambda xp, planes, a, original=original, calls=calls: (
+            calls.append(planes.shape[0]) or original(xp, planes, a)
+        )
+        out = op.run_batch(np, [batch], args, contexts(3))
+        assert calls == [len(batch) * (3 if layout == "CHW" else 2 if layout == "FHWC" else 1)]
+        for got, one in zip(out, batch, strict=True):
+            np.testing.assert_array_equal(got, op.compute(np, [one], {}, None))
+    masks = {"mask_size": [np.array([3, 3]), np.array([5, 1]), np.array([3, 3])]}
+    op = Dilate("gpu", 0)
+    op.output_layout([layout])
+    out = op.run_batch(np, [batch], masks, contexts(3))
+    for i, (got, one) in enumerate(zip(out, batch, strict=True)):
+        np.testing.assert_array_equal(got, op.compute(np, [one], {"mask_size": masks["mask_size"][i]}, None))
