@@ -35,21 +35,25 @@ def border_index(xp: ModuleType, p: Any, n: int, border: str) -> Any:
 
 
 class Pixels:
-    """An HWC image's pixels at any integer points, those outside it by the border rule: each axis's
-    source indices found once, the pixels gathered from the flat image in one ``take``; a constant
-    border pads the image by one pixel of the fill value and clamps the points into the padding."""
+    """An HWC image's (or an ``(n, H, W, C)`` batch's) pixels at any integer points, those outside it
+    by the border rule: each axis's source indices found once, the pixels gathered from the flat
+    image in one ``take``; a constant border pads the image by one pixel of the fill value and
+    clamps the points into the padding. A batch's points carry a leading sample axis."""
 
     def __init__(self, xp: ModuleType, src: Any, border: str, fill: np.ndarray):
         self.xp = xp
         self.border = border
-        self.rows_count, self.cols, channels = src.shape
+        batch = src if src.ndim == 4 else src[None]
+        count, self.rows_count, self.cols, channels = batch.shape
         if border == "constant":
-            padded = xp.empty((self.rows_count + 2, self.cols + 2, channels), src.dtype)
+            padded = xp.empty((count, self.rows_count + 2, self.cols + 2, channels), src.dtype)
             padded[...] = xp.asarray(fill.astype(src.dtype))
-            padded[1:-1, 1:-1] = src
-            src = padded
-        self.stride = src.shape[1]
-        self.flat = src.reshape(-1, channels)
+            padded[:, 1:-1, 1:-1] = batch
+            batch = padded
+        self.stride = batch.shape[2]
+        self.flat = batch.reshape(-1, channels)
+        # each sample's first flat index (a batch's points are shaped (n, ...))
+        self.base = xp.arange(count).reshape(-1, 1, 1) * (batch.shape[1] * batch.shape[2]) if src.ndim == 4 else 0
 
     def columns(self, ix: Any) -> Any:
         """Source columns (in the padded image for a constant border) of integer points ``ix``."""
@@ -66,7 +70,7 @@ class Pixels:
 
     def gather(self, rows: Any, cols: Any) -> Any:
         """The pixels at source ``rows`` and ``cols`` (from :meth:`rows` and :meth:`columns`)."""
-        return self.xp.take(self.flat, rows * self.stride + cols, axis=0)
+        return self.xp.take(self.flat, self.base + rows * self.stride + cols, axis=0)
 
 
 def sample(xp: ModuleType, pixels: Pixels, sx: Any, sy: Any, interp: str, dtype: np.dtype) -> Any:

@@ -21,6 +21,7 @@ from typing import Any
 import numpy as np
 
 from ..errors import ArgumentError
+from ..kernels import launch
 from ..operator import Operator, Schema, register
 from ..types import DALIInterpType
 from .pixel_sampling import Pixels, sample
@@ -82,6 +83,25 @@ class Remap(Operator):
             return xp.ascontiguousarray(out.reshape(rows, cols, frames, channels).transpose(2, 0, 1, 3))
         return xp.stack([_remap(xp, frame, mx, my, self.interp) for frame, mx, my in zip(image, mapx, mapy)])
 
+    def run_batch(self, xp: ModuleType, inputs, args, ctxs) -> Any:
+        """Images of one shape (not sequences) with maps of their size, all read in one gather
+        (a few array operations whatever the batch size); otherwise sample by sample."""
+        images, mapx, mapy = (launch.stacked(xp, batch) for batch in inputs)
+        if images is None or mapx is None or mapy is None or images.ndim not in (3, 4):
+            return super().run_batch(xp, inputs, args, ctxs)
+        mapx, mapy = (m[..., 0] if m.ndim == 4 and m.shape[-1] == 1 else m for m in (mapx, mapy))
+        size = images.shape[:3]
+        if (
+            images.dtype not in _TYPES
+            or mapx.shape != size
+            or mapy.shape != size
+            or {mapx.dtype, mapy.dtype} != {np.dtype(np.float32)}
+        ):
+            return super().run_batch(xp, inputs, args, ctxs)
+        if self.corner:
+            mapx, mapy = mapx - _HALF, mapy - _HALF
+        return _remap(xp, images, mapx, mapy, self.interp, batched=True)
+
 
 def _map(xp: ModuleType, given: Any, name: str, size: tuple[int, int], frames: int | None) -> Any:
     """A map as float32 ``(H, W)``, or ``(F, H, W)`` per frame of a sequence; an error naming the
@@ -99,10 +119,11 @@ def _map(xp: ModuleType, given: Any, name: str, size: tuple[int, int], frames: i
     )
 
 
-def _remap(xp: ModuleType, image: Any, mapx: Any, mapy: Any, interp: str) -> Any:
-    """One HW or HWC image read at the points of ``mapx``, ``mapy`` (pixel-centre origin, float32)."""
-    planar = image.ndim == 2
-    src = image[:, :, None] if planar else image
+def _remap(xp: ModuleType, image: Any, mapx: Any, mapy: Any, interp: str, batched: bool = False) -> Any:
+    """One HW or HWC image (``batched``: a batch of them in one array) read at the points of
+    ``mapx``, ``mapy`` (pixel-centre origin, float32)."""
+    planar = image.ndim == 2 + batched
+    src = image[..., None] if planar else image
     pixels = Pixels(xp, src, "constant", np.zeros(src.shape[-1]))
     out = sample(xp, pixels, mapx, mapy, interp, src.dtype)
-    return out[:, :, 0] if planar else out
+    return out[..., 0] if planar else out

@@ -164,3 +164,35 @@ def test_a_sequences_maps_must_fit_its_frames(ours):
     mapx, mapy = np.stack([MAPS["flip"][0]] * 2), np.stack([MAPS["flip"][1]] * 2)
     with pytest.raises(SampleError, match=r"or \(3, 9, 11\) for each frame"):
         _remap(ours, [frames], [(mapx, mapy)], layout="FHWC")
+
+
+@pytest.mark.parametrize("interp", ["INTERP_NN", "INTERP_LINEAR"])
+def test_a_batch_of_one_shape_is_read_in_one_gather_as_each_sample_alone(interp):
+    """The GPU stage's batch step: images of one shape and their maps in one gather (maps with a
+    channel too); ragged batches sample by sample; the same values either way."""
+    from raypipe.operators import remap
+    from tests.kernels.helpers import contexts
+
+    op = remap.Remap("gpu", 0, interp=getattr(types, interp))
+    images = [IMAGES["uint8"], IMAGES["uint8"][::-1].copy(), IMAGES["uint8"][:, ::-1].copy()]
+    maps = list(MAPS.values())
+    gathers = []
+    original = remap.sample
+    remap.sample = lambda xp, pixels, *a: gathers.append(pixels.base) or original(xp, pixels, *a)
+    try:
+        out = op.run_batch(np, [images, [m[0] for m in maps], [m[1][:, :, None] for m in maps]], {}, contexts(3))
+        assert len(gathers) == 1
+        ragged = op.run_batch(
+            np,
+            [[images[0], IMAGES["uint8"][:5].copy()], [maps[0][0], maps[0][0][:5]], [maps[0][1], maps[0][1][:5]]],
+            {},
+            contexts(2),
+        )
+        assert len(gathers) == 3
+    finally:
+        remap.sample = original
+    for got, image, (mapx, mapy) in zip(out, images, maps, strict=True):
+        np.testing.assert_array_equal(got, op.compute(np, [image, mapx, mapy], {}, None))
+    np.testing.assert_array_equal(
+        ragged[1], op.compute(np, [IMAGES["uint8"][:5], maps[0][0][:5], maps[0][1][:5]], {}, None)
+    )
