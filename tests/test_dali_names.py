@@ -3,6 +3,7 @@ types, checked on real pipelines and, where DALI is installed, against DALI's ow
 
 from __future__ import annotations
 
+import importlib
 import re
 
 import numpy as np
@@ -206,13 +207,24 @@ def test_nchw_is_the_per_sample_layout_as_in_dali(jpeg_files):
 # --- against DALI's own names (DALI is not installed in CI) ---
 
 
+#: operators a framework plugin registers, by DALI's modules holding their class and ``fn`` function
+PLUGIN_OPERATORS = {"torch_python_function": ("nvidia.dali.plugin.pytorch", "nvidia.dali.plugin.pytorch.fn")}
+
+
 def test_every_operator_has_dalis_ops_and_fn_name():
     dali_ops = pytest.importorskip("nvidia.dali.ops")
     dali_fn = pytest.importorskip("nvidia.dali.fn")
+    import raypipe.plugin.pytorch  # noqa: F401  (registers torch_python_function)
+
     for op_name in registry():
         if op_name.startswith("_"):
             continue
         module, _, leaf = op_name.rpartition(".")
+        if op_name in PLUGIN_OPERATORS:  # not in DALI's ops and fn: in its plugin's modules
+            classes, functions = (importlib.import_module(m) for m in PLUGIN_OPERATORS[op_name])
+            assert getattr(classes, class_name(op_name)).__name__ == getattr(ops, class_name(op_name)).__name__
+            assert callable(getattr(functions, leaf))
+            continue
         path = [*module.split("."), class_name(op_name)] if module else [class_name(op_name)]
         ours, theirs = ops, dali_ops
         for part in path:

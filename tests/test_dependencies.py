@@ -17,7 +17,12 @@ PACKAGES = ("raypipe", "actors", "cluster")
 ONLY_ON_A_GPU = "raypipe/kernels/"  # numba kernels, imported by operators on a GPU only
 # a framework plugin imports its framework on load, as nvidia.dali.plugin.pytorch does; nothing
 # else in the packages imports the plugin, so the framework stays an extra
-FRAMEWORK_PLUGINS = {"raypipe/plugin/pytorch.py": "torch", "raypipe/plugin/lightning.py": "lightning"}
+FRAMEWORK_PLUGINS = {
+    "raypipe/plugin/pytorch/__init__.py": "torch",
+    "raypipe/plugin/pytorch/fn.py": "torch",
+    "raypipe/plugin/pytorch/torch_function.py": "torch",
+    "raypipe/plugin/lightning.py": "lightning",
+}
 # import name -> distribution name, for every third-party module the packages import
 DISTRIBUTION = {
     "PIL": "pillow",

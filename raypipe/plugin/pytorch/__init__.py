@@ -17,19 +17,22 @@ from typing import Any
 import numpy as np
 import torch
 
-from ..backend import is_device_array
-from ..errors import ArgumentError
-from ..pipeline import Pipeline
-from ..tensor_list import TensorList
-from ..types import DALIDataType
-from .base_iterator import LastBatchPolicy, _DaliBaseIterator, dense
-from .device_copy import copy_into, cupy_to_torch, torch_dtype
+from ...backend import is_device_array
+from ...errors import ArgumentError
+from ...pipeline import Pipeline
+from ...tensor_list import TensorList
+from ...types import DALIDataType
+from ..base_iterator import LastBatchPolicy, _DaliBaseIterator, dense
+from ..device_copy import copy_into, cupy_to_torch, torch_dtype
+from . import fn  # noqa: F401  (DALI's plugin.pytorch.fn: torch_python_function)
+from .torch_function import TorchPythonFunction
 
 __all__ = [
     "DALIClassificationIterator",
     "DALIGenericIterator",
     "DALIRaggedIterator",
     "LastBatchPolicy",
+    "TorchPythonFunction",
     "feed_ndarray",
     "to_torch",
     "to_torch_type",
