@@ -19,19 +19,30 @@ _DTYPES = (np.dtype(np.float32), np.dtype(np.float16), np.dtype(np.uint8))
 POLICIES = ("error", "pad", "trim_to_shape")
 
 
-def crop_window(in_h: int, in_w: int, crop_h: int, crop_w: int, pos_x: float, pos_y: float) -> tuple[int, int]:
+#: DALI's ``rounding`` of a window's anchor: half away from zero, or the fraction dropped
+ROUNDING = ("round", "truncate")
+
+
+def anchor(pos: float, span: int, rounding: str = "round") -> int:
+    """A window's first index along an axis: ``pos`` (a float32, as DALI holds it) times ``span``
+    (the image's extent less the window's) in float64, rounded half away from zero or truncated
+    toward zero by ``rounding``; negative where the window is larger than the image (padding)."""
+    value = float(np.float32(pos)) * span
+    if rounding == "truncate":
+        return math.trunc(value)
+    return int(math.copysign(math.floor(abs(value) + 0.5), value))
+
+
+def crop_window(
+    in_h: int, in_w: int, crop_h: int, crop_w: int, pos_x: float, pos_y: float, rounding: str = "round"
+) -> tuple[int, int]:
     """Top-left ``(y0, x0)`` of a ``crop_h`` x ``crop_w`` window in an ``in_h`` x ``in_w`` image.
 
     DALI's rule: ``x0 = round(pos_x * (in_w - crop_w))``, the position a float32 and the product
-    in float64 (0.7 of 535 is 374.49999..., not float64's 374.5), halves away from zero; the anchor
-    is negative when the window is larger than the image (padding).
+    in float64 (0.7 of 535 is 374.49999..., not float64's 374.5), halves away from zero (or
+    truncated, ``rounding="truncate"``); see :func:`anchor`.
     """
-    return _round_half_away(_f32(pos_y) * (in_h - crop_h)), _round_half_away(_f32(pos_x) * (in_w - crop_w))
-
-
-def _f32(pos: float) -> float:
-    """A position as DALI holds it: a float32 (widened back to float64 for the product)."""
-    return float(np.float32(pos))
+    return anchor(pos_y, in_h - crop_h, rounding), anchor(pos_x, in_w - crop_w, rounding)
 
 
 def _round_half_away(value: float) -> int:
@@ -39,16 +50,30 @@ def _round_half_away(value: float) -> int:
 
 
 def crop_anchors(
-    in_h: np.ndarray, in_w: np.ndarray, crop_h: int, crop_w: int, pos_x: np.ndarray, pos_y: np.ndarray
+    in_h: np.ndarray,
+    in_w: np.ndarray,
+    crop_h: int,
+    crop_w: int,
+    pos_x: np.ndarray,
+    pos_y: np.ndarray,
+    rounding: str = "round",
 ) -> tuple[np.ndarray, np.ndarray]:
     """:func:`crop_window` of a whole batch: ``(y0, x0)`` int64 arrays for arrays of image sizes
     and float64 positions (the same float64 arithmetic and rounding, so the same integers)."""
     pos_x, pos_y = (np.asarray(p, np.float32).astype(np.float64) for p in (pos_x, pos_y))
-    return _round_half_away_array(pos_y * (in_h - crop_h)), _round_half_away_array(pos_x * (in_w - crop_w))
+    rounded = np.trunc if rounding == "truncate" else _round_half_away_array
+    return rounded(pos_y * (in_h - crop_h)).astype(np.int64), rounded(pos_x * (in_w - crop_w)).astype(np.int64)
 
 
 def _round_half_away_array(values: np.ndarray) -> np.ndarray:
     return (np.sign(values) * np.floor(np.abs(values) + 0.5)).astype(np.int64)
+
+
+def check_rounding(op: str, rounding: Any) -> str:
+    """``rounding`` checked: one of :data:`ROUNDING`."""
+    if rounding not in ROUNDING:
+        raise ArgumentError(f"{op}: rounding must be one of {ROUNDING}, got {rounding!r}")
+    return rounding
 
 
 def check_position(op: str, name: str, value: Any) -> float:
@@ -124,9 +149,12 @@ class Crop(Operator):
         dtype: DALIDataType | np.dtype | str | None = None,
         output_dtype: DALIDataType | np.dtype | str | None = None,
         image_type: DALIImageType | None = None,
+        rounding: str = "round",
     ) -> None:
         """``output_dtype`` is DALI's deprecated alias of ``dtype``; ``image_type``, deprecated and
-        unused in DALI, is validated and changes nothing."""
+        unused in DALI, is validated and changes nothing; ``rounding`` rounds the window's anchor
+        (:func:`anchor`)."""
+        self.rounding = check_rounding("crop", rounding)
         self.static_size = {"crop": crop, "crop_d": crop_d, "crop_h": crop_h, "crop_w": crop_w}
         self.size = _crop_size(crop, crop_d, crop_h, crop_w) if _sized(crop, crop_h, crop_w) else (1, 1)
         self.crop_h, self.crop_w = self.size[-2:]
@@ -195,7 +223,7 @@ class Crop(Operator):
             arg = positions[name]
             pos = check_position("crop", arg, as_scalar(args.get(arg, getattr(self, arg))))
             axis = axes[name]
-            start[axis] = _round_half_away(_f32(pos) * (image.shape[axis] - extent))
+            start[axis] = anchor(pos, image.shape[axis] - extent, self.rounding)
             stop[axis] = start[axis] + extent
         if all(0 <= a and b <= n for a, b, n in zip(start, stop, image.shape)):
             return xp.ascontiguousarray(image[tuple(slice(a, b) for a, b in zip(start, stop))])

@@ -25,7 +25,7 @@ from ..operator import Operator, Schema, as_scalar, check_number, register
 from ..types import FLOAT, DALIDataType, DALIImageType
 from .batch_args import batch_values
 from .cast import parse_dtype, saturate_cast
-from .crop import check_position, crop_anchors, crop_window
+from .crop import check_position, check_rounding, crop_anchors, crop_window
 from .frames import as_frames, as_sequences, per_frame
 
 _OP = "crop_mirror_normalize"
@@ -104,8 +104,10 @@ class CropMirrorNormalize(Operator):
         image_type: DALIImageType | None = None,
         out_of_bounds_policy: str = "error",
         fill_values: float | Sequence[float] = 0.0,
+        rounding: str = "round",
     ) -> None:
         """``output_dtype`` is DALI's deprecated alias of ``dtype`` (default ``types.FLOAT``);
+        ``rounding`` rounds the window's anchor (:func:`.crop.anchor`);
         ``image_type``, deprecated and unused in DALI, is validated and changes nothing.
         ``out_of_bounds_policy``: a window reaching outside the image is an error (``"error"``),
         filled with ``fill_values`` (``"pad"``: output values, one for all output channels or one
@@ -120,6 +122,7 @@ class CropMirrorNormalize(Operator):
                 raise ArgumentError(f"{_OP}: give crop=(h, w) or both crop_h and crop_w, not a mix")
             crop = (crop_h, crop_w)
         self.crop = None if crop is None else _crop_size(crop)
+        self.rounding = check_rounding(_OP, rounding)
         self.crop_pos_x = check_position(_OP, "crop_pos_x", crop_pos_x)
         self.crop_pos_y = check_position(_OP, "crop_pos_y", crop_pos_y)
         if mirror not in (0, 1):
@@ -314,7 +317,7 @@ class CropMirrorNormalize(Operator):
             raise ValueError(f"{_OP}: crop {crop_h}x{crop_w} exceeds the {heights[i]}x{widths[i]} image")
         pos_x = self._positions(args, "crop_pos_x", self.crop_pos_x, len(shapes))
         pos_y = self._positions(args, "crop_pos_y", self.crop_pos_y, len(shapes))
-        y0, x0 = crop_anchors(heights, widths, crop_h, crop_w, pos_x, pos_y)
+        y0, x0 = crop_anchors(heights, widths, crop_h, crop_w, pos_x, pos_y, self.rounding)
         return np.stack([y0, x0, np.full_like(y0, crop_h), np.full_like(x0, crop_w)], axis=1)
 
     def _positions(self, args: dict[str, list[Any]], name: str, default: float, n: int) -> np.ndarray:
@@ -362,7 +365,7 @@ class CropMirrorNormalize(Operator):
             raise ValueError(f"{_OP}: crop {crop_h}x{crop_w} exceeds the {height}x{width} image")
         pos_x = check_position(_OP, "crop_pos_x", as_scalar(args.get("crop_pos_x", self.crop_pos_x)))
         pos_y = check_position(_OP, "crop_pos_y", as_scalar(args.get("crop_pos_y", self.crop_pos_y)))
-        y0, x0 = crop_window(height, width, crop_h, crop_w, pos_x, pos_y)
+        y0, x0 = crop_window(height, width, crop_h, crop_w, pos_x, pos_y, self.rounding)
         return y0, x0, crop_h, crop_w
 
     def _fits(self, sample: Any, args: dict[str, Any]) -> bool:
@@ -376,7 +379,7 @@ class CropMirrorNormalize(Operator):
         height, width = sample.shape[-3:-1]
         pos_x = check_position(_OP, "crop_pos_x", as_scalar(args.get("crop_pos_x", self.crop_pos_x)))
         pos_y = check_position(_OP, "crop_pos_y", as_scalar(args.get("crop_pos_y", self.crop_pos_y)))
-        y0, x0 = crop_window(height, width, *self.crop, pos_x, pos_y)
+        y0, x0 = crop_window(height, width, *self.crop, pos_x, pos_y, self.rounding)
         return y0 >= 0 and x0 >= 0 and y0 + self.crop[0] <= height and x0 + self.crop[1] <= width
 
     def _all_fit(self, batch: Any, args: dict[str, list[Any]]) -> bool:
@@ -391,7 +394,7 @@ class CropMirrorNormalize(Operator):
         heights, widths = shapes[:, -3], shapes[:, -2]
         pos_x = self._positions(args, "crop_pos_x", self.crop_pos_x, len(shapes))
         pos_y = self._positions(args, "crop_pos_y", self.crop_pos_y, len(shapes))
-        y0, x0 = crop_anchors(heights, widths, *self.crop, pos_x, pos_y)
+        y0, x0 = crop_anchors(heights, widths, *self.crop, pos_x, pos_y, self.rounding)
         return bool(((y0 >= 0) & (x0 >= 0) & (y0 + self.crop[0] <= heights) & (x0 + self.crop[1] <= widths)).all())
 
     def _out_of_bounds(self, xp: ModuleType, sample: Any, args: dict[str, Any]) -> Any:
@@ -405,7 +408,7 @@ class CropMirrorNormalize(Operator):
         crop_h, crop_w = self.crop or (height, width)
         pos_x = check_position(_OP, "crop_pos_x", as_scalar(args.get("crop_pos_x", self.crop_pos_x)))
         pos_y = check_position(_OP, "crop_pos_y", as_scalar(args.get("crop_pos_y", self.crop_pos_y)))
-        y0, x0 = crop_window(height, width, crop_h, crop_w, pos_x, pos_y)
+        y0, x0 = crop_window(height, width, crop_h, crop_w, pos_x, pos_y, self.rounding)
         top, left = max(y0, 0), max(x0, 0)
         bottom, right = max(min(y0 + crop_h, height), top), max(min(x0 + crop_w, width), left)
         mirrored = self._mirrored(args)

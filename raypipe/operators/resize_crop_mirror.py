@@ -29,12 +29,10 @@ import numpy as np
 from ..errors import ArgumentError
 from ..kernels.filters import REACH
 from ..operator import Operator, Schema, as_scalar, register
-from .crop import check_position, crop_window
+from .crop import check_position, check_rounding, crop_window
 from .resample import Box, check_hwc, resample
 from .resize import Resize, host_resample
 from .window_decoders import crop_size
-
-ROUNDING = ("round", "truncate")
 
 
 @register
@@ -69,9 +67,7 @@ class ResizeCropMirror(Resize):
         self.crop_pos_x = check_position(op, "crop_pos_x", crop_pos_x)
         self.crop_pos_y = check_position(op, "crop_pos_y", crop_pos_y)
         self.mirror = _mirror(op, mirror)
-        if rounding not in ROUNDING:
-            raise ArgumentError(f"{op}: rounding must be one of {ROUNDING}, got {rounding!r}")
-        self.rounding = rounding
+        self.rounding = check_rounding(op, rounding)
 
     def fixed_output_size(self) -> None:
         """None: a decoder cannot do this resize (it crops and flips too)."""
@@ -89,10 +85,7 @@ class ResizeCropMirror(Resize):
         crop_h, crop_w = self.crop
         pos_x = check_position(self.schema.name, "crop_pos_x", as_scalar(args.get("crop_pos_x", self.crop_pos_x)))
         pos_y = check_position(self.schema.name, "crop_pos_y", as_scalar(args.get("crop_pos_y", self.crop_pos_y)))
-        if self.rounding == "round":
-            y0, x0 = crop_window(height, width, crop_h, crop_w, pos_x, pos_y)
-        else:
-            y0, x0 = int(pos_y * (height - crop_h)), int(pos_x * (width - crop_w))
+        y0, x0 = crop_window(height, width, crop_h, crop_w, pos_x, pos_y, self.rounding)
         sx, sy = in_w / width, in_h / height
         return crop_w, crop_h, (x0 * sx, y0 * sy, (x0 + crop_w) * sx, (y0 + crop_h) * sy), mirror
 

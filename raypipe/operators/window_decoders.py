@@ -19,7 +19,7 @@ from ..decode_plan import HOST_DECODE, DecodePlan
 from ..errors import ArgumentError, DecodeError
 from ..operator import Schema, Skip, as_scalar, register
 from ..types import DALIImageType
-from .crop import check_position, crop_window
+from .crop import check_position, check_rounding, crop_window
 from .decoders import EncodedImage, _Decoder
 from .host_decode import decode, open_source
 from .slice import NAMED, Slice
@@ -100,9 +100,11 @@ class ImageCropDecoder(_WindowDecoder):
         on_error: str = "raise",
         use_fast_idct: bool = False,
         adjust_orientation: bool | None = None,
+        rounding: str = "round",
         **hints: Any,
     ) -> None:
         self._configure_common(output_type, on_error, use_fast_idct, adjust_orientation, hints)
+        self.rounding = check_rounding(self.schema.name, rounding)
         self.crop_h, self.crop_w = crop_size(self.schema.name, crop, crop_h, crop_w)
         self.crop_pos_x = check_position(self.schema.name, "crop_pos_x", crop_pos_x)
         self.crop_pos_y = check_position(self.schema.name, "crop_pos_y", crop_pos_y)
@@ -112,7 +114,7 @@ class ImageCropDecoder(_WindowDecoder):
             name: check_position(self.schema.name, name, as_scalar(args.get(name, getattr(self, name))))
             for name in ("crop_pos_x", "crop_pos_y")
         }
-        y, x = crop_window(height, width, self.crop_h, self.crop_w, pos["crop_pos_x"], pos["crop_pos_y"])
+        y, x = crop_window(height, width, self.crop_h, self.crop_w, pos["crop_pos_x"], pos["crop_pos_y"], self.rounding)
         return x, y, self.crop_w, self.crop_h
 
 

@@ -44,6 +44,8 @@ def _run(files, device, pos_x=None, **crop_args):
         ((100, 100, 120, 120, 0.5, 0.5), (-10, -10)),
         ((100, 100, 121, 121, 0.5, 0.5), (-11, -11)),  # -10.5 rounds away from zero
         ((10, 10, 10, 10, 0.3, 0.7), (0, 0)),
+        ((375, 500, 224, 224, 0.5, 0.5, "truncate"), (75, 138)),  # 75.5 truncated
+        ((100, 100, 121, 121, 0.5, 0.5, "truncate"), (-10, -10)),  # -10.5 truncated toward zero
     ],
 )
 def test_crop_window_follows_dali_rounding(args, expected):
@@ -249,3 +251,55 @@ def test_a_2d_crop_of_a_volume_and_a_3d_crop_of_an_image_are_named(ours):
         Crop("cpu", 0, crop=(2, 2), dtype=types.FLOAT, output_dtype=types.FLOAT)
     with pytest.raises(rp.ArgumentError, match="crop: image_type must be a types.DALIImageType"):
         Crop("cpu", 0, crop=(2, 2), image_type="RGB")
+
+
+@pytest.mark.parametrize("pos", [0.3, 0.5, 0.71])
+@pytest.mark.parametrize("crop", [(20, 20), (45, 60)])
+def test_truncated_anchors_are_dalis_for_crop_crop_mirror_normalize_and_image_crop(ours, dali, pos, crop):
+    """``rounding="truncate"``, windows inside the image and larger than it (padded)."""
+    image = (np.arange(37 * 53 * 3) % 251).astype(np.uint8).reshape(37, 53, 3)
+
+    def build(x, f, t):
+        window = {"crop": crop, "crop_pos_x": pos, "crop_pos_y": pos, "rounding": "truncate"}
+        return (
+            f.crop(x, out_of_bounds_policy="pad", **window),
+            f.crop_mirror_normalize(x, out_of_bounds_policy="pad", dtype=t.UINT8, **window),
+        )
+
+    theirs = dali([image], build, "HWC")
+    mine = ours([image], lambda x: build(x, fn, types), "HWC")
+    for (a, _), (b, _) in zip(theirs, mine, strict=True):
+        np.testing.assert_array_equal(a[0], b[0])
+
+
+def test_truncated_anchors_of_the_window_decoder_are_dalis(jpeg_files):
+    dali_module = pytest.importorskip("nvidia.dali")
+
+    def build(f):
+        jpegs, _ = f.readers.file(files=jpeg_files[:2])
+        return f.decoders.image_crop(jpegs, crop=(101, 77), crop_pos_x=0.71, crop_pos_y=0.3, rounding="truncate")
+
+    @rp.pipeline_def(batch_size=2, num_threads=1, seed=0)
+    def pipe():
+        return build(fn)
+
+    with pipe() as p:
+        (mine,) = p.run()
+
+    @dali_module.pipeline_def(batch_size=2, num_threads=1, device_id=None)
+    def reference():
+        return build(dali_module.fn)
+
+    theirs = reference()
+    theirs.build()
+    (expected,) = theirs.run()
+    for i in range(2):
+        np.testing.assert_array_equal(np.asarray(mine.at(i)), np.asarray(expected.at(i)))
+
+
+@pytest.mark.parametrize("op", ["crop", "crop_mirror_normalize", "resize_crop_mirror"])
+def test_an_unknown_rounding_is_named(ours, op):
+    extra = {"resize_x": 8} if op == "resize_crop_mirror" else {}
+    image = np.zeros((6, 6, 3), np.uint8)
+    with pytest.raises(rp.ArgumentError, match=f"{op}: rounding must be one of"):
+        ours([image], lambda x: getattr(fn, op)(x, crop=(2, 2), rounding="floor", **extra), "HWC")
