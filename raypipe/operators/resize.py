@@ -113,6 +113,21 @@ def _round_sizes(width: np.ndarray, height: np.ndarray) -> np.ndarray:
     return np.maximum(1, np.floor(np.stack([width, height], axis=1) + 0.5)).astype(np.int64)
 
 
+def _roi_point(op: str, name: str, value: Any) -> tuple[float, float]:
+    """A region's corner ``[y, x]`` as two floats."""
+    values = np.asarray(value, dtype=np.float64).reshape(-1)
+    if values.size != 2 or not np.isfinite(values).all():
+        raise ArgumentError(f"{op}: {name} is [y, x] (images; volumes take no region here), got {value!r}")
+    return float(values[0]), float(values[1])
+
+
+def _flipped(out: Any, flips: tuple[bool, bool]) -> Any:
+    """``out`` (HWC) reversed along the flipped axes (y, x)."""
+    if not any(flips):
+        return out
+    return out[:: -1 if flips[0] else 1, :: -1 if flips[1] else 1]
+
+
 def _per_axis(op: str, name: str, value: Any) -> tuple[float | None, float | None]:
     """DALI's ``size`` / ``max_size``: one number for both extents or ``[height, width]`` (the
     layout's order); an extent of 0 or less is left unset. Returned as ``(width, height)``."""
@@ -190,7 +205,7 @@ class Resize(Operator):
     """Resize HWC images (antialiased linear by default, or ``interp_type`` / ``min_filter`` /
     ``mag_filter``); see :func:`output_size` for the sizing rules."""
 
-    schema = Schema("resize", devices=("cpu", "gpu"), arg_inputs=("size",))
+    schema = Schema("resize", devices=("cpu", "gpu"), arg_inputs=("size", "roi_start", "roi_end"))
 
     def preload(self) -> None:
         host_resize_backend()
@@ -214,8 +229,18 @@ class Resize(Operator):
         minibatch_size: int = 32,
         save_attrs: bool = False,
         image_type: DALIImageType | None = None,
+        roi_start: Sequence[float] | None = None,
+        roi_end: Sequence[float] | None = None,
+        roi_relative: bool = False,
+        subpixel_scale: bool = True,
     ) -> None:
-        """``temp_buffer_hint`` (DALI's scratch-buffer size), ``minibatch_size`` (images per launch of
+        """A region of interest (``roi_start``, ``roi_end``: ``[y, x]``, in pixels or with
+        ``roi_relative`` in fractions of the image; per sample too) is what is resized, and sizes
+        are computed from its extent; an end before its start flips that axis, as in DALI.
+        ``subpixel_scale`` is validated and changes nothing: sizes computed from a scale always map
+        the whole region onto the rounded size (DALI's ``False``; its default, ``True``, moves the
+        region by the rounding's fraction of a pixel).
+        ``temp_buffer_hint`` (DALI's scratch-buffer size), ``minibatch_size`` (images per launch of
         DALI's GPU kernels) and ``image_type`` (deprecated and unused in DALI) are validated and
         change nothing; ``save_attrs`` adds the second output. Volumes
         (:mod:`.volume_resize`) take ``resize_z`` or a three-value ``size`` (also per sample)."""
@@ -256,6 +281,15 @@ class Resize(Operator):
         self.filters = interp_filters(op, RESIZE_FILTERS, interp_type, min_filter, mag_filter)
         check_temp_buffer_hint(op, temp_buffer_hint)
         check_minibatch_size(op, minibatch_size)
+        for name, flag in (("roi_relative", roi_relative), ("subpixel_scale", subpixel_scale)):
+            if not isinstance(flag, (bool, np.bool_)):
+                raise ArgumentError(f"{op}: {name} must be a bool, got {flag!r}")
+        self.roi_relative = bool(roi_relative)
+        self.roi_start = _roi_point(op, "roi_start", roi_start) if roi_start is not None else None
+        self.roi_end = _roi_point(op, "roi_end", roi_end) if roi_end is not None else None
+        self.has_roi = roi_start is not None or roi_end is not None
+        if self.has_roi and self.volume_wanted is not None:
+            raise ArgumentError(f"{op}: a region of interest (roi_start, roi_end) is not supported for volumes")
         if not isinstance(save_attrs, (bool, np.bool_)):
             raise ArgumentError(f"{op}: save_attrs must be a bool, got {save_attrs!r}")
         self.save_attrs = bool(save_attrs)
@@ -311,11 +345,16 @@ class Resize(Operator):
         return out, xp.asarray(np.array([image.shape[a] for a in axes], np.int32))
 
     def bind_inputs(self, count, arg_inputs) -> None:
-        """A size is required: a static one, or ``size`` per sample."""
+        """A size is required: a static one, or ``size`` per sample; ``roi_start`` and ``roi_end``
+        come together."""
         if not self._sized and "size" not in arg_inputs:
             raise ArgumentError(
                 f"{self.schema.name}: give resize_x and/or resize_y, or size, or resize_shorter, or resize_longer"
             )
+        given = [n for n in ("roi_start", "roi_end") if getattr(self, n) is not None or n in arg_inputs]
+        if len(given) == 1:
+            raise ArgumentError(f"{self.schema.name}: roi_start and roi_end go together, got only {given[0]}")
+        self.has_roi = bool(given)
 
     @property
     def num_outputs(self) -> int:
@@ -328,6 +367,7 @@ class Resize(Operator):
         instead), else None."""
         if (
             self._fixed_size is None
+            or self.has_roi
             or not self.antialias
             or self.save_attrs
             or self.filters != (LINEAR, LINEAR)
@@ -355,34 +395,63 @@ class Resize(Operator):
     def compute(self, xp, inputs, args, ctx):
         image = inputs[0]
         if self.sequence:
-            return self._frames(xp, image, lambda frame: self._image(xp, frame))
+            return self._frames(xp, image, lambda frame: self._image(xp, frame, args))
         volume = self._volume(xp, image, args)
         if volume is not None:
             return volume
-        return self._image(xp, image)
+        return self._image(xp, image, args)
 
     def run_sample(self, inputs, args, ctx):
         image = inputs[0]
         if self.sequence:
-            return self._frames(np, image, self._host_image)
+            return self._frames(np, image, lambda frame: self._host_image(frame, args))
         volume = self._volume(np, image, args)
         if volume is not None:
             return volume
-        return self._host_image(image)
+        return self._host_image(image, args)
 
-    def _image(self, xp, image) -> Any:
-        """One HWC image resized with the array module ``xp``."""
+    def _image(self, xp, image, args: dict[str, Any]) -> Any:
+        """One HWC image (its region of interest) resized with the array module ``xp``."""
         check_hwc(self.schema.name, image)
-        width, height = self.target_size(image.shape[1], image.shape[0])
-        out = resample(xp, image, width, height, antialias=self.antialias, dtype=self.dtype, filters=self.filters)
-        return self._with_attrs(xp, out, image)
+        box, flips = self._region(image, args)
+        width, height = self.target_size(box[2] - box[0], box[3] - box[1])
+        box = None if box == (0, 0, image.shape[1], image.shape[0]) else box
+        out = resample(xp, image, width, height, box, antialias=self.antialias, dtype=self.dtype, filters=self.filters)
+        return self._with_attrs(xp, _flipped(out, flips), image)
 
-    def _host_image(self, image: np.ndarray) -> Any:
-        """One HWC image resized on the host (Pillow's filters for uint8)."""
+    def _host_image(self, image: np.ndarray, args: dict[str, Any]) -> Any:
+        """One HWC image (its region of interest) resized on the host (Pillow's filters for uint8)."""
         check_hwc(self.schema.name, image)
-        width, height = self.target_size(image.shape[1], image.shape[0])
-        out = host_resample(image, width, height, self.filters, self.antialias, self.dtype)
-        return self._with_attrs(np, out, image)
+        box, flips = self._region(image, args)
+        width, height = self.target_size(box[2] - box[0], box[3] - box[1])
+        box = None if box == (0, 0, image.shape[1], image.shape[0]) else box
+        out = host_resample(image, width, height, self.filters, self.antialias, self.dtype, box)
+        return self._with_attrs(np, _flipped(out, flips), image)
+
+    def _region(self, image: Any, args: dict[str, Any]) -> tuple[tuple[float, float, float, float], tuple[bool, bool]]:
+        """The box ``(x0, y0, x1, y1)`` of the image that is resized (all of it without a region of
+        interest) and whether each axis (y, x) is flipped (a region's end before its start)."""
+        in_h, in_w = image.shape[:2]
+        start = (
+            _roi_point(self.schema.name, "roi_start", per_sample(args["roi_start"]))
+            if "roi_start" in args
+            else self.roi_start
+        )
+        end = (
+            _roi_point(self.schema.name, "roi_end", per_sample(args["roi_end"])) if "roi_end" in args else self.roi_end
+        )
+        if start is None:
+            return (0, 0, in_w, in_h), (False, False)
+        if self.roi_relative:
+            start, end = (start[0] * in_h, start[1] * in_w), (end[0] * in_h, end[1] * in_w)
+        (y0, x0), (y1, x1) = start, end
+        box = (min(x0, x1), min(y0, y1), max(x0, x1), max(y0, y1))
+        if box[0] < 0 or box[1] < 0 or box[2] > in_w or box[3] > in_h or box[2] == box[0] or box[3] == box[1]:
+            raise ValueError(
+                f"{self.schema.name}: the region of interest from {list(start)} to {list(end)} ([y, x]) is empty "
+                f"or reaches outside the image of {in_h}x{in_w}"
+            )
+        return box, (y1 < y0, x1 < x0)
 
     def _with_attrs(self, xp, out: Any, image: Any) -> Any:
         """``out``, and with ``save_attrs`` the input's ``[height, width]`` as int32 (DALI's second output)."""
@@ -403,7 +472,8 @@ class Resize(Operator):
         """
         batch = inputs[0]
         # a batch holds samples of one dimensionality (as in DALI): its first says whether they are volumes
-        if args or (not self.sequence and len(batch) and volume_axes(self.layout, batch[0].ndim) is not None):
+        volumes = not self.sequence and len(batch) and volume_axes(self.layout, batch[0].ndim) is not None
+        if args or self.has_roi or volumes:  # per-sample sizes, regions of interest, volumes: one by one
             return super().run_batch(xp, inputs, args, ctxs)
         if self.sequence:  # the frames of every sequence through the kernels at once
             if self.save_attrs or not launch.available(xp, 2 * launch.elements(batch)):

@@ -56,7 +56,7 @@ class ResizeCropMirror(Resize):
         """``resize_args``: :class:`.resize.Resize`'s arguments but ``save_attrs`` and ``image_type``,
         which DALI's operator does not take."""
         op = self.schema.name
-        refused = sorted({"save_attrs", "image_type"} & resize_args.keys())
+        refused = sorted({"save_attrs", "image_type", "roi_start", "roi_end", "roi_relative"} & resize_args.keys())
         if refused:
             raise ArgumentError(f"{op}: unexpected argument {refused[0]!r} (resize's, not {op}'s)")
         super().configure(**resize_args)

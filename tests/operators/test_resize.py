@@ -330,3 +330,83 @@ def test_dalis_cv_cuda_variant_is_this_operator(ours):
     np.testing.assert_array_equal(variant[0], plain[0])
     with pytest.raises(rp.ArgumentError, match="resize: minibatch_size must be a positive int, got 0"):
         ours([image], lambda x: fn.experimental.resize(x, resize_x=17, minibatch_size=0), "HWC")
+
+
+ROI_IMAGE = np.asarray(
+    Image.fromarray(np.random.default_rng(0).integers(0, 256, (25, 20, 3), dtype=np.uint8)).resize((80, 100))
+)
+ROI_CASES = [
+    {"resize_shorter": 25, "roi_start": [10, 20], "roi_end": [60, 70]},
+    {"resize_shorter": 25, "roi_start": [60, 20], "roi_end": [10, 70]},  # flipped vertically
+    {"size": [30, 30], "roi_start": [0.1, 0.2], "roi_end": [0.6, 0.7], "roi_relative": True},
+    {"size": [70, 90], "roi_start": [10.5, 20.25], "roi_end": [60, 70]},
+    {"size": [50, 50], "roi_start": [60, 70], "roi_end": [10, 20], "interp_type": "INTERP_NN"},
+    {"size": [33, 41], "roi_start": [10.5, 20.25], "roi_end": [61, 73.5], "interp_type": "INTERP_NN"},
+]
+
+
+def _roi_kwargs(case: dict, t) -> dict:
+    return {k: getattr(t, v) if k == "interp_type" else v for k, v in case.items()}
+
+
+@pytest.mark.parametrize("case", ROI_CASES)
+def test_a_region_of_interest_is_dalis(ours, dali, case):
+    """Sizes from the region's extent, flips where its end comes first: nearest exactly DALI's,
+    linear within one grey level."""
+
+    def build(x, f, t):
+        return f.resize(x, **_roi_kwargs(case, t))
+
+    ((theirs, _),) = dali([ROI_IMAGE], build, "HWC")
+    ((mine, _),) = ours([ROI_IMAGE], lambda x: build(x, fn, types), "HWC")
+    assert mine[0].shape == theirs[0].shape
+    limit = 0 if "interp_type" in case else 1
+    assert np.abs(mine[0].astype(int) - theirs[0]).max() <= limit
+
+
+@pytest.mark.parametrize("device", ["cpu", "gpu"])
+def test_a_region_per_sample_is_cut_resized_and_flipped(ours, device):
+    """Nearest resizing of a region to its own size is the region itself, reversed along an axis
+    whose end comes before its start."""
+    starts = [np.array([10, 20], np.float32), np.array([60, 5], np.float32)]
+    ends = [np.array([60, 70], np.float32), np.array([30, 45], np.float32)]
+
+    def build_sized(x, start, end):
+        x = x.gpu() if device == "gpu" else x
+        return fn.resize(x, resize_x=40, roi_start=start, roi_end=end, interp_type=types.INTERP_NN)
+
+    ((out, _),) = ours([ROI_IMAGE, ROI_IMAGE], build_sized, "HWC", per_sample=[starts, ends])
+    assert [o.shape for o in out] == [(40, 40, 3), (30, 40, 3)]  # sizes from each region's extent
+    ((same, _),) = ours(
+        [ROI_IMAGE],
+        lambda x, s, e: fn.resize(x, size=[50, 50], roi_start=s, roi_end=e, interp_type=types.INTERP_NN),
+        "HWC",
+        per_sample=[starts[:1], ends[:1]],
+    )
+    np.testing.assert_array_equal(same[0], ROI_IMAGE[10:60, 20:70])
+    ((flipped, _),) = ours(
+        [ROI_IMAGE],
+        lambda x, s, e: fn.resize(x, size=[30, 40], roi_start=s, roi_end=e, interp_type=types.INTERP_NN),
+        "HWC",
+        per_sample=[starts[1:], ends[1:]],
+    )
+    np.testing.assert_array_equal(flipped[0], ROI_IMAGE[30:60, 5:45][::-1])
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "message"),
+    [
+        ({"resize_x": 10, "roi_start": [1, 2]}, "roi_start and roi_end go together, got only roi_start"),
+        ({"resize_x": 10, "roi_start": [1, 2, 3], "roi_end": [4, 5, 6]}, r"roi_start is \[y, x\]"),
+        ({"resize_x": 10, "roi_start": [1, 2], "roi_end": [4, 5], "roi_relative": 1}, "roi_relative must be a bool"),
+        ({"resize_x": 10, "subpixel_scale": "yes"}, "subpixel_scale must be a bool"),
+    ],
+)
+def test_bad_regions_fail_when_the_pipeline_is_built(ours, kwargs, message):
+    with pytest.raises(rp.ArgumentError, match=f"resize: {message}"):
+        ours([ROI_IMAGE], lambda x: fn.resize(x, **kwargs), "HWC")
+
+
+def test_a_region_outside_the_image_fails_naming_it(ours):
+    with pytest.raises(rp.SampleError, match=r"region of interest from \[10.0, 20.0\] to \[120.0, 70.0\]"):
+        ours([ROI_IMAGE], lambda x: fn.resize(x, resize_x=10, roi_start=[10, 20], roi_end=[120, 70]), "HWC")
