@@ -5,7 +5,9 @@ of the batch's samples (it returns, per output, one sample per input sample); ``
 once per sample. Left out, it is DALI's ``False`` on ``cpu``; on ``gpu`` raypipe gives the function
 the batch (a list, or one array holding the batch; cupy where there is a GPU), a difference from
 DALI kept for the pipelines written against it. ``num_outputs`` outputs come back as a tuple;
-``output_layouts`` names their layouts (DALI's outputs have none by default).
+``output_layouts`` names their layouts (DALI's outputs have none by default). With
+``num_outputs=0`` the function is called for its side effects: what it returns is dropped, and, as
+in DALI, it runs for every sample though nothing uses it.
 
 ``dl_tensor_python_function`` is the same with every sample exchanged as a DLPack capsule, as
 DALI's: the function takes capsules and returns capsules (or arrays), and by default, as in DALI,
@@ -41,12 +43,12 @@ class PythonFunction(Operator):
         name = self.schema.name
         if not callable(function):
             raise ArgumentError(f"{name}: function must be callable, got {function!r}")
-        if isinstance(num_outputs, bool) or not isinstance(num_outputs, (int, np.integer)) or num_outputs < 1:
-            raise ArgumentError(f"{name}: num_outputs must be a positive int, got {num_outputs!r}")
+        if isinstance(num_outputs, bool) or not isinstance(num_outputs, (int, np.integer)) or num_outputs < 0:
+            raise ArgumentError(f"{name}: num_outputs must be a non-negative int, got {num_outputs!r}")
         if batch_processing is not None and not isinstance(batch_processing, (bool, np.bool_)):
             raise ArgumentError(f"{name}: batch_processing must be a bool, got {batch_processing!r}")
         layouts = [output_layouts] if isinstance(output_layouts, str) else list(output_layouts or [""])
-        if len(layouts) == 1:
+        if len(layouts) == 1 or (num_outputs == 0 and output_layouts is None):
             layouts = layouts * int(num_outputs)
         if len(layouts) != num_outputs or not all(isinstance(layout, str) for layout in layouts):
             raise ArgumentError(
@@ -54,6 +56,8 @@ class PythonFunction(Operator):
             )
         self.function = function
         self.outputs = int(num_outputs)
+        if not self.outputs:  # called for its side effects: it runs for every sample, as in DALI
+            self.preserve = True
         self.layouts = layouts
         self.per_batch = (self.device == "gpu") if batch_processing is None else bool(batch_processing)
         self.batch_semantics = self.per_batch
@@ -63,7 +67,7 @@ class PythonFunction(Operator):
         return self.outputs
 
     def output_layout(self, input_layouts: Sequence[str]) -> str:
-        return self.layouts[0]
+        return self.layouts[0] if self.layouts else ""
 
     def output_layouts(self) -> list[str]:
         """Each output's layout, as ``output_layouts`` names them."""
@@ -96,6 +100,8 @@ class PythonFunction(Operator):
         """``out`` as the outputs: a tuple of ``num_outputs`` for several (a clear error otherwise)."""
         if self.outputs == 1:
             return out
+        if self.outputs == 0:  # what the function returns is dropped
+            return ()
         if not isinstance(out, (tuple, list)) or len(out) != self.outputs:
             got = f"{len(out)} values" if isinstance(out, (tuple, list)) else type(out).__name__
             raise ValueError(f"{self.schema.name}: num_outputs={self.outputs}, but the function returned {got}")
@@ -119,6 +125,8 @@ class DLTensorPythonFunction(PythonFunction):
     def call(self, inputs: Sequence[Any]) -> Any:
         packed = [[_capsule(s) for s in i] if self.per_batch else _capsule(i) for i in inputs]
         out = self.function(*packed)
+        if self.outputs == 0:
+            return ()
         if self.outputs == 1:
             return [_array(s) for s in out] if self.per_batch else _array(out)
         return tuple([_array(s) for s in o] if self.per_batch else _array(o) for o in out)

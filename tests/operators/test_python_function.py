@@ -134,7 +134,7 @@ def test_a_function_that_returns_the_wrong_outputs_fails_naming_the_operator(fun
     ("kwargs", "message"),
     [
         ({"function": 3}, "function must be callable"),
-        ({"function": abs, "num_outputs": 0}, "num_outputs must be a positive int"),
+        ({"function": abs, "num_outputs": -1}, "num_outputs must be a non-negative int"),
         (
             {"function": abs, "num_outputs": 2, "output_layouts": ["A", "B", "C"]},
             "output_layouts must be one layout or one per output",
@@ -145,3 +145,36 @@ def test_a_function_that_returns_the_wrong_outputs_fails_naming_the_operator(fun
 def test_bad_arguments_fail_when_the_pipeline_is_built(kwargs, message):
     with pytest.raises(ArgumentError, match=f"python_function: {message}"):
         _ours(lambda f, x: f.python_function(x, **kwargs))
+
+
+@pytest.mark.parametrize("device", ["cpu", "gpu"])
+@pytest.mark.parametrize("name", ["python_function", "dl_tensor_python_function"])
+def test_a_function_without_outputs_runs_for_every_sample_for_its_side_effects(name, device):
+    """``num_outputs=0`` (DALI's way to print or record from a pipeline): nothing uses the operator,
+    yet it runs on every sample (or batch), and what it returns is dropped."""
+    seen = []
+
+    def record(data):
+        seen.append(data)  # returns None, as DALI needs (raypipe drops any value)
+
+    def build(f, x):
+        placed = getattr(f, name)(x, function=record, num_outputs=0, batch_processing=name.startswith("dl"))
+        assert placed == () or placed == []  # DALI gives []
+        return x
+
+    assert len(_ours(build, device)[0][0]) == len(SAMPLES)
+    calls = len(SAMPLES) if name == "python_function" else 1
+    assert len(seen) >= calls  # and the batch run ahead
+    if name != "python_function" or not _dali_installed():
+        return
+    seen.clear()
+    _dalis(build)
+    assert len(seen) == calls
+
+
+def _dali_installed() -> bool:
+    try:
+        import nvidia.dali  # noqa: F401
+    except ImportError:
+        return False
+    return True

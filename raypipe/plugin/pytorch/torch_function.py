@@ -44,6 +44,8 @@ class TorchPythonFunction(PythonFunction):
             torch.cuda.current_stream().synchronize()
         else:
             out = self.function(*tensors)
+        if self.outputs == 0:
+            return ()
         if self.outputs == 1:
             return [_array(s, self.schema.name) for s in out] if self.per_batch else _array(out, self.schema.name)
         return tuple(
