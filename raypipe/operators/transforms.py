@@ -116,6 +116,8 @@ def _sample_values(op: str, name: str, value: Any) -> np.ndarray:
     array = np.asarray(value)
     if array.dtype.kind not in "iuf":
         raise ArgumentError(f"{op}: {name} must hold numbers, got an array of {array.dtype}")
+    if array.ndim > 1 and name != "shear":  # DALI takes shear as a (ndim, ndim - 1) matrix too
+        raise ArgumentError(f"{op}: {name} must be a number or a 1-D array per sample, got shape {array.shape}")
     return array.astype(_F32).reshape(-1)
 
 

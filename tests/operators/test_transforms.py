@@ -352,6 +352,8 @@ def test_bad_arguments_fail_the_build(build, message):
         ([np.array([1, 2, 3], F32)], lambda a: T.rotation(angle=a), r"angle must be one number, got 3"),
         ([np.array([95, 0], F32)], lambda a: T.shear(angles=a), r"angles must be within \[-90, 90\] degrees, got 95"),
         ([np.array([0, 0, 0], F32)], lambda a: T.rotation(angle=5, axis=a), r"axis must have a non-zero length"),
+        # DALI refuses a 2-D offset too (a per-frame offset comes through fn.per_frame)
+        ([np.ones((2, 2), F32)], lambda a: T.translation(offset=a), r"offset must be .* 1-D array .* \(2, 2\)"),
     ],
 )
 def test_bad_samples_fail_naming_the_sample(ours, samples, build, message):
