@@ -62,7 +62,7 @@ def resize(
     single_threaded(torch)
     if not image.flags.writeable:  # torch warns about read-only arrays (Pillow's): copy
         image = image.copy()
-    if min(image.strides) < 0:  # torch takes strided views, but not reversed ones
+    if not image.flags.c_contiguous:  # torch's uint8 kernel needs packed pixels (not planes, not reversed)
         image = np.ascontiguousarray(image)
     # the views are numpy's: torch's own view calls each release and retake the GIL
     source = torch.from_numpy(image.transpose(2, 0, 1)[None])
@@ -89,7 +89,7 @@ def resize_linear(image: np.ndarray, width: int, height: int) -> np.ndarray | No
     single_threaded(torch)
     if not image.flags.writeable:
         image = image.copy()
-    if min(image.strides) < 0:
+    if not image.flags.c_contiguous:
         image = np.ascontiguousarray(image)
     source = torch.from_numpy(image.transpose(2, 0, 1)[None])
     out = np.empty((height, width, image.shape[2]), np.uint8)

@@ -70,10 +70,15 @@ def test_worker_threads_run_torch_single_threaded_and_leave_the_process_setting(
     assert seen == [1] and torch.get_num_threads() == before
 
 
-def test_strided_and_reversed_views_resize_like_their_copies():
+def test_strided_reversed_and_planar_views_resize_like_their_copies():
+    """Planar views too: an HWC view of CHW planes, as an operator's output may be (rotate's)."""
     image = _image(301, 203, seed=3)
-    for view in (image[:, 17:250], image[:, ::-1], image[::-1, 5:100]):
-        assert np.array_equal(host_resize.resize(view, 64, 48), host_resize.resize(np.ascontiguousarray(view), 64, 48))
+    planar = np.ascontiguousarray(image.transpose(2, 0, 1)).transpose(1, 2, 0)
+    for view in (image[:, 17:250], image[:, ::-1], image[::-1, 5:100], planar):
+        copy = np.ascontiguousarray(view)
+        assert np.array_equal(host_resize.resize(view, 64, 48), host_resize.resize(copy, 64, 48))
+        linear = host_resize.resize_linear(view, 64, 48)
+        assert linear is None or np.array_equal(linear, host_resize.resize_linear(copy, 64, 48))
 
 
 @needs_torch

@@ -410,3 +410,15 @@ def test_bad_regions_fail_when_the_pipeline_is_built(ours, kwargs, message):
 def test_a_region_outside_the_image_fails_naming_it(ours):
     with pytest.raises(rp.SampleError, match=r"region of interest from \[10.0, 20.0\] to \[120.0, 70.0\]"):
         ours([ROI_IMAGE], lambda x: fn.resize(x, resize_x=10, roi_start=[10, 20], roi_end=[120, 70]), "HWC")
+
+
+def test_resizing_a_rotated_image_is_resizing_its_pixels(ours):
+    """rotate's host output may be planes viewed as HWC; resize takes any such layout of pixels."""
+
+    def build(x):
+        rotated = fn.rotate(x, angle=17.0, keep_size=True)
+        return rotated, fn.resize(rotated, size=[61, 47])
+
+    (rotated, _), (resized, _) = ours([ROI_IMAGE], build, "HWC")
+    ((expected, _),) = ours([np.ascontiguousarray(rotated[0])], lambda x: fn.resize(x, size=[61, 47]), "HWC")
+    np.testing.assert_array_equal(resized[0], expected[0])
