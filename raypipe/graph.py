@@ -104,6 +104,8 @@ class DataNode:
         where = f"DataNode {SYMBOLS[op]}"
         if other is _UNARY:
             return current_graph(where).add("_arithmetic", [self], {"op": op})[0]
+        if isinstance(other, (np.ndarray, list, tuple)):  # a tensor constant, as DALI makes it
+            other = _constant_input(where, other)
         if isinstance(other, DataNode):
             inputs = [other, self] if reflected else [self, other]
             return current_graph(where).add("_arithmetic", inputs, {"op": op})[0]
@@ -112,6 +114,10 @@ class DataNode:
         return current_graph(where).add(
             "_arithmetic", [self], {"op": op, "constant": other, "constant_first": reflected}
         )[0]
+
+    #: numpy defers to these operators (``array * node`` is ``node.__rmul__(array)``) instead of
+    #: applying its own elementwise over the node
+    __array_ufunc__ = None
 
     __add__ = _operator("add")
     __radd__ = _operator("add", reflected=True)

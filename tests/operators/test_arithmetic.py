@@ -217,3 +217,55 @@ def test_a_batch_of_one_shape_is_one_operation_with_each_samples_values(op, cons
     ragged = [images[0], images[1][:2]]
     one_by_one = arithmetic.run_batch(np, [ragged, scalars[:2]] if constant is None else [ragged], {}, ctxs[:2])
     assert isinstance(one_by_one, list) and one_by_one[1].shape == (2, 6, 3)
+
+
+def _with_tensor_constants(f, x):
+    """Expressions of sample data with arrays and lists, on either side (a public script's
+    ``mt * coin + (1 - coin) * np.float32([[1, 0, 0], [0, 1, 0]])`` blends transforms so)."""
+    identity = np.float32([[1, 0, 0], [0, 1, 0]])
+    return (
+        (1 - x) * identity,
+        x + np.float32([1, 2]),
+        x * np.array([1, 2], np.int64),  # an int64 array is an int32 constant, as DALI makes it
+        x + [1.5, 2],
+        x - (3, 4),
+    )
+
+
+def test_arrays_and_lists_are_tensor_constants_broadcast_against_samples():
+    scalars = [np.int32(0), np.int32(1), np.int32(5)]
+
+    @rp.pipeline_def(batch_size=3, num_threads=1, seed=0)
+    def pipe():
+        x = fn.external_source(source=lambda: scalars)
+        return (*_with_tensor_constants(fn, x), np.float32([[2, 0], [0, 2]]) * x)  # an array first too
+
+    with pipe() as p:
+        outs = p.run()
+    for i, s in enumerate(scalars):
+        got = [np.asarray(o.at(i)) for o in outs]
+        f32, i32 = np.float32, np.int32  # DALI's types: float32 with any integer, int32 for int32 and int64
+        expected = [
+            ((1 - s) * np.array([[1, 0, 0], [0, 1, 0]])).astype(f32),
+            (s + np.array([1, 2])).astype(f32),
+            (s * np.array([1, 2])).astype(i32),
+            (s + np.array([1.5, 2])).astype(f32),
+            (s - np.array([3, 4])).astype(i32),
+            (np.array([[2, 0], [0, 2]]) * s).astype(f32),
+        ]
+        for g, e in zip(got, expected, strict=True):
+            assert g.dtype == e.dtype and g.shape == e.shape
+            np.testing.assert_array_equal(g, e)
+    dali = pytest.importorskip("nvidia.dali")
+
+    @dali.pipeline_def(batch_size=3, num_threads=1, device_id=None)
+    def theirs():
+        return _with_tensor_constants(dali.fn, dali.fn.external_source(source=lambda: scalars))
+
+    reference = theirs()
+    reference.build()
+    for o, e in zip(reference.run(), outs, strict=False):
+        for i in range(3):
+            mine = np.asarray(e.at(i))
+            np.testing.assert_array_equal(np.asarray(o[i]), mine)
+            assert np.asarray(o[i]).dtype == mine.dtype
