@@ -56,6 +56,39 @@ class BatchInfo:
         return sum(self.is_pad)
 
 
+@dataclass(frozen=True)
+class PipelineSettings:
+    """What :meth:`Pipeline.current` gives while a pipeline's graph is being defined: the pipeline's
+    settings (DALI's definitions read ``Pipeline.current().device_id`` for their shard, or its batch
+    size). A snapshot rather than the pipeline itself, because the engine defines the graph again
+    where the pipeline is not (after it is dropped, in a CPU helper's process)."""
+
+    batch_size: int
+    num_threads: int
+    device_id: int | None
+    seed: int
+    prefetch_queue_depth: Any
+    exec_pipelined: bool
+    exec_async: bool
+    py_num_workers: int
+    py_start_method: str
+    enable_checkpointing: bool
+
+    @property
+    def max_batch_size(self) -> int:
+        """DALI's name for the batch size."""
+        return self.batch_size
+
+
+def _defined_as_current(settings: PipelineSettings, graph_fn: Callable[[], Any]) -> Any:
+    """``graph_fn()`` with ``settings`` as the current pipeline, as DALI runs a definition."""
+    graph_context.push_current(settings)
+    try:
+        return graph_fn()
+    finally:
+        graph_context.pop_current()
+
+
 class Pipeline:
     """DALI's pipeline: a graph of operators, run by its :attr:`engine` (:mod:`raypipe.engine`).
 
@@ -208,8 +241,8 @@ class Pipeline:
     @staticmethod
     def current() -> Pipeline | None:
         """The pipeline of the innermost active ``with pipe:`` block (or :meth:`push_current`) in
-        this thread; None outside them. (DALI's is also set while ``define_graph`` runs; raypipe
-        defines graphs inside its engine, without the pipeline.)"""
+        this thread; while a graph is being defined (``define_graph``, a ``pipeline_def`` function),
+        that pipeline's :class:`PipelineSettings`, as DALI sets it; None otherwise."""
         return graph_context.current()
 
     @staticmethod
@@ -277,7 +310,22 @@ class Pipeline:
                 raise PipelineDefinitionError("the pipeline that defines this engine's graph is gone")
             return graph_fn()
 
-        return define
+        return functools.partial(_defined_as_current, self.settings(), define)
+
+    def settings(self) -> PipelineSettings:
+        """This pipeline's settings, as :meth:`current` gives them while its graph is defined."""
+        return PipelineSettings(
+            batch_size=self.batch_size,
+            num_threads=self.num_threads,
+            device_id=self.device_id,
+            seed=self.seed,
+            prefetch_queue_depth=self.prefetch_queue_depth,
+            exec_pipelined=self.exec_pipelined,
+            exec_async=self.exec_async,
+            py_num_workers=self.py_num_workers,
+            py_start_method=self.py_start_method,
+            enable_checkpointing=self.enable_checkpointing,
+        )
 
     def run(self) -> tuple[TensorList, ...]:
         """The next batch: one :class:`TensorList` per output."""
@@ -612,7 +660,9 @@ class _FunctionPipeline(Pipeline):
     def _graph_function(self) -> GraphFunction:
         """The decorated function with its arguments: it does not reference the pipeline, so the
         engine holds it strongly and builds CPU stages after the pipeline is gone."""
-        return functools.partial(self._graph_fn, *self._args, **self._kwargs)
+        return functools.partial(
+            _defined_as_current, self.settings(), functools.partial(self._graph_fn, *self._args, **self._kwargs)
+        )
 
 
 #: DALI's ``nvidia.dali.pipeline.do_not_convert`` (:func:`raypipe.autograph.do_not_convert`).

@@ -163,3 +163,33 @@ def test_a_dropped_pipeline_is_freed_with_its_recorded_graph():
     del pipe
     gc.collect()
     assert ref() is None
+
+
+def test_while_a_graph_is_defined_the_current_pipeline_gives_its_settings(jpeg_files):
+    """DALI's definitions read ``Pipeline.current()`` (its ``device_id`` as their shard, its batch
+    size): raypipe gives the pipeline's settings there, for ``pipeline_def`` functions and
+    ``define_graph`` alike."""
+    seen = []
+
+    @rp.pipeline_def(batch_size=2, num_threads=1, seed=5)
+    def sharded():
+        current = rp.Pipeline.current()
+        seen.append((current.device_id, current.batch_size, current.max_batch_size, current.num_threads))
+        jpegs, labels = fn.readers.file(files=jpeg_files[:4], shard_id=current.device_id or 0, num_shards=2)
+        return labels
+
+    class Subclassed(rp.Pipeline):
+        def define_graph(self):
+            seen.append(("subclass", rp.Pipeline.current().batch_size))
+            return fn.constant(idata=[1], dtype=types.INT32)
+
+    with sharded(device_id=1) as pipe:
+        labels = pipe.run()[0].as_array().ravel().tolist()
+    assert seen[0] == (1, 2, 2, 1) and labels == [2, 3]  # the second shard of four files
+    with Subclassed(batch_size=3) as pipe:
+        pipe.run()
+    assert ("subclass", 3) in seen
+    assert rp.Pipeline.current() is None
+    settings = sharded(device_id=1).settings()
+    with pytest.raises(AttributeError):
+        settings.device_id = 0  # a snapshot, not the pipeline
