@@ -193,7 +193,8 @@ def test_a_rewritten_pipeline_runs_in_another_process_without_its_source():
         pipe.build()
         (out,) = pipe.run()
         here = [float(np.asarray(out.at(i))) for i in range(len(out))]
-        shipped = cloudpickle.dumps(pipe._graph_function().func)
+        _settings, defined = pipe._graph_function().args  # the definition, run with the pipeline's settings
+        shipped = cloudpickle.dumps(defined.func)
     finally:
         linecache.cache.pop(filename, None)
     child = subprocess.run([sys.executable, "-c", CHILD], input=shipped, capture_output=True, timeout=120, check=False)
