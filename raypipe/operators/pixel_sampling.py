@@ -13,9 +13,32 @@ from typing import Any
 
 import numpy as np
 
+from ..errors import ArgumentError
+from ..types import DALIInterpType
+
 BORDERS = ("constant", "replicate", "reflect", "reflect_101", "wrap")
 #: points at infinity or beyond any border are moved here: far outside, and still an int32
 _LIMIT = np.float32(2**30)
+
+
+_INTERPS = {DALIInterpType.INTERP_NN: "nearest", DALIInterpType.INTERP_LINEAR: "linear"}
+
+
+def interpolation(op: str, name: str, value: Any) -> str:
+    """``"nearest"`` or ``"linear"`` for DALI's ``INTERP_NN`` or ``INTERP_LINEAR`` (argument ``name``);
+    an error naming ``op`` for another."""
+    if value not in _INTERPS:
+        raise ArgumentError(
+            f"{op}: {name} must be INTERP_NN or INTERP_LINEAR here, got {value!r} (DALI's INTERP_CUBIC is not here)"
+        )
+    return _INTERPS[DALIInterpType(value)]
+
+
+def centre_origin(op: str, pixel_origin: Any) -> bool:
+    """Whether ``pixel_origin`` is ``"center"`` (OpenCV's) rather than ``"corner"`` (DALI's default)."""
+    if pixel_origin not in ("corner", "center"):
+        raise ArgumentError(f"{op}: pixel_origin must be 'corner' or 'center', got {pixel_origin!r}")
+    return pixel_origin == "center"
 
 
 def border_index(xp: ModuleType, p: Any, n: int, border: str) -> Any:

@@ -24,10 +24,9 @@ from ..errors import ArgumentError
 from ..kernels import launch
 from ..operator import Operator, Schema, register
 from ..types import DALIInterpType
-from .pixel_sampling import Pixels, sample
+from .pixel_sampling import Pixels, centre_origin, interpolation, sample
 
 _OP = "experimental.remap"
-_INTERPS = {DALIInterpType.INTERP_NN: "nearest", DALIInterpType.INTERP_LINEAR: "linear"}
 _IMAGE_LAYOUTS = ("HW", "HWC", "FHWC")
 _MAP_LAYOUTS = ("HW", "HWC", "FHW", "FHWC", "F**", "F***")
 _TYPES = (np.uint8, np.int16, np.uint16, np.float32)
@@ -42,15 +41,8 @@ class Remap(Operator):
     schema = Schema(_OP, devices=("cpu", "gpu"), min_inputs=3, max_inputs=3)
 
     def configure(self, interp: DALIInterpType = DALIInterpType.INTERP_LINEAR, pixel_origin: str = "corner") -> None:
-        if interp not in _INTERPS:
-            raise ArgumentError(
-                f"{_OP}: interp must be INTERP_NN or INTERP_LINEAR here, got {interp!r} "
-                "(DALI's INTERP_CUBIC is not here)"
-            )
-        self.interp = _INTERPS[DALIInterpType(interp)]
-        if pixel_origin not in ("corner", "center"):
-            raise ArgumentError(f"{_OP}: pixel_origin must be 'corner' or 'center', got {pixel_origin!r}")
-        self.corner = pixel_origin == "corner"
+        self.interp = interpolation(_OP, "interp", interp)
+        self.corner = not centre_origin(_OP, pixel_origin)
 
     def output_layout(self, input_layouts: Sequence[str]) -> str:
         layout, *maps = list(input_layouts) + ["", "", ""]

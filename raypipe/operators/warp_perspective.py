@@ -31,10 +31,9 @@ from ..errors import ArgumentError
 from ..operator import Operator, Schema, register
 from ..types import DALIInterpType
 from .axes import float_list, per_sample
-from .pixel_sampling import BORDERS, Pixels, sample
+from .pixel_sampling import BORDERS, Pixels, centre_origin, interpolation, sample
 
 _OP = "experimental.warp_perspective"
-_INTERPS = {DALIInterpType.INTERP_NN: "nearest", DALIInterpType.INTERP_LINEAR: "linear"}
 _LAYOUTS = ("HW", "HWC", "FHWC")
 _TYPES = (np.uint8, np.int16, np.uint16, np.float32)
 #: OpenCV's half-pixel shift between the corner origin (DALI's default) and the pixel-centre one
@@ -194,15 +193,8 @@ class WarpPerspective(Operator):
         if border_mode not in BORDERS:
             raise ArgumentError(f"{_OP}: border_mode must be one of {', '.join(BORDERS)}, got {border_mode!r}")
         self.border = border_mode
-        if interp_type not in _INTERPS:
-            raise ArgumentError(
-                f"{_OP}: interp_type must be INTERP_NN or INTERP_LINEAR here, got {interp_type!r} "
-                "(DALI's INTERP_CUBIC is not here)"
-            )
-        self.interp = _INTERPS[DALIInterpType(interp_type)]
-        if pixel_origin not in ("corner", "center"):
-            raise ArgumentError(f"{_OP}: pixel_origin must be 'corner' or 'center', got {pixel_origin!r}")
-        self.centre_origin = pixel_origin == "center"
+        self.interp = interpolation(_OP, "interp_type", interp_type)
+        self.centre_origin = centre_origin(_OP, pixel_origin)
         values = float_list(_OP, "fill_value", fill_value) if np.ndim(fill_value) else [float(fill_value)]
         if len(values) > 4:
             raise ArgumentError(f"{_OP}: fill_value takes at most 4 values (one per channel), got {len(values)}")
