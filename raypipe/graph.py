@@ -264,14 +264,15 @@ def check_open(value: Any) -> None:
 
 
 def _constant_input(op_name: str, value: Any) -> DataNode:
-    """An operator's input: a node, or, as in DALI, a number, list or array made a ``constant``."""
+    """An operator's input: a node, or, as in DALI, a number (a bool too), list or array made a
+    ``constant``."""
     if isinstance(value, DataNode):
         return value
     from .types import Constant, ScalarConstant
 
     if isinstance(value, ScalarConstant):
         value = value.value
-    if isinstance(value, (int, float, np.number, np.ndarray, list, tuple)) and not isinstance(value, bool):
+    if isinstance(value, (bool, int, float, np.number, np.bool_, np.ndarray, list, tuple)):
         return Constant(np.asarray(value), device="cpu")
     raise ArgumentError(f"{op_name}: inputs must be outputs of other operators or constants, got {value!r}")
 

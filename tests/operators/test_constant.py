@@ -30,6 +30,9 @@ CASES = [
     ("Constant-list", lambda x, fn, types: types.Constant([1, 2.5])),
     ("Constant-shape", lambda x, fn, types: types.Constant(2, shape=[2, 2], dtype=types.INT16)),
     ("Constant-operand-node", lambda x, fn, types: x * types.Constant([1, 2, 3, 4])),
+    ("bool-as-input", lambda x, fn, types: fn.cast(True, dtype=types.INT16)),
+    ("float-as-input", lambda x, fn, types: fn.cast(2.5, dtype=types.FLOAT)),
+    ("int-as-input", lambda x, fn, types: fn.cast(300, dtype=types.UINT8)),
 ]
 
 

@@ -75,6 +75,19 @@ def test_a_batch_of_tensors_and_several_outputs():
         assert sums[k] == image.astype(np.int64).sum() and sums[k].dtype == np.int64
 
 
+@pytest.mark.parametrize("train", [True, False])
+def test_a_python_constant_input_is_a_tensor_per_sample(train):
+    """A training flag passed as an input, as public scripts do (``function(train, images)``)."""
+
+    def function(flags, images):
+        assert all(f.dtype == torch.bool and f.shape == () for f in flags)
+        return [i.flip(1) if flags[0] else i for i in images]
+
+    ((out, _),) = _run(lambda x: torch_python_function(train, x.gpu(), function=function, batch_processing=True))
+    for got, image in zip(out, IMAGES, strict=True):
+        np.testing.assert_array_equal(got, image[:, ::-1] if train else image)
+
+
 def test_dalis_ops_class_and_the_plugins_class_are_one():
     assert ops.TorchPythonFunction is not None
     op = ops.TorchPythonFunction(function=brighten)
