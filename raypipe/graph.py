@@ -210,6 +210,8 @@ class Graph:
             kwargs = {**dict(zip(cls.positional_args, inputs)), **kwargs}
             inputs = ()
         inputs = [_constant_input(op_name, value) for value in inputs]
+        if not op_name.startswith("_"):  # DALI's rule: None is no argument's value, so it means "not given"
+            kwargs = {k: v for k, v in kwargs.items() if v is not None}
         for value in (*inputs, *kwargs.values()):
             check_open(value)
         if not schema.min_inputs <= len(inputs) <= schema.max_inputs:

@@ -31,7 +31,8 @@ class OperatorFactory:
         self.kwargs = {**dict(zip(names, args)), **kwargs}
 
     def __call__(self, *inputs: DataNode, **call_kwargs: Any):
-        kwargs = {**self.kwargs, **call_kwargs}
+        # None given to the call leaves the construction's value, as in DALI
+        kwargs = {**self.kwargs, **{k: v for k, v in call_kwargs.items() if v is not None}}
         return place(current_graph(f"ops.{type(self).__qualname__}"), self.op_name, inputs, kwargs, self.device)
 
 

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
+from PIL import Image
 
 import raypipe as rp
 from raypipe import fn, ops
@@ -205,6 +206,28 @@ def test_class_and_function_styles_agree(jpeg_files, style):
             for a, b in zip(ref, (images, labels, coins)):
                 for i in range(4):
                     assert np.array_equal(np.asarray(a.as_cpu().at(i)), np.asarray(b.as_cpu().at(i)))
+
+
+def test_none_is_an_argument_not_given_as_in_dali(jpeg_files):
+    """``shard_id=None, num_shards=None`` (a script's unset rank) reads unsharded; ``None`` in an ops
+    call keeps the value given at construction."""
+    files = jpeg_files[:5]
+    crop = ops.Crop(crop=(8, 6))
+
+    @rp.pipeline_def(batch_size=5, num_threads=1, seed=5)
+    def pipe():
+        jpegs, labels = fn.readers.file(files=files, shard_id=None, num_shards=None, random_shuffle=None, name="R")
+        images = fn.decoders.image(jpegs)
+        return crop(images, crop=None), fn.resize(images, resize_x=10, resize_y=None, mode=None), labels
+
+    with pipe() as p:
+        cropped, resized, labels = p.run()
+        assert p.epoch_size("R") == 5 and np.asarray(labels).ravel().tolist() == [0, 1, 2, 3, 4]
+        assert all(cropped.at(i).shape == (8, 6, 3) for i in range(5))
+        for i in range(5):
+            with Image.open(files[i]) as image:
+                width, height = image.size
+            assert resized.at(i).shape == (round(height * 10 / width), 10, 3)
 
 
 def test_pipeline_arguments_are_validated_before_anything_runs():
