@@ -10,12 +10,39 @@ from typing import Any
 
 from .errors import ArgumentError
 from .graph import DataNode, current_graph
-from .operators.math_functions import ARITY
+
+#: DALI's names of each function's operands (``clamp(value, lo=0, hi=255)`` as in DALI)
+_PARAMETERS = {
+    "min": ("left", "right"),
+    "max": ("left", "right"),
+    "pow": ("base", "exponent"),
+    "fpow": ("base", "exponent"),
+    "atan2": ("x", "y"),
+    "clamp": ("value", "lo", "hi"),
+}
 
 
-def _place(function: str, *operands: Any) -> DataNode:
-    if len(operands) != ARITY[function]:
-        raise ArgumentError(f"math.{function} takes {ARITY[function]} operands, got {len(operands)}")
+def _operands(function: str, positional: tuple[Any, ...], named: dict[str, Any]) -> list[Any]:
+    """The operands in order, from positions and DALI's parameter names."""
+    names = _PARAMETERS.get(function, ("input",))
+    if len(positional) > len(names):
+        raise ArgumentError(f"math.{function} takes {len(names)} operands, got {len(positional)}")
+    unknown = sorted(set(named) - set(names))
+    if unknown:
+        raise ArgumentError(f"math.{function}: unknown operand {unknown[0]!r}; its operands are {', '.join(names)}")
+    given = dict(zip(names, positional))
+    twice = sorted(set(given) & set(named))
+    if twice:
+        raise ArgumentError(f"math.{function}: operand {twice[0]!r} given twice")
+    given.update(named)
+    missing = [name for name in names if name not in given]
+    if missing:
+        raise ArgumentError(f"math.{function} takes {len(names)} operands ({', '.join(names)}), missing {missing[0]!r}")
+    return [given[name] for name in names]
+
+
+def _place(function: str, *operands: Any, **named: Any) -> DataNode:
+    operands = _operands(function, operands, named)
     inputs = [x for x in operands if isinstance(x, DataNode)]
     if not inputs:
         raise ArgumentError(f"math.{function}: at least one operand must be pipeline data")
@@ -25,11 +52,12 @@ def _place(function: str, *operands: Any) -> DataNode:
 
 
 def _function(function: str):
-    def place(*operands: Any) -> DataNode:
-        return _place(function, *operands)
+    def place(*operands: Any, **named: Any) -> DataNode:
+        return _place(function, *operands, **named)
 
     place.__name__ = place.__qualname__ = function
-    place.__doc__ = f"DALI's ``math.{function}`` of {ARITY[function]} operand(s), element by element."
+    operands = ", ".join(_PARAMETERS.get(function, ("input",)))
+    place.__doc__ = f"DALI's ``math.{function}({operands})``, element by element."
     return place
 
 

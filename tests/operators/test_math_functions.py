@@ -7,13 +7,16 @@ may round the last bit differently; integer and bool results are equal."""
 
 from __future__ import annotations
 
+import inspect
+
 import numpy as np
 import pytest
 
 import raypipe as rp
 from raypipe import fn
 from raypipe import math as rmath
-from raypipe.operators.math_functions import FLOAT_UNARY, evaluate
+from raypipe.errors import ArgumentError
+from raypipe.operators.math_functions import ARITY, FLOAT_UNARY, evaluate
 
 X = np.array([-3.0, 0.25, 0.5, 2.0, 5.0], np.float32)
 REFERENCE = {
@@ -88,6 +91,10 @@ CASES = [(name, lambda x, m, name=name: getattr(m, name)(x * (1 / 255.0))) for n
     ("max", lambda x, m: m.max(x * 0.5, x)),
     ("clamp", lambda x, m: m.clamp(x, 50, 200)),
     ("clamp-float", lambda x, m: m.clamp(x * 1.5, 10.5, x)),
+    ("clamp-named", lambda x, m: m.clamp(x, lo=50, hi=200)),
+    ("pow-named", lambda x, m: m.pow(base=x, exponent=2)),
+    ("atan2-named", lambda x, m: m.atan2(y=128, x=x)),
+    ("sqrt-named", lambda x, m: m.sqrt(input=x)),
 ]
 
 
@@ -106,6 +113,28 @@ def test_against_dali_on_images(ours, dali, images, case, build, device):
                 assert_float_close(my, their)
         else:
             np.testing.assert_array_equal(my, their)
+
+
+def test_operand_names_are_dalis_and_wrong_ones_fail_by_name(jpeg_files):
+    import nvidia.dali.math as dali_math
+
+    for name, arity in ARITY.items():
+        dalis = list(inspect.signature(getattr(dali_math, name)).parameters)
+        assert len(dalis) == arity and rmath._PARAMETERS.get(name, ("input",)) == tuple(dalis)
+
+    @rp.pipeline_def(batch_size=1, num_threads=1, seed=0)
+    def pipe(call):
+        _, labels = fn.readers.file(files=jpeg_files[:1])
+        return call(labels)
+
+    for call, match in [
+        (lambda x: rmath.clamp(x, low=0, hi=2), "unknown operand 'low'"),
+        (lambda x: rmath.clamp(x, 0, lo=1, hi=2), "operand 'lo' given twice"),
+        (lambda x: rmath.clamp(x, lo=1), "missing 'hi'"),
+        (lambda x: rmath.sqrt(x, x), "takes 1 operands"),
+    ]:
+        with pytest.raises(ArgumentError, match=match):
+            pipe(call).build()
 
 
 def test_fn_math_is_the_math_module(jpeg_files):
