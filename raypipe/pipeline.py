@@ -327,8 +327,12 @@ class Pipeline:
             enable_checkpointing=self.enable_checkpointing,
         )
 
-    def run(self) -> tuple[TensorList, ...]:
-        """The next batch: one :class:`TensorList` per output."""
+    def run(self, cuda_stream: Any = None, /, **pipeline_inputs: Any) -> tuple[TensorList, ...]:
+        """The next batch: one :class:`TensorList` per output. Keyword arguments feed the external
+        sources of those names first (DALI's ``pipe.run(my_input=batch)``, :meth:`feed_input`);
+        ``cuda_stream`` is accepted as a hint (GPU outputs are ready when returned)."""
+        for name, data in pipeline_inputs.items():
+            self.feed_input(name, data)
         engine = self.engine
         if not engine.running:
             engine.drive(self._self_driven(self._epoch, self._first_batch), sequential=True, replace_skipped=False)
@@ -380,6 +384,12 @@ class Pipeline:
         :meth:`share_outputs`. Batches are prefetched anyway, so this only counts the request."""
         self.build()
         self._scheduled += 1
+
+    def _prefetch(self) -> None:
+        """DALI's (private) start of prefetching, which old iterators call before
+        :meth:`share_outputs`: schedules runs up to the prefetch queue's depth."""
+        self.build()
+        self._scheduled = max(self._scheduled, self.cpu_queue_depth)
 
     def outputs(self) -> tuple[TensorList, ...]:
         """The batch of the oldest :meth:`schedule_run`; an error when none is scheduled."""

@@ -116,8 +116,8 @@ def parse(
         )
     enable_memory_stats = _flag("enable_memory_stats", enable_memory_stats)
     py_num_workers = _count("py_num_workers", py_num_workers)
-    if py_start_method not in ("fork", "spawn"):
-        raise ArgumentError(f"py_start_method must be 'fork' or 'spawn', got {py_start_method!r}")
+    if py_start_method not in ("fork", "spawn", "forkserver"):
+        raise ArgumentError(f"py_start_method must be 'fork', 'spawn' or 'forkserver', got {py_start_method!r}")
     declared = _declarations(output_dtype=output_dtype, output_ndim=output_ndim, output_layout=output_layout)
     return PipelineOptions(
         batch_size=batch_size,

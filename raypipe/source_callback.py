@@ -117,6 +117,10 @@ class SourceCallback:
             if not self.takes_arg:
                 return self.source()
             return self.source(BatchInfo(iteration, epoch) if self.batch_info else iteration)
+        return self._next_item()
+
+    def _next_item(self) -> Any:
+        """The iterable's or generator's next item, started again at its end as ``cycle`` says."""
         if self._iterator is None:
             self._iterator = self._fresh_iterator()
         try:
@@ -130,5 +134,8 @@ class SourceCallback:
             return next(self._iterator)
 
     def sample(self, info: SampleInfo) -> Any:
-        """One sample (per-sample mode); StopIteration past the end."""
+        """One sample (per-sample mode): the callable's for ``info``, or an iterable's or
+        generator's next item, as DALI takes them; StopIteration past the end."""
+        if self.kind != CALLABLE:
+            return self._next_item()
         return self.source(info) if self.takes_arg else self.source()

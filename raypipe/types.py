@@ -32,12 +32,15 @@ class DALIDataType(enum.Enum):
 
 
 class DALIImageType(enum.Enum):
-    """Colour spaces: decoders produce RGB, BGR or GRAY; ``color_space_conversion`` also takes YCbCr."""
+    """Colour spaces: decoders produce RGB, BGR or GRAY; ``color_space_conversion`` also takes YCbCr.
+    ``ANY_DATA`` is DALI's "not an image", which scripts pass as the deprecated ``image_type`` of
+    ``slice``, ``crop`` or ``resize`` (no effect there)."""
 
     RGB = "RGB"
     BGR = "BGR"
     GRAY = "L"
     YCbCr = "YCbCr"
+    ANY_DATA = "ANY_DATA"
 
 
 class DALIInterpType(enum.Enum):
@@ -69,6 +72,7 @@ RGB = DALIImageType.RGB
 BGR = DALIImageType.BGR
 GRAY = DALIImageType.GRAY
 YCbCr = DALIImageType.YCbCr
+ANY_DATA = DALIImageType.ANY_DATA
 
 INTERP_NN = DALIInterpType.INTERP_NN
 INTERP_LINEAR = DALIInterpType.INTERP_LINEAR

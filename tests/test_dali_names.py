@@ -328,8 +328,8 @@ def test_types_match_dalis():
         assert getattr(dali_types.DALIInterpType, member.name).name == member.name
     for member in types.DALIDataType:
         assert hasattr(dali_types.DALIDataType, member.name) and hasattr(dali_types, member.name)
-    for member in types.DALIImageType:
-        assert hasattr(dali_types.DALIImageType, member.name)
+    assert [m.name for m in types.DALIImageType] == list(dali_types.DALIImageType.__members__)
+    assert types.ANY_DATA is types.DALIImageType.ANY_DATA
     for name in ("NCHW", "NHWC", "NFCHW", "NFHWC", "CPU_ONLY_DEVICE_ID"):
         assert getattr(types, name) == getattr(dali_types, name)
     assert types.to_dali_type(np.float32).name == dali_types.to_dali_type(np.float32).name

@@ -137,7 +137,7 @@ def test_the_arguments_are_dalis_in_dalis_order():
         ({"max_streams": 1.5}, "max_streams must be a non-negative int"),
         ({"default_cuda_stream_priority": "high"}, "default_cuda_stream_priority must be None or an int"),
         ({"py_num_workers": -1}, "py_num_workers must be a non-negative int"),
-        ({"py_start_method": "forkserver"}, "py_start_method must be 'fork' or 'spawn'"),
+        ({"py_start_method": "threads"}, "py_start_method must be 'fork', 'spawn' or 'forkserver'"),
         ({"output_dtype": "uint8"}, "output_dtype must be a types.DALIDataType"),
         ({"output_ndim": [3, -1]}, "output_ndim must be a non-negative int"),
         ({"output_layout": 3}, "output_layout must be a str"),
@@ -401,3 +401,31 @@ def test_the_split_run_api_matches_dalis():
         return shapes, pipe.max_batch_size, pipe.num_outputs
 
     assert counting(rp) == counting(dali)
+
+
+def test_old_iterators_prefetch_then_take_shared_outputs(jpeg_files, reference):
+    """DALI's SSD example iterator calls ``pipe._prefetch()`` before every ``share_outputs()``."""
+    pipe = train(jpeg_files[:8], prefetch_queue_depth=2)
+    got = []
+    with pipe:
+        for _ in range(3):
+            pipe._prefetch()
+            got.append(pipe.share_outputs())
+            pipe.release_outputs()
+        assert [[np.asarray(out).tobytes() for out in batch] for batch in got] == reference[:3]
+
+
+def test_run_feeds_named_inputs():
+    """``pipe.run(name=batch)`` feeds the external source of that name, as DALI's."""
+
+    @rp.pipeline_def(batch_size=2, num_threads=1, device_id=None)
+    def flipped():
+        return rp.fn.flip(rp.fn.external_source(name="images"), horizontal=1)
+
+    with flipped() as pipe:
+        for k in range(3):
+            batch = np.arange(24, dtype=np.uint8).reshape(2, 3, 4, 1) + k
+            (out,) = pipe.run(images=batch)
+            np.testing.assert_array_equal(np.asarray(out), batch[:, :, ::-1])
+        with pytest.raises(rp.ArgumentError, match="nowhere"):
+            pipe.run(nowhere=batch)

@@ -110,7 +110,7 @@ def no_workers_before():
     assert _gone(), f"source workers left running before the test: {_workers()}"
 
 
-@pytest.mark.parametrize("start_method", ["fork", "spawn"])
+@pytest.mark.parametrize("start_method", ["fork", "spawn", "forkserver"])
 def test_parallel_gives_the_serial_batches(start_method):
     with _pipe(graph, parallel=False) as serial:
         want = _epochs(serial, 2)

@@ -186,6 +186,53 @@ def test_iterable_epochs_and_cycles():
     assert_same([endless[0][2:4]], [endless[0][0:2]])
 
 
+class Samples:
+    """An iterator of ``n`` single samples, as a per-sample (``batch=False``) source."""
+
+    def __init__(self, n: int):
+        self.n = n
+
+    def __iter__(self):
+        self.i = 0
+        return self
+
+    def __next__(self):
+        self.i += 1
+        if self.i > self.n:
+            raise StopIteration
+        return np.array([self.i], np.int32)
+
+
+def sample_generator():
+    yield from (np.array([10 + i], np.int32) for i in range(4))
+
+
+def per_sample_sources(fn, cycle: str):
+    return (
+        fn.external_source(source=Samples(5), batch=False, cycle=cycle),
+        fn.external_source(source=sample_generator, batch=False, cycle=cycle),
+    )
+
+
+@pytest.mark.parametrize("cycle", ["no", "quiet", "raise"])
+def test_per_sample_iterables_and_generators_give_one_sample_per_next(cycle):
+    """``batch=False`` with an iterable or generator function: DALI takes each sample from one
+    ``next()``; the source's end ends the epoch (or starts it over, as ``cycle`` says)."""
+    got = epochs(ours(lambda: per_sample_sources(fn, cycle), batch_size=3), 2)
+    values = [[[s.ravel().tolist() for s in samples] for samples, _ in batch] for batch in got[0]]
+    assert values[0] == [[[1], [2], [3]], [[10], [11], [12]]]
+    if cycle == "quiet":
+        assert values[1] == [[[4], [5], [1]], [[13], [10], [11]]]
+    else:
+        assert len(got[0]) == 1
+
+
+@pytest.mark.parametrize("cycle", ["no", "quiet", "raise"])
+def test_per_sample_iterables_and_generators_against_dali(cycle):
+    want = epochs(dalis(lambda: per_sample_sources(pytest.importorskip("nvidia.dali.fn"), cycle), batch_size=3), 2)
+    assert_same(epochs(ours(lambda: per_sample_sources(fn, cycle), batch_size=3), 2), want)
+
+
 def test_generator_and_generator_function():
     """A generator object is read once; a generator function with cycle="raise" is called again
     for each epoch. Samples of different shapes stay as they are."""
