@@ -4,8 +4,8 @@ sources off the pipeline process's GIL.
 ``py_num_workers`` processes are started with ``py_start_method`` ("fork", "spawn" or
 "forkserver": with the last two the sources must pickle) when the pipeline is built. A per-sample
 source's batch is split among all workers; a batch callable's batches go to the workers in turn;
-an iterable or generator keeps one worker of its own (its state lives there), so it computes one batch at a time. Each source
-runs ``prefetch_queue_depth`` batches ahead. A worker writes its result's arrays into a shared
+an iterable or generator keeps one worker of its own (its state lives there), so it computes one
+batch at a time. Each source runs ``prefetch_queue_depth`` batches ahead. A worker writes its result's arrays into a shared
 memory segment and sends only their names, shapes and dtypes through its pipe; the pipeline's
 process copies them out and unlinks the segment.
 
