@@ -5,9 +5,9 @@ sources off the pipeline process's GIL.
 "forkserver": with the last two the sources must pickle) when the pipeline is built. A per-sample
 source's batch is split among all workers; a batch callable's batches go to the workers in turn;
 an iterable or generator keeps one worker of its own (its state lives there), so it computes one
-batch at a time. Each source runs ``prefetch_queue_depth`` batches ahead. A worker writes its result's arrays into a shared
-memory segment and sends only their names, shapes and dtypes through its pipe; the pipeline's
-process copies them out and unlinks the segment.
+batch at a time. Each source runs ``prefetch_queue_depth`` batches ahead. A worker writes its
+result's arrays into a shared memory segment and sends only their names, shapes and dtypes through
+its pipe; the pipeline's process copies them out and unlinks the segment.
 
 The workers stop with their pool: :meth:`SourceWorkerPool.close` (the pipeline's ``close()``), a
 finalizer when the pool is collected with its pipeline, and an exit hook for pools still alive at
