@@ -53,6 +53,8 @@ class DataNode:
             per_output = getattr(op, "output_layouts", None)  # operators whose outputs differ, once
             if per_output is not None:  # output_layout has seen the inputs'
                 known = per_output()[self.index]
+            elif self.index > 0:  # the other outputs of the rest (boxes, labels, sizes) have none, as in DALI
+                known = ""
             self._layout = known
         return known
 

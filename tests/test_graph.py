@@ -336,3 +336,31 @@ def test_without_a_gpu_batch_functions_and_their_consumers_stay_batch_steps(jpeg
     assert _names(staged.host_nodes) == ["readers.file", "decoders.image", "resize"]
     assert [d.producer.op.schema.name for d in staged.to_device] == ["decoders.image"]
     assert staged.host_results[-1] is staged.to_device[0]
+
+
+def _multi_output_layouts(module) -> list[str]:
+    fn = module.fn
+
+    @module.pipeline_def(batch_size=2, num_threads=1, device_id=None, seed=1)
+    def pipe():
+        image = fn.external_source(source=lambda: [np.zeros((20, 30, 3), np.uint8)] * 2, layout="HWC")
+        boxes = fn.external_source(source=lambda: [np.array([[0.1, 0.1, 0.5, 0.5]], np.float32)] * 2)
+        labels = fn.external_source(source=lambda: [np.array([1], np.int32)] * 2)
+        mask = fn.external_source(source=lambda: [np.ones((20, 30), np.uint8)] * 2, layout="HW")
+        return (
+            *fn.ssd_random_crop(image, boxes, labels),
+            *fn.random_bbox_crop(boxes, labels, bbox_layout="xyXY"),
+            *fn.box_encoder(boxes, labels, anchors=[0.0, 0.0, 1.0, 1.0]),
+            *fn.segmentation.random_object_bbox(mask),
+        )
+
+    p = pipe()
+    p.build()
+    return [out.layout() for out in p.run()]
+
+
+def test_the_other_outputs_of_an_operator_have_no_layout_as_in_dali():
+    """An image operator's boxes and labels outputs have no layout (not the image's ``HWC``)."""
+    assert _multi_output_layouts(rp) == ["HWC"] + [""] * 10
+    dali = pytest.importorskip("nvidia.dali")
+    assert _multi_output_layouts(rp) == _multi_output_layouts(dali)

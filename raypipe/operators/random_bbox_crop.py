@@ -125,8 +125,6 @@ class RandomBBoxCrop(Operator):
             if len(given) != ndim:
                 raise ValueError(f"{OP}: {name} must hold {ndim} extents, got {given.tolist()}")
             values.append(np.array([given[order.index(a)] for a in "WHD"[:ndim]], np.int64))
-        if (values[1] > values[0]).any():
-            raise ValueError(f"{OP}: crop_shape {values[1].tolist()} exceeds input_shape {values[0].tolist()}")
         return values[0], values[1]
 
     def _fixed_ratios(self, shape: np.ndarray, rng: np.random.Generator) -> np.ndarray:
@@ -188,8 +186,11 @@ class RandomBBoxCrop(Operator):
         break the aspect ratios."""
         if sizes is not None:
             full, crop = sizes
+            # a window larger than the input reaches outside it (a negative anchor), as DALI's: scripts
+            # pad it afterwards (slice with out_of_bounds_policy="pad")
             anchor = np.array(
-                [rng.integers(0, f - c + 1) if f > c else 0 for f, c in zip(full, crop)], dtype=np.float32
+                [rng.integers(min(0, f - c), max(0, f - c) + 1) if f != c else 0 for f, c in zip(full, crop)],
+                dtype=np.float32,
             )
             out_lo, out_hi = anchor, anchor + crop.astype(np.float32)
             return anchor / full.astype(np.float32), out_hi / full.astype(np.float32), out_lo, out_hi

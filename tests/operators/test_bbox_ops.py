@@ -196,6 +196,29 @@ def test_random_bbox_crop_fixed_crop_shape_and_3d_boxes():
     assert all(a.shape == (3,) and s.shape == (3,) and o.shape[1] == 6 for a, s, o in zip(anchors, shapes, out))
 
 
+def test_random_bbox_crop_window_larger_than_the_input_reaches_outside_it():
+    """As DALI's (EfficientDet pads such windows afterwards): the anchor is drawn between
+    ``input - crop`` (negative) and 0, and the boxes are made relative to the window."""
+    rng = np.random.default_rng(3)
+    boxes = [np.array([[0.2, 0.3, 0.6, 0.7]], np.float32) for _ in range(8)]
+    labels = [np.array([4], np.int32)] * 8
+    sizes = [np.array([28, 41], np.int32)] * 8
+    anchors, shapes, out, out_labels, indices = _crop(
+        boxes,
+        labels,
+        batch_args=[("input_shape", sizes)],
+        crop_shape=[64, 64],
+        thresholds=[0.0],
+        seed=int(rng.integers(99)),
+    )
+    assert len({tuple(a) for a in anchors}) > 1
+    for k in range(8):
+        assert shapes[k].tolist() == [64.0, 64.0]
+        assert -36 <= anchors[k][0] <= 0 and -23 <= anchors[k][1] <= 0 and (anchors[k] == np.round(anchors[k])).all()
+        full = sizes[k].astype(np.float32)
+        _check_boxes(boxes[k], labels[k], anchors[k] / full, shapes[k] / full, out[k], out_labels[k], indices[k])
+
+
 def test_random_bbox_crop_is_keyed_per_sample():
     boxes = [_ltrb(3, np.random.default_rng(k)) for k in range(8)]
     labels = [np.arange(3, dtype=np.int32) for _ in boxes]
