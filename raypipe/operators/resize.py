@@ -151,11 +151,12 @@ def _volume_wanted(
 
 
 def _size_arg(op: str, name: str, value: float | None) -> float | None:
+    """A size: None or 0 (DALI's default) is not given."""
     if value is None:
         return None
-    if isinstance(value, bool) or not isinstance(value, (int, float, np.integer, np.floating)) or not value > 0:
-        raise ArgumentError(f"{op}: {name} must be a positive number, got {value!r}")
-    return float(value)
+    if isinstance(value, bool) or not isinstance(value, (int, float, np.integer, np.floating)) or not value >= 0:
+        raise ArgumentError(f"{op}: {name} must be a positive number (0: not given), got {value!r}")
+    return float(value) if value > 0 else None
 
 
 def check_temp_buffer_hint(op: str, value: Any) -> int:
@@ -200,12 +201,34 @@ def host_resample(
     return resample(np, image, width, height, box=box, antialias=antialias, dtype=dtype, filters=filters)
 
 
+#: the sizes DALI also takes per sample (a DataNode)
+SIZE_INPUTS = ("size", "resize_x", "resize_y", "resize_shorter", "resize_longer")
+
+
+def _sample_sizes(op: str, args: dict[str, Any]) -> dict[str, float | None]:
+    """An image's per-sample sizes (``resize_x``, ``resize_y``, ``resize_shorter``,
+    ``resize_longer``) from its argument inputs; 0 leaves an extent unset, as in DALI."""
+    values: dict[str, float | None] = {}
+    for name in ("resize_x", "resize_y", "resize_shorter", "resize_longer"):
+        if name in args:
+            value = float(np.asarray(per_sample(args[name])).reshape(-1)[0])
+            if value < 0:
+                raise ValueError(f"{op}: {name} must not be negative, got {value} (a flip: use fn.flip)")
+            values[name] = value if value > 0 else None
+    if "size" in args:
+        given = np.asarray(per_sample(args["size"]), np.float64).reshape(-1)
+        if len(given) not in (1, 2):
+            raise ValueError(f"{op}: an image's size is one number or [height, width], got {given.tolist()}")
+        values["resize_x"], values["resize_y"] = _per_axis(op, "size", given.tolist())
+    return values
+
+
 @register
 class Resize(Operator):
     """Resize HWC images (antialiased linear by default, or ``interp_type`` / ``min_filter`` /
     ``mag_filter``); see :func:`output_size` for the sizing rules."""
 
-    schema = Schema("resize", devices=("cpu", "gpu"), arg_inputs=("size", "roi_start", "roi_end"))
+    schema = Schema("resize", devices=("cpu", "gpu"), arg_inputs=(*SIZE_INPUTS, "roi_start", "roi_end"))
 
     def preload(self) -> None:
         host_resize_backend()
@@ -328,9 +351,9 @@ class Resize(Operator):
         """The resized volume, or None when ``image`` is not a volume (:func:`volume_axes`)."""
         axes = volume_axes(self.layout, image.ndim)
         if axes is None:
-            if "size" in args:
-                raise ValueError("resize: a per-sample size is supported for volumes only")
             return None
+        if any(name in args for name in SIZE_INPUTS[1:]):
+            raise ValueError("resize: volumes take a per-sample size=[d, h, w], not per-sample resize_x/_y/_shorter/_longer")
         if self.max_size != (None, None) or self.resize_shorter is not None or self.resize_longer is not None:
             raise ValueError("resize: max_size, resize_shorter and resize_longer are not supported for volumes")
         wanted = self.volume_wanted
@@ -347,7 +370,7 @@ class Resize(Operator):
     def bind_inputs(self, count, arg_inputs) -> None:
         """A size is required: a static one, or ``size`` per sample; ``roi_start`` and ``roi_end``
         come together."""
-        if not self._sized and "size" not in arg_inputs:
+        if not self._sized and not set(SIZE_INPUTS) & set(arg_inputs):
             raise ArgumentError(
                 f"{self.schema.name}: give resize_x and/or resize_y, or size, or resize_shorter, or resize_longer"
             )
@@ -384,6 +407,17 @@ class Resize(Operator):
             in_w, in_h, self.resize_x, self.resize_y, self.resize_shorter, self.resize_longer, self.mode, self.max_size
         )
 
+    def _sample_target(self, in_w: int, in_h: int, args: dict[str, Any]) -> tuple[int, int]:
+        """:meth:`target_size` with this sample's own sizes where they are given per sample."""
+        given = _sample_sizes(self.schema.name, args)
+        if not given:
+            return self.target_size(in_w, in_h)
+        sizes = {name: getattr(self, name) for name in ("resize_x", "resize_y", "resize_shorter", "resize_longer")}
+        sizes.update(given)
+        if "size" in args and (sizes["resize_shorter"] is not None or sizes["resize_longer"] is not None):
+            raise ValueError(f"{self.schema.name}: size cannot be combined with resize_shorter or resize_longer")
+        return output_size(in_w, in_h, **sizes, mode=self.mode, max_size=self.max_size)
+
     def target_sizes(self, in_w: np.ndarray, in_h: np.ndarray) -> np.ndarray:
         """:meth:`target_size` of a whole batch: ``(n, 2)`` (width, height) for arrays of input sizes."""
         if self._fixed_size is not None:
@@ -414,7 +448,7 @@ class Resize(Operator):
         """One HWC image (its region of interest) resized with the array module ``xp``."""
         check_hwc(self.schema.name, image)
         box, flips = self._region(image, args)
-        width, height = self.target_size(box[2] - box[0], box[3] - box[1])
+        width, height = self._sample_target(box[2] - box[0], box[3] - box[1], args)
         box = None if box == (0, 0, image.shape[1], image.shape[0]) else box
         out = resample(xp, image, width, height, box, antialias=self.antialias, dtype=self.dtype, filters=self.filters)
         return self._with_attrs(xp, _flipped(out, flips), image)
@@ -423,7 +457,7 @@ class Resize(Operator):
         """One HWC image (its region of interest) resized on the host (Pillow's filters for uint8)."""
         check_hwc(self.schema.name, image)
         box, flips = self._region(image, args)
-        width, height = self.target_size(box[2] - box[0], box[3] - box[1])
+        width, height = self._sample_target(box[2] - box[0], box[3] - box[1], args)
         box = None if box == (0, 0, image.shape[1], image.shape[0]) else box
         out = host_resample(image, width, height, self.filters, self.antialias, self.dtype, box)
         return self._with_attrs(np, _flipped(out, flips), image)

@@ -422,3 +422,45 @@ def test_resizing_a_rotated_image_is_resizing_its_pixels(ours):
     (rotated, _), (resized, _) = ours([ROI_IMAGE], build, "HWC")
     ((expected, _),) = ours([np.ascontiguousarray(rotated[0])], lambda x: fn.resize(x, size=[61, 47]), "HWC")
     np.testing.assert_array_equal(resized[0], expected[0])
+
+
+SIZE_IMAGES = [np.ascontiguousarray(ROI_IMAGE[: 60 + 10 * k, : 50 + 7 * k]) for k in range(3)]
+PER_SAMPLE_SIZES = [
+    ("size", [np.array([30, 40], np.float32), np.array([0, 25], np.float32), np.array([44, 0], np.float32)], {}),
+    (
+        "size",
+        [np.array([30, 40], np.float32), np.array([20, 25], np.float32), np.array([44, 33], np.float32)],
+        {"mode": "not_larger"},
+    ),  # fmt: skip
+    ("resize_x", [np.float32(20), np.float32(31), np.float32(0)], {"resize_y": 30}),
+    ("resize_y", [np.float32(20), np.float32(31), np.float32(45)], {}),
+    ("resize_shorter", [np.float32(20), np.float32(31), np.float32(45)], {"max_size": 40}),
+]
+
+
+@pytest.mark.parametrize("device", ["cpu", "gpu"])
+@pytest.mark.parametrize("name, values, static", PER_SAMPLE_SIZES, ids=lambda v: v if isinstance(v, str) else "")
+def test_per_sample_sizes_are_dalis(ours, dali, name, values, static, device):
+    """``size``, ``resize_x``, ``resize_y``, ``resize_shorter`` and ``resize_longer`` per sample (a
+    DataNode; 0 leaves an extent unset), as EfficientDet's DALI pipeline gives them: DALI's sizes,
+    and each sample resized as the same size given as a constant resizes it."""
+
+    def build(x, f, t, sizes):
+        return f.resize(x, **{name: sizes}, **static)
+
+    ((theirs, _),) = dali(SIZE_IMAGES, build, "HWC", per_sample=[values])
+    data = (lambda x: x.gpu()) if device == "gpu" else (lambda x: x)
+    ((mine, _),) = ours(SIZE_IMAGES, lambda x, sizes: build(data(x), fn, types, sizes), "HWC", per_sample=[values])
+    for image, value, their, my in zip(SIZE_IMAGES, values, theirs, mine, strict=True):
+        assert my.shape == their.shape
+        constant = value.tolist() if value.ndim else float(value)
+        ((alone, _),) = ours([image], lambda x: fn.resize(data(x), **{name: constant}, **static), "HWC")
+        np.testing.assert_array_equal(my, alone[0])
+
+
+def test_per_sample_sizes_without_dali(ours):
+    sizes = [np.array([30, 40], np.float32), np.array([0, 25], np.float32), np.array([44, 0], np.float32)]
+    ((out, _),) = ours(SIZE_IMAGES, lambda x, s: fn.resize(x, size=s), "HWC", per_sample=[sizes])
+    assert [o.shape[:2] for o in out] == [(30, 40), (round(70 * 25 / 57), 25), (44, round(64 * 44 / 80))]
+    with pytest.raises(rp.SampleError, match="an image's size is one number or"):
+        ours(SIZE_IMAGES, lambda x, s: fn.resize(x, size=s), "HWC", per_sample=[[np.ones(3, np.float32)] * 3])
