@@ -353,7 +353,9 @@ class Resize(Operator):
         if axes is None:
             return None
         if any(name in args for name in SIZE_INPUTS[1:]):
-            raise ValueError("resize: volumes take a per-sample size=[d, h, w], not per-sample resize_x/_y/_shorter/_longer")
+            raise ValueError(
+                "resize: volumes take a per-sample size=[d, h, w], not per-sample resize_x/_y/_shorter/_longer"
+            )
         if self.max_size != (None, None) or self.resize_shorter is not None or self.resize_longer is not None:
             raise ValueError("resize: max_size, resize_shorter and resize_longer are not supported for volumes")
         wanted = self.volume_wanted

@@ -454,7 +454,7 @@ def test_per_sample_sizes_are_dalis(ours, dali, name, values, static, device):
     for image, value, their, my in zip(SIZE_IMAGES, values, theirs, mine, strict=True):
         assert my.shape == their.shape
         constant = value.tolist() if value.ndim else float(value)
-        ((alone, _),) = ours([image], lambda x: fn.resize(data(x), **{name: constant}, **static), "HWC")
+        ((alone, _),) = ours([image], lambda x, c=constant: fn.resize(data(x), **{name: c}, **static), "HWC")
         np.testing.assert_array_equal(my, alone[0])
 
 
