@@ -27,7 +27,7 @@ from .cpu_stage import CpuStage
 from .errors import ArgumentError, PipelineDefinitionError
 from .executor import BatchResult, Executor
 from .gpu_decode import nvimgcodec_available
-from .graph import Graph, StagedGraph, defining, stage
+from .graph import Graph, StagedGraph, defining, placed, stage
 from .offload import RemoteWorker
 from .profile import Profile
 from .stage_threads import cpu_stage_threads
@@ -61,6 +61,7 @@ def staged_graph(define: GraphFunction, on_gpu: bool, decode_on_gpu: bool, batch
 def constant_output(out: Any) -> Any:
     """A pipeline output as DALI takes it: a number, array or list becomes a ``constant`` (int32 and
     float32 as ``types.Constant`` makes them); anything else is left for :func:`stage` to judge."""
+    out = placed(out)
     if isinstance(out, ScalarConstant):
         return Constant(out.value, dtype=out.dtype, device="cpu")
     if isinstance(out, (int, float, np.number, np.ndarray, list)) and not isinstance(out, bool):

@@ -104,6 +104,7 @@ class DataNode:
         from .operators.arithmetic import SYMBOLS, constant_dtype
 
         where = f"DataNode {SYMBOLS[op]}"
+        other = placed(other)
         if other is _UNARY:
             return current_graph(where).add("_arithmetic", [self], {"op": op})[0]
         if isinstance(other, (np.ndarray, list, tuple)):  # a tensor constant, as DALI makes it
@@ -213,7 +214,7 @@ class Graph:
             inputs = ()
         inputs = [_constant_input(op_name, value) for value in inputs]
         if not op_name.startswith("_"):  # DALI's rule: None is no argument's value, so it means "not given"
-            kwargs = {k: v for k, v in kwargs.items() if v is not None}
+            kwargs = {k: placed(v) for k, v in kwargs.items() if v is not None}
         for value in (*inputs, *kwargs.values()):
             check_open(value)
         if not schema.min_inputs <= len(inputs) <= schema.max_inputs:
@@ -267,9 +268,17 @@ def check_open(value: Any) -> None:
         )
 
 
+def placed(value: Any) -> Any:
+    """``value``, or for a constant made outside any definition
+    (:class:`~raypipe.deferred_constant.DeferredConstant`) its node in the graph being defined."""
+    place = getattr(value, "place_in_current_graph", None) if not isinstance(value, DataNode) else None
+    return value if place is None else place()
+
+
 def _constant_input(op_name: str, value: Any) -> DataNode:
     """An operator's input: a node, or, as in DALI, a number (a bool too), list or array made a
     ``constant``."""
+    value = placed(value)
     if isinstance(value, DataNode):
         return value
     from .types import Constant, ScalarConstant
@@ -279,6 +288,11 @@ def _constant_input(op_name: str, value: Any) -> DataNode:
     if isinstance(value, (bool, int, float, np.number, np.bool_, np.ndarray, list, tuple)):
         return Constant(np.asarray(value), device="cpu")
     raise ArgumentError(f"{op_name}: inputs must be outputs of other operators or constants, got {value!r}")
+
+
+def defining_a_graph() -> bool:
+    """Whether a pipeline definition is running in this thread."""
+    return getattr(_local, "graph", None) is not None
 
 
 def current_graph(caller: str) -> Graph:

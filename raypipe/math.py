@@ -9,7 +9,7 @@ from __future__ import annotations
 from typing import Any
 
 from .errors import ArgumentError
-from .graph import DataNode, current_graph
+from .graph import DataNode, current_graph, placed
 
 #: DALI's names of each function's operands (``clamp(value, lo=0, hi=255)`` as in DALI)
 _PARAMETERS = {
@@ -42,7 +42,7 @@ def _operands(function: str, positional: tuple[Any, ...], named: dict[str, Any])
 
 
 def _place(function: str, *operands: Any, **named: Any) -> DataNode:
-    operands = _operands(function, operands, named)
+    operands = [placed(x) for x in _operands(function, operands, named)]
     inputs = [x for x in operands if isinstance(x, DataNode)]
     if not inputs:
         raise ArgumentError(f"math.{function}: at least one operand must be pipeline data")

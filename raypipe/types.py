@@ -167,12 +167,20 @@ def Constant(  # noqa: N802  (DALI's name)
     data = array.reshape(-1).tolist()
     integral = array.dtype.kind in "biu"
     dims = list(array.shape) if shape is None else [shape] if isinstance(shape, int) else list(shape)
-    return fn.constant(
-        device=device or "cpu",
-        fdata=None if integral else data,
-        idata=[int(v) for v in data] if integral else None,
-        shape=dims,
-        dtype=dtype if dtype is not None else to_dali_type(array.dtype),
-        layout=layout or "",
+
+    constant = {
+        "device": device or "cpu",
+        "fdata": None if integral else data,
+        "idata": [int(v) for v in data] if integral else None,
+        "shape": dims,
+        "dtype": dtype if dtype is not None else to_dali_type(array.dtype),
+        "layout": layout or "",
         **kwargs,
-    )
+    }
+    from .graph import defining_a_graph
+
+    if not defining_a_graph():  # in a pipeline's __init__, as DALI allows: placed where it is used
+        from .deferred_constant import DeferredConstant
+
+        return DeferredConstant(constant)
+    return fn.constant(**constant)

@@ -13,9 +13,7 @@ from tests.script_harness import as_dali_cpu, ported, run_script
 # NVIDIA/DeepLearningExamples, PyTorch/Segmentation/nnUNet/data_loading/dali_loader.py (commit
 # 0053e6de191b322595646735e15ce3ad88ce47bf): random_augmentation, GenericPipeline, TrainPipeline,
 # EvalPipeline and BenchmarkPipeline kept operator for operator, argument for argument.
-# Changed: the patch-size constants (types.Constant of arrays) are made where they are used, in
-# define_graph, not in __init__ (raypipe places a constant's node at once, inside a graph
-# definition only); the DALIGenericIterator wrapper, TestPipeline / TritonPipeline and
+# Changed: the DALIGenericIterator wrapper, TestPipeline / TritonPipeline and
 # fetch_dali_loader's command-line options are left out: the driver builds each pipeline as
 # fetch_dali_loader does (device_id = rank 0, seed, one shard) and runs two epochs of pipe.run()
 # over the reader's epoch size.
@@ -87,15 +85,15 @@ class TrainPipeline(GenericPipeline):
     def __init__(self, batch_size, num_threads, device_id, **kwargs):
         super().__init__(batch_size, num_threads, device_id, **kwargs)
         self.oversampling = kwargs["oversampling"]
-        self.crop_shape = np.array(self.patch_size)
-        self.crop_shape_float = np.array(self.patch_size)
+        self.crop_shape = types.Constant(np.array(self.patch_size), dtype=types.INT64)
+        self.crop_shape_float = types.Constant(np.array(self.patch_size), dtype=types.FLOAT)
 
     @staticmethod
     def slice_fn(img):
         return fn.slice(img, 1, 3, axes=[0])
 
     def resize(self, data, interp_type):
-        return fn.resize(data, interp_type=interp_type, size=types.Constant(self.crop_shape_float, dtype=types.FLOAT))
+        return fn.resize(data, interp_type=interp_type, size=self.crop_shape_float)
 
     def biased_crop_fn(self, img, label):
         roi_start, roi_end = fn.segmentation.random_object_bbox(
@@ -108,9 +106,8 @@ class TrainPipeline(GenericPipeline):
         )
         anchor = fn.roi_random_crop(label, roi_start=roi_start, roi_end=roi_end, crop_shape=[1, *self.patch_size])
         anchor = fn.slice(anchor, 1, 3, axes=[0])  # drop channels from anchor
-        crop_shape = types.Constant(self.crop_shape, dtype=types.INT64)
         img, label = fn.slice(
-            [img, label], anchor, crop_shape, axis_names="DHW", out_of_bounds_policy="pad", device="cpu"
+            [img, label], anchor, self.crop_shape, axis_names="DHW", out_of_bounds_policy="pad", device="cpu"
         )
         return img.gpu(), label.gpu()
 

@@ -3,6 +3,8 @@ type as operands of arithmetic on pipeline data; errors before anything runs."""
 
 from __future__ import annotations
 
+import pickle
+
 import numpy as np
 import pytest
 
@@ -69,11 +71,6 @@ def test_scalar_constant_is_dalis():
         types.ScalarConstant("x")
 
 
-def test_outside_a_definition_array_constants_need_one():
-    with pytest.raises(rp.PipelineDefinitionError, match="fn.constant was called outside a pipeline definition"):
-        types.Constant([1, 2])
-
-
 def test_gpu_device_and_batch_path(ours):
     ((samples, _),) = ours([IMAGE, IMAGE], lambda x: fn.constant(fdata=[1, 2], device="gpu"))
     assert [s.tolist() for s in samples] == [[1.0, 2.0]] * 2
@@ -99,3 +96,60 @@ def test_argument_errors_before_anything_runs(kwargs, match):
 
     with pytest.raises(rp.ArgumentError, match=f"constant: .*{match}"):
         pipe().build()
+
+
+def _constants_made_in_init(module):
+    """A class-style pipeline keeping its constants in ``__init__``, as NVIDIA's nnU-Net loader."""
+
+    class Pipe(module.pipeline.Pipeline):
+        def __init__(self):
+            super().__init__(batch_size=2, num_threads=1, device_id=None, seed=0)
+            self.shape = module.types.Constant([4, 5], dtype=module.types.INT64)
+            self.scale = module.types.Constant(np.float32([2.0, 3.0]))
+            self.mask = module.types.Constant(np.zeros((2, 2), np.uint8), layout="HW")
+            self.source = module.ops.ExternalSource(source=lambda: [np.ones((2, 2), np.float32)] * 2)
+
+        def define_graph(self):
+            x = self.source()
+            return (
+                self.shape,
+                x * self.scale,
+                self.scale + x,
+                module.fn.cat(self.shape, self.shape),
+                self.mask,
+                module.math.clamp(self.scale, 0, 2.5),
+                module.fn.reshape(x, shape=self.shape // 2),
+            )
+
+    pipe = Pipe()
+    pipe.build()
+    return pipe, [[(np.asarray(out.at(i)), out.layout()) for i in range(2)] for out in pipe.run()]
+
+
+def test_constants_made_outside_a_definition_are_placed_where_used():
+    import raypipe.math  # noqa: F401  (module.math below)
+
+    pipe, outputs = _constants_made_in_init(rp)
+    assert [o[0][0].tolist() for o in outputs] == [
+        [4, 5], [[2.0, 3.0], [2.0, 3.0]], [[3.0, 4.0], [3.0, 4.0]], [4, 5, 4, 5], [[0, 0], [0, 0]], [2.0, 2.5],
+        [[1.0, 1.0], [1.0, 1.0]],
+    ]  # fmt: skip
+    assert outputs[0][0][0].dtype == np.int64 and outputs[4][0][1] == "HW"
+    again = pickle.loads(pickle.dumps(pipe.shape))
+    assert repr(again) == "types.Constant(shape=[2], dtype=DALIDataType.INT64)"
+    with pytest.raises(rp.PipelineDefinitionError, match=r"types.Constant\(shape=\[2\].*outside a pipeline definition"):
+        again.gpu()
+    second = pipe.run()  # the definition runs again where the pipeline runs: the constants follow
+    assert np.asarray(second[0].at(1)).tolist() == [4, 5]
+
+
+def test_constants_made_outside_a_definition_against_dali():
+    dali = pytest.importorskip("nvidia.dali")
+    import nvidia.dali.math  # noqa: F401
+
+    _, theirs = _constants_made_in_init(dali)
+    _, mine = _constants_made_in_init(rp)
+    for their_samples, my_samples in zip(theirs, mine, strict=True):
+        for (their, their_layout), (my, my_layout) in zip(their_samples, my_samples, strict=True):
+            assert my.dtype == their.dtype and my_layout == their_layout
+            np.testing.assert_array_equal(my, their)
