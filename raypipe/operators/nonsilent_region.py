@@ -5,8 +5,10 @@ start from 0 to ``length - window_length``; in dB against ``reference_power`` (t
 short-term power when 0), it is silence below ``cutoff_db``. The outputs (int32 scalars) are the
 first window start above the cut-off and the length from it to the end of the last such window;
 0 and 0 when every window is silent. The running sums are float64 prefix sums, where DALI keeps a
-float32 running sum recomputed every ``reset_interval`` samples (validated, not needed here): the
-result differs only when a window's power is within float32 rounding of the cut-off.
+float32 running sum recomputed every ``reset_interval`` samples (validated, not needed here). The
+result differs where a window's power is within float32 rounding of the cut-off, and where DALI's
+rounding leaves a silent stretch after a loud one above the cut-off until its sum is recomputed
+(DALI then counts that silence as sound; raypipe does not).
 """
 
 from __future__ import annotations
@@ -45,6 +47,11 @@ class NonsilentRegion(Operator):
             if not is_int(value) or (value < 1 and not (name == "reset_interval" and value == -1)):
                 raise ArgumentError(f"{_OP}: {name} must be a positive int, got {value!r}")
         self.window_length = int(window_length)
+        if reset_interval != -1 and reset_interval % self.window_length:
+            raise ArgumentError(
+                f"{_OP}: reset_interval must be a multiple of window_length (as in DALI), got {reset_interval} and "
+                f"{window_length}"
+            )
 
     def output_layout(self, input_layouts: Sequence[str]) -> str:
         return ""

@@ -55,7 +55,12 @@ class ElementExtract(Operator):
         return len(self.element_map)
 
     def output_layout(self, input_layouts: Sequence[str]) -> str:
-        return _sequence_layout("element_extract", input_layouts[0] if input_layouts else "")[1:]
+        self._frame_layout = _sequence_layout("element_extract", input_layouts[0] if input_layouts else "")[1:]
+        return self._frame_layout
+
+    def output_layouts(self) -> list[str]:
+        """Every output is a frame: all have the frame's layout."""
+        return [self._frame_layout] * self.num_outputs
 
     def compute(self, xp, inputs, args, ctx):
         sample = _frames("element_extract", inputs[0], self.element_map, "element_map")

@@ -151,7 +151,7 @@ def test_definitions_without_dali(ours, signals):
             fn.preemphasis_filter(s, preemph_coeff=0.9),
             fn.to_decibels(s * s + 1e-3, multiplier=20.0, reference=2.0),
             fn.mfcc(fn.reshape(s[:640], shape=[64, 10]), n_mfcc=5, normalize=True),
-            *fn.nonsilent_region(s, cutoff_db=-40, window_length=400),
+            *fn.nonsilent_region(s, cutoff_db=-40, window_length=400, reset_interval=-1),
         ),
     )
     np.testing.assert_allclose(pre[0][1:], x[1:] - np.float32(0.9) * x[:-1], rtol=1e-6)
@@ -185,6 +185,7 @@ def test_old_class_names_and_errors(ours, signals):
         (lambda x: fn.mfcc(x, dct_type=1, normalize=True), "dct_type=1"),
         (lambda x: fn.preemphasis_filter(x, border="wrap"), "border"),
         (lambda x: fn.nonsilent_region(x, window_length=0), "window_length"),
+        (lambda x: fn.nonsilent_region(x, window_length=400), "reset_interval must be a multiple of window_length"),
     ):
         with pytest.raises(ArgumentError, match=message):
             ours(signals[:1], build)
