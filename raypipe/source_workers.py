@@ -73,7 +73,7 @@ class SourceWorkerPool:
             except Exception as exc:  # none is left half-started; a source that cannot be pickled is named
                 theirs.close()
                 ours.close()
-                _shut_down(self._procs, self._conns)
+                _shut_down(self._procs, self._conns, {})
                 unpicklable = _unpicklable(ops, start_method) if start_method != "fork" else None
                 if unpicklable is not None:
                     raise unpicklable from exc
@@ -88,7 +88,7 @@ class SourceWorkerPool:
         self._discarded: set[int] = set()
         self._scheduled: list[dict[int, list[int]]] = [{} for _ in ops]  # per source: iteration -> task ids
         self._epoch = 0
-        self._finalizer = weakref.finalize(self, _shut_down, self._procs, self._conns)
+        self._finalizer = weakref.finalize(self, _shut_down, self._procs, self._conns, self._results)
         _LIVE.add(self)
 
     def restart(self, epoch: int) -> None:
@@ -183,16 +183,14 @@ class SourceWorkerPool:
 
     def close(self) -> None:
         """Stop the workers and free the segments of results never taken; idempotent."""
-        for reply in self._results.values():
-            if reply[0] == "ok":
-                _read_segment(reply[1], reply[2])
-        self._results.clear()
         self._finalizer()
         _LIVE.discard(self)
 
 
-def _shut_down(procs: list, conns: list[Connection]) -> None:
-    """Ask each worker to exit, then end those that do not."""
+def _shut_down(procs: list, conns: list[Connection], results: dict[int, tuple]) -> None:
+    """Ask each worker to exit (after the tasks it was sent), end those that do not, and free the
+    segments of every result not taken: those received and those still in the pipes (batches
+    computed ahead), so that dropping a pipeline leaves nothing in shared memory."""
     for conn in conns:
         try:
             conn.send(None)
@@ -203,8 +201,28 @@ def _shut_down(procs: list, conns: list[Connection]) -> None:
         if proc.is_alive():
             proc.terminate()
             proc.join(_JOIN_S)
+    untaken = list(results.values())
+    results.clear()
     for conn in conns:
+        try:
+            while conn.poll():
+                untaken.append(conn.recv()[1:])
+        except (EOFError, OSError):
+            pass
         conn.close()
+    for reply in untaken:
+        if reply[0] == "ok":
+            _unlink(reply[1])
+
+
+def _unlink(name: str) -> None:
+    """Free a segment nobody will read."""
+    try:
+        segment = shared_memory.SharedMemory(name=name)
+    except FileNotFoundError:
+        return
+    segment.close()
+    segment.unlink()
 
 
 def _stop_live_pools() -> None:

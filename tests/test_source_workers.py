@@ -153,6 +153,29 @@ def test_workers_go_when_the_pipeline_is_dropped():
     assert _gone()
 
 
+def _segments() -> set[str]:
+    return {name for name in os.listdir("/dev/shm") if name.startswith("psm_")}
+
+
+@pytest.mark.parametrize("close", [True, False])
+def test_batches_computed_ahead_are_freed_when_the_pipeline_goes(close):
+    """The workers run ``prefetch_queue_depth`` batches ahead: those never taken leave no shared
+    memory behind, whether the pipeline is closed or dropped."""
+    before = _segments()
+    pipe = _pipe(
+        lambda: fn.external_source(per_sample, num_outputs=2, batch=False, parallel=True, prefetch_queue_depth=3)
+    )
+    pipe.run()
+    time.sleep(0.5)  # the batches ahead are written
+    if close:
+        pipe.close()
+    else:
+        del pipe
+        gc.collect()
+    assert _gone()
+    assert not _segments() - before
+
+
 def test_workers_go_after_a_sources_error():
     pipe = _pipe(lambda: fn.external_source(failing, batch=False, parallel=True, prefetch_queue_depth=2))
     pipe.run()
