@@ -58,6 +58,7 @@ class SourceWorkerPool:
 
     def __init__(self, ops: list[Any], batch_size: int, num_workers: int, start_method: str):
         self.batch_size = batch_size
+        self._start_method = start_method
         self._ops = {id(op): k for k, op in enumerate(ops)}
         self._depth = [op.prefetch_queue_depth for op in ops]
         sources = [(op.callback, op.num_outputs, op.multi) for op in ops]
@@ -157,12 +158,23 @@ class SourceWorkerPool:
                 try:
                     reply = conn.recv()
                 except (EOFError, OSError):
-                    raise SampleError("an external source worker process exited unexpectedly") from None
+                    raise SampleError(f"an external source worker process exited unexpectedly{self._hint()}") from None
                 self._keep(reply)
             dead = [p for p in self._procs if not p.is_alive()]
             if not ready and dead:
-                raise SampleError(f"external source worker {dead[0].name} exited with code {dead[0].exitcode}")
+                raise SampleError(
+                    f"external source worker {dead[0].name} exited with code {dead[0].exitcode}{self._hint()}"
+                )
         return self._results.pop(task_id)
+
+    def _hint(self) -> str:
+        """What to check when a worker died: a spawned one imports the main script again."""
+        if self._start_method == "fork":
+            return " (its error, if any, is printed above)"
+        return (
+            f" (its error, if any, is printed above; with py_start_method={self._start_method!r} each worker "
+            'imports the main script again: build and run the pipeline under `if __name__ == "__main__":`)'
+        )
 
     def _keep(self, reply: tuple) -> None:
         task_id, rest = reply[0], reply[1:]

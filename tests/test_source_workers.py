@@ -8,6 +8,8 @@ from __future__ import annotations
 import gc
 import multiprocessing
 import os
+import subprocess
+import sys
 import time
 
 import numpy as np
@@ -233,3 +235,19 @@ def test_results_travel_through_shared_memory_and_are_freed():
             np.testing.assert_array_equal(w, g)
     with pytest.raises(FileNotFoundError):
         shared_memory.SharedMemory(name=name)
+
+
+def test_a_spawned_worker_of_an_unguarded_script_says_what_to_do(tmp_path):
+    """Spawned workers import the main script again; without the ``__main__`` guard they fail, and
+    the error says how to write the script."""
+    script = tmp_path / "unguarded.py"
+    script.write_text(
+        "import numpy as np\nimport raypipe as rp\nfrom raypipe import fn\n\n\n"
+        "def source(info):\n    return np.zeros(3, np.float32)\n\n\n"
+        "@rp.pipeline_def(batch_size=2, num_threads=1, device_id=None, py_num_workers=1, py_start_method='spawn')\n"
+        "def pipe():\n    return fn.external_source(source, batch=False, parallel=True)\n\n\n"
+        "pipe().run()\n"
+    )
+    done = subprocess.run([sys.executable, str(script)], capture_output=True, text=True, timeout=120, cwd=tmp_path)
+    assert done.returncode != 0
+    assert 'under `if __name__ == "__main__":`' in done.stderr.splitlines()[-1]
