@@ -48,6 +48,9 @@ __all__ = [
 ]
 __version__ = "0.1.0"
 
+fn.register_namespace_modules()
+ops.register_namespace_modules()
+
 
 def serve(*args: Any, **kwargs: Any):
     """Start a distributed pipeline service on the Ray cluster (see ``cluster.service.serve``)."""

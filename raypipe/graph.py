@@ -74,6 +74,31 @@ class DataNode:
             "its .gpu() (or a mixed or gpu operator) instead"
         )
 
+    def shape(self, *, dtype: Any = None, device: str = "cpu") -> DataNode:
+        """DALI's ``node.shape()``: each sample's shape as data (``fn.shapes``; int64 unless ``dtype``)."""
+        from . import fn
+
+        self._check_host("shape", device)
+        return fn.shapes(self, dtype=dtype, device=device)
+
+    def property(self, key: str, *, device: str = "cpu") -> DataNode:
+        """DALI's ``node.property(key)``: ``"source_info"`` or ``"layout"`` as uint8 data (``fn.get_property``)."""
+        from . import fn
+
+        self._check_host("property", device)
+        return fn.get_property(self, key=key, device=device)
+
+    def source_info(self, *, device: str = "cpu") -> DataNode:
+        """DALI's ``node.source_info()``: ``property("source_info")``."""
+        return self.property("source_info", device=device)
+
+    def _check_host(self, method: str, device: str) -> None:
+        if self.device == "gpu" and device == "cpu":
+            raise PipelineDefinitionError(
+                f"{self!r}.{method}(): GPU data cannot give host data in a raypipe pipeline; call it before .gpu() "
+                "(or before the mixed or gpu operator that made this data)"
+            )
+
     def __repr__(self) -> str:
         return f"DataNode({self.name}, device={self.device})"
 

@@ -142,3 +142,10 @@ def __getattr__(attr: str):
 
 def __dir__():
     return sorted(set(globals()) | set(dir(_root)))
+
+
+def register_namespace_modules() -> None:
+    """Make ``from raypipe.ops.<namespace> import ...`` work, as with DALI's packages."""
+    from .namespace_modules import register
+
+    register(__name__, (*registry(), *EXPERIMENTAL), _Namespace)

@@ -341,3 +341,22 @@ def test_the_modules_dali_scripts_reach_through_the_package_are_its_attributes()
 
     for name in ("fn", "ops", "types", "math", "pipeline", "tfrecord"):
         assert isinstance(getattr(rp, name), python_types.ModuleType), name
+
+
+def test_namespaces_import_as_dalis_submodules_do():
+    """``from nvidia.dali.ops.transforms import Rotation`` and ``import nvidia.dali.fn.readers`` in
+    DALI scripts work renamed."""
+    import importlib
+
+    import raypipe.fn.readers
+    from raypipe.fn.experimental.readers import video
+    from raypipe.fn.transforms import rotation
+    from raypipe.ops.readers import COCO
+    from raypipe.ops.transforms import Rotation
+
+    assert raypipe.fn.readers.file.__qualname__ == "fn.readers.file" and video.__qualname__ == "fn.experimental.readers.video"
+    assert rotation.__qualname__ == "fn.transforms.rotation"
+    assert Rotation is ops.transforms.Rotation and COCO is ops.readers.COCO
+    assert "file" in dir(importlib.import_module("raypipe.fn.readers"))
+    with pytest.raises(AttributeError, match="no operator fn.readers.nothing"):
+        importlib.import_module("raypipe.fn.readers").nothing  # noqa: B018

@@ -364,3 +364,37 @@ def test_the_other_outputs_of_an_operator_have_no_layout_as_in_dali():
     assert _multi_output_layouts(rp) == ["HWC"] + [""] * 10
     dali = pytest.importorskip("nvidia.dali")
     assert _multi_output_layouts(rp) == _multi_output_layouts(dali)
+
+
+def _node_methods(module, files):
+    fn, types = module.fn, module.types
+
+    @module.pipeline_def(batch_size=2, num_threads=1, device_id=None, seed=0)
+    def pipe():
+        jpegs, _ = fn.readers.file(files=files)
+        x = fn.external_source(source=lambda: [np.zeros((3, 5), np.float32), np.zeros((1, 5), np.float32)], layout="AB")
+        return x.shape(), x.shape(dtype=types.INT32), x.property("layout"), jpegs.source_info()
+
+    p = pipe()
+    p.build()
+    return [[np.asarray(out.at(i)) for i in range(2)] for out in p.run()]
+
+
+def test_data_node_methods_are_dalis(jpeg_files):
+    """``node.shape()``, ``node.property(key)`` and ``node.source_info()``, as DALI's DataNode has them."""
+    shapes, shapes32, layouts, sources = _node_methods(rp, jpeg_files[:2])
+    assert [s.tolist() for s in shapes] == [[3, 5], [1, 5]] and shapes[0].dtype == np.int64
+    assert shapes32[0].dtype == np.int32 and bytes(layouts[0]) == b"AB"
+    assert [bytes(s).decode() for s in sources] == jpeg_files[:2]
+    with pytest.raises(rp.PipelineDefinitionError, match=r"\.shape\(\): GPU data cannot give host data"):
+
+        @rp.pipeline_def(batch_size=1, num_threads=1, device_id=None)
+        def gpu_shape():
+            return fn.external_source(source=lambda: [np.zeros(3)]).gpu().shape()
+
+        gpu_shape().build()
+    dali = pytest.importorskip("nvidia.dali")
+    for mine, theirs in zip(_node_methods(rp, jpeg_files[:2]), _node_methods(dali, jpeg_files[:2]), strict=True):
+        for m, t in zip(mine, theirs, strict=True):
+            assert m.dtype == t.dtype
+            np.testing.assert_array_equal(m, t)

@@ -70,7 +70,7 @@ def saturate_cast(xp: ModuleType, x: Any, dtype: np.dtype, overwrite: bool = Fal
         if x.dtype.itemsize < 4:
             x, overwrite = x.astype(np.float32), True
         lo, hi, top = _float_bounds(dtype, x.dtype)
-        rounded = xp.rint(x, out=x) if overwrite else xp.rint(x)
+        rounded = xp.rint(x, out=x if overwrite else xp.empty_like(x))  # an array for 0-d samples too
         over = rounded > hi if int(hi) < top else None
         result = xp.clip(rounded, lo, hi, out=rounded).astype(dtype)
         if over is not None:

@@ -90,6 +90,9 @@ def test_saturate_cast_edges(src, dtype, expected):
     got = saturate_cast(np, values, np.dtype(dtype))
     assert got.dtype == dtype
     np.testing.assert_array_equal(got, np.array(expected, dtype=dtype))
+    scalars = [saturate_cast(np, np.array(value), np.dtype(dtype)) for value in values]  # 0-d samples
+    assert [s.dtype for s in scalars] == [np.dtype(dtype)] * len(values) and all(s.shape == () for s in scalars)
+    np.testing.assert_array_equal(scalars, np.array(expected, dtype=dtype))
 
 
 @pytest.mark.parametrize(
