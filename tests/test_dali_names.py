@@ -354,7 +354,8 @@ def test_namespaces_import_as_dalis_submodules_do():
     from raypipe.ops.readers import COCO
     from raypipe.ops.transforms import Rotation
 
-    assert raypipe.fn.readers.file.__qualname__ == "fn.readers.file" and video.__qualname__ == "fn.experimental.readers.video"
+    assert raypipe.fn.readers.file.__qualname__ == "fn.readers.file"
+    assert video.__qualname__ == "fn.experimental.readers.video"
     assert rotation.__qualname__ == "fn.transforms.rotation"
     assert Rotation is ops.transforms.Rotation and COCO is ops.readers.COCO
     assert "file" in dir(importlib.import_module("raypipe.fn.readers"))
