@@ -125,7 +125,7 @@ class TensorList:
             raise IndexError(f"TensorList index {position} out of range for a batch of {size}")
         position %= size
         if self._dense is not None:
-            return self._dense[position]
+            return self._dense[position, ...]  # an array for scalar samples too (a numpy scalar is not one)
         return self._samples[position]
 
     def as_tensor(self) -> Any:

@@ -100,6 +100,13 @@ def test_a_list_of_samples_indexes_like_a_dense_batch():
         empty[0]
 
 
+def test_a_scalar_sample_is_a_0d_array_as_in_dali():
+    """``at(i)`` of a batch of scalars is an array (DALI's is), which ``torch.from_numpy`` takes."""
+    scalars = TensorList(np.array([3, 4], np.int32), "cpu")
+    assert all(type(s) is np.ndarray and s.shape == () and s.dtype == np.int32 for s in (scalars.at(0), scalars[1]))
+    assert [int(s) for s in scalars] == [3, 4]
+
+
 def test_matches_dalis_tensor_list_cpu(batch):
     dali_tensors = pytest.importorskip("nvidia.dali.tensors")
     _, dense, labels = batch
