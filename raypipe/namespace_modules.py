@@ -5,6 +5,7 @@ module whose attributes are the namespace's."""
 
 from __future__ import annotations
 
+import importlib
 import sys
 import types
 from collections.abc import Callable, Iterable
@@ -23,6 +24,11 @@ class NamespaceModule(types.ModuleType):
 
     def __dir__(self) -> list[str]:
         return dir(self.__dict__["_namespace"])
+
+    def __reduce__(self) -> tuple[Callable[[str], Any], tuple[str]]:
+        """Pickled by name (cloudpickle ships the submodules a function's code reaches): imported
+        again where it is loaded."""
+        return importlib.import_module, (self.__name__,)
 
 
 def register(package: str, op_names: Iterable[str], namespace: Callable[[str], Any]) -> None:

@@ -4,6 +4,7 @@ types, checked on real pipelines and, where DALI is installed, against DALI's ow
 from __future__ import annotations
 
 import importlib
+import pickle
 import re
 
 import numpy as np
@@ -359,5 +360,7 @@ def test_namespaces_import_as_dalis_submodules_do():
     assert rotation.__qualname__ == "fn.transforms.rotation"
     assert Rotation is ops.transforms.Rotation and COCO is ops.readers.COCO
     assert "file" in dir(importlib.import_module("raypipe.fn.readers"))
+    module = importlib.import_module("raypipe.fn.readers")
+    assert pickle.loads(pickle.dumps(module)) is module  # ray's cloudpickle ships the submodules code reaches
     with pytest.raises(AttributeError, match="no operator fn.readers.nothing"):
         importlib.import_module("raypipe.fn.readers").nothing  # noqa: B018

@@ -115,13 +115,14 @@ def test_against_dali_on_images(ours, dali, images, case, build, device):
             np.testing.assert_array_equal(my, their)
 
 
-def test_operand_names_are_dalis_and_wrong_ones_fail_by_name(jpeg_files):
-    import nvidia.dali.math as dali_math
-
+def test_operand_names_are_dalis():
+    dali_math = pytest.importorskip("nvidia.dali.math")
     for name, arity in ARITY.items():
         dalis = list(inspect.signature(getattr(dali_math, name)).parameters)
         assert len(dalis) == arity and rmath._PARAMETERS.get(name, ("input",)) == tuple(dalis)
 
+
+def test_wrong_operands_fail_by_name(jpeg_files):
     @rp.pipeline_def(batch_size=1, num_threads=1, seed=0)
     def pipe(call):
         _, labels = fn.readers.file(files=jpeg_files[:1])
