@@ -97,7 +97,7 @@ class _DaliBaseIterator:
         self.output_map = _output_map(owner, output_map)
         self.batch_size = self._pipes[0].batch_size
         size = _size(owner, size)
-        if reader_name is not None and not isinstance(reader_name, str):
+        if reader_name and not isinstance(reader_name, str):  # a false value is none, as DALI reads it
             raise ArgumentError(f"{owner}: reader_name must be the name of a reader, got {reader_name!r}")
         reader_name = reader_name or None
         for name, value in (("last_batch_padded", last_batch_padded), ("prepare_first_batch", prepare_first_batch)):
@@ -120,6 +120,8 @@ class _DaliBaseIterator:
         self._per_step = self.batch_size if reader_name is not None else len(self._pipes) * self.batch_size
         meta = self._reader_meta(size)
         self._by_reader = meta is not None
+        #: pipelines fed only by external sources: a size-counted epoch starts them again, as DALI's reset
+        self._fed = [not _has_reader(p) for p in self._pipes] if meta is None and size > 0 else []
         self._drop_after: int | None = None
         if meta is not None and self._policy is LastBatchPolicy.DROP:
             self._drop_after = meta["epoch_size"] // meta["number_of_shards"] // self.batch_size
@@ -167,6 +169,21 @@ class _DaliBaseIterator:
             except StopIteration:
                 return
             self._pending_at = [(info.epoch, info.index) for info in self._fetched]
+
+    @property
+    def _first_batch(self) -> list[Batch] | None:
+        """DALI's name for the batch read ahead by ``prepare_first_batch``, which public iterator
+        subclasses take in their own ``__next__`` (and then set to None)."""
+        return None if self._pending is None else self._pending[0]
+
+    @_first_batch.setter
+    def _first_batch(self, value: list[Batch] | None) -> None:
+        if value is not None:
+            raise ArgumentError(f"{self._owner}: _first_batch can only be set to None (taken)")
+        if self._pending is not None:
+            self.last_batch_info = self._pending[1]
+            self._pending = None
+            self._ever_consumed = self._yielded = True
 
     @property
     def size(self) -> int:
@@ -224,6 +241,9 @@ class _DaliBaseIterator:
             if self._counter >= self._size:
                 self._counter = 0
                 self._yielded = False
+                for pipe, fed in zip(self._pipes, self._fed):
+                    if fed:  # its sources start over (an iter_setup that rewound, a callable's new epoch)
+                        pipe.reset()
                 return
         warnings.warn(
             f"{self._owner}.reset(): the epoch is not finished; as in DALI, resetting mid-epoch is ignored",
@@ -461,3 +481,12 @@ def _policy(fill_last_batch: bool | None, last_batch_policy: Any) -> LastBatchPo
         return LastBatchPolicy.parse(last_batch_policy, "last_batch_policy")
     warnings.warn("Please do not use `fill_last_batch` and use `last_batch_policy` instead.", Warning, stacklevel=4)
     return LastBatchPolicy.FILL if fill_last_batch else LastBatchPolicy.PARTIAL
+
+
+def _has_reader(pipe: Any) -> bool:
+    """Whether ``pipe`` reads a dataset (else external sources feed it)."""
+    try:
+        pipe.reader_meta()
+    except PipelineDefinitionError:
+        return False
+    return True

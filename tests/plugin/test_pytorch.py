@@ -10,6 +10,7 @@ import numpy as np
 import pytest
 import torch
 
+import raypipe as rp
 from raypipe import ArgumentError, PipelineDefinitionError, TensorList, fn, last_batch, pipeline_def
 from raypipe.backend import GpuUnavailableWarning, gpu_available
 from raypipe.plugin import base_iterator
@@ -723,3 +724,73 @@ def test_resets_and_loops_mid_epoch_behave_as_dalis(jpeg_files):
         warnings.simplefilter("ignore")
         got = walk(DALIGenericIterator(pipe, ["labels"], reader_name="Reader"))
     assert got == expected and len(got) == 10
+
+
+def _fed_epochs(module, **kwargs) -> list[list[list[int]]]:
+    """Three epochs of DALI's older style (an ExternalSource fed in ``iter_setup``, which rewinds
+    its data when it ends) read by a size-counted iterator."""
+
+    def batches():
+        for start in range(0, 10, 4):
+            yield [np.array([min(i, 9)], np.int32) for i in range(start, start + 4)]
+
+    class Fed(module.pipeline.Pipeline):
+        def __init__(self):
+            super().__init__(4, 1, None)
+            self.source = module.ops.ExternalSource()
+            self.data = batches()
+
+        def define_graph(self):
+            self.x = self.source()
+            return self.x
+
+        def iter_setup(self):
+            try:
+                self.feed_input(self.x, next(self.data))
+            except StopIteration:
+                self.data = batches()
+                raise
+
+    iterator = module.plugin.pytorch.DALIGenericIterator(Fed(), ["x"], **kwargs)
+    epochs = []
+    for _ in range(3):
+        epochs.append([step[0]["x"].flatten().tolist() for step in iterator])
+        iterator.reset()
+    return epochs
+
+
+def test_a_fed_pipeline_starts_over_at_each_size_counted_epoch():
+    """The iterator's reset starts over pipelines fed by external sources, as DALI's resets them."""
+    import raypipe.plugin.pytorch  # noqa: F401  (module.plugin.pytorch below)
+
+    kwargs = {"size": 10, "last_batch_padded": True, "fill_last_batch": False}
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        mine = _fed_epochs(rp, **kwargs)
+        assert mine == [[[0, 1, 2, 3], [4, 5, 6, 7], [8, 9]]] * 3
+        dali = pytest.importorskip("nvidia.dali")
+        import nvidia.dali.plugin.pytorch  # noqa: F401
+
+        assert mine == _fed_epochs(dali, **kwargs)
+
+
+def test_an_older_positional_call_and_a_subclass_taking_the_first_batch(jpeg_files):
+    """DALI's pre-1.0 positional order lands ``auto_reset=False`` in ``reader_name`` (DALI reads a
+    false value as none), and iterator subclasses take ``_first_batch`` in their own ``__next__``."""
+
+    class Taking(DALIGenericIterator):
+        def __next__(self):
+            if self._first_batch is not None:
+                batch = self._first_batch
+                self._first_batch = None
+                return batch
+            return super().__next__()
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        with label_pipe(jpeg_files[:8]) as pipe:
+            # size=8, reader_name=False, auto_reset=True, fill_last_batch=False, dynamic_shape=False
+            iterator = Taking([pipe], ["labels"], 8, False, True, False, False)
+            labels = [step[0]["labels"].flatten().tolist() for step in iterator]
+            assert iterator._first_batch is None and len(labels) == len(iterator) == 2
+            assert sorted(sum(labels, [])) == list(range(8)) and len(labels[1]) == 3
