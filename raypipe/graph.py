@@ -133,7 +133,7 @@ class DataNode:
         if other is _UNARY:
             return current_graph(where).add("_arithmetic", [self], {"op": op})[0]
         if isinstance(other, (np.ndarray, list, tuple)):  # a tensor constant, as DALI makes it
-            other = _constant_input(where, other)
+            other = constant_input(where, other)
         if isinstance(other, DataNode):
             inputs = [other, self] if reflected else [self, other]
             return current_graph(where).add("_arithmetic", inputs, {"op": op})[0]
@@ -237,7 +237,7 @@ class Graph:
         if cls.positional_args and inputs and not isinstance(inputs[0], DataNode):  # fn.external_source(source)
             kwargs = {**dict(zip(cls.positional_args, inputs)), **kwargs}
             inputs = ()
-        inputs = [_constant_input(op_name, value) for value in inputs]
+        inputs = [constant_input(op_name, value) for value in inputs]
         if not op_name.startswith("_"):  # DALI's rule: None is no argument's value, so it means "not given"
             kwargs = {k: placed(v) for k, v in kwargs.items() if v is not None}
         for value in (*inputs, *kwargs.values()):
@@ -295,12 +295,12 @@ def check_open(value: Any) -> None:
 
 def placed(value: Any) -> Any:
     """``value``, or for a constant made outside any definition
-    (:class:`~raypipe.deferred_constant.DeferredConstant`) its node in the graph being defined."""
+    (:class:`~raypipe.deferred_node.DeferredNode`) its node in the graph being defined."""
     place = getattr(value, "place_in_current_graph", None) if not isinstance(value, DataNode) else None
     return value if place is None else place()
 
 
-def _constant_input(op_name: str, value: Any) -> DataNode:
+def constant_input(op_name: str, value: Any) -> DataNode:
     """An operator's input: a node, or, as in DALI, a number (a bool too), list or array made a
     ``constant``."""
     value = placed(value)

@@ -8,8 +8,10 @@ from __future__ import annotations
 
 from typing import Any
 
+import numpy as np
+
 from .errors import ArgumentError
-from .graph import DataNode, current_graph, placed
+from .graph import DataNode, constant_input, current_graph, placed
 
 #: DALI's names of each function's operands (``clamp(value, lo=0, hi=255)`` as in DALI)
 _PARAMETERS = {
@@ -41,8 +43,17 @@ def _operands(function: str, positional: tuple[Any, ...], named: dict[str, Any])
     return [given[name] for name in names]
 
 
+def _operand(function: str, value: Any) -> Any:
+    """An operand: data, a number, or an array, list or tuple made a tensor constant broadcast
+    against each sample, as DALI's arithmetic makes it (``math.min(x, [1.0, 1.0])``)."""
+    value = placed(value)
+    if isinstance(value, (np.ndarray, list, tuple)):
+        return constant_input(f"math.{function}", value)
+    return value
+
+
 def _place(function: str, *operands: Any, **named: Any) -> DataNode:
-    operands = [placed(x) for x in _operands(function, operands, named)]
+    operands = [_operand(function, x) for x in _operands(function, operands, named)]
     inputs = [x for x in operands if isinstance(x, DataNode)]
     if not inputs:
         raise ArgumentError(f"math.{function}: at least one operand must be pipeline data")

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from .graph import DataNode, current_graph
+from .graph import DataNode, current_graph, defining_a_graph
 from .input_sets import place
 from .operator import EXPERIMENTAL, OLD_NAMES, registry
 
@@ -33,6 +33,10 @@ class OperatorFactory:
     def __call__(self, *inputs: DataNode, **call_kwargs: Any):
         # None given to the call leaves the construction's value, as in DALI
         kwargs = {**self.kwargs, **{k: v for k, v in call_kwargs.items() if v is not None}}
+        if not defining_a_graph():  # in a pipeline's __init__, as DALI allows: placed where it is used
+            from .deferred_node import DeferredNode
+
+            return DeferredNode(self.op_name, inputs, kwargs, self.device, f"ops.{type(self).__qualname__}()")
         return place(current_graph(f"ops.{type(self).__qualname__}"), self.op_name, inputs, kwargs, self.device)
 
 

@@ -180,7 +180,9 @@ def Constant(  # noqa: N802  (DALI's name)
     from .graph import defining_a_graph
 
     if not defining_a_graph():  # in a pipeline's __init__, as DALI allows: placed where it is used
-        from .deferred_constant import DeferredConstant
+        from .deferred_node import DeferredNode
 
-        return DeferredConstant(constant)
+        device = constant.pop("device")
+        described = f"types.Constant(shape={dims}, dtype={constant['dtype']})"
+        return DeferredNode("constant", (), constant, device, described)
     return fn.constant(**constant)

@@ -41,9 +41,11 @@ def _shape(op: str, shape) -> tuple[int, ...]:
 
 @register
 class CoinFlip(Operator):
-    """1 with ``probability``, else 0 (int32), one value (or ``shape`` values) per sample."""
+    """1 with ``probability``, else 0 (int32), one value (or ``shape`` values) per sample, or with
+    an input one per value of each sample of it, in its shape (DALI's shape-like input:
+    ``fn.random.coin_flip(0.4)`` is one flip per sample with probability 0.5)."""
 
-    schema = Schema("random.coin_flip", devices=("cpu",), min_inputs=0, max_inputs=0)
+    schema = Schema("random.coin_flip", devices=("cpu",), min_inputs=0, max_inputs=1)
 
     def configure(self, probability: float = 0.5, shape=None, dtype=None) -> None:
         if not 0.0 <= float(probability) <= 1.0:
@@ -52,11 +54,25 @@ class CoinFlip(Operator):
         self.shape = _shape("random.coin_flip", shape)
         self.dtype = to_numpy_dtype(dtype) if dtype is not None else np.dtype(np.int32)
 
+    def bind_inputs(self, count, arg_inputs) -> None:
+        if count and self.shape:
+            raise ArgumentError("random.coin_flip: give shape or a shape-like input, not both")
+
+    def output_layout(self, input_layouts: Sequence[str]) -> str:
+        return ""  # as DALI: a shape-like input gives shapes, not a layout
+
     def run_sample(self, inputs, args, ctx):
-        return self.run_chunk(inputs, args, [ctx])[0]
+        return self.run_chunk([[x] for x in inputs], args, [ctx])[0]
 
     def run_chunk(self, inputs, args, ctxs):
-        """The flips of a chunk of samples from one draw."""
+        """The flips of a chunk of samples from one draw (each sample's own, in its input's shape)."""
+        if inputs:
+            return [
+                _per_sample(
+                    (self.draws([ctx], math.prod(np.shape(x))) < self.probability).astype(self.dtype), np.shape(x)
+                )[0]
+                for ctx, x in zip(ctxs, inputs[0])
+            ]
         flips = self.draws(ctxs, math.prod(self.shape)) < self.probability
         return _per_sample(flips.astype(self.dtype), self.shape)
 

@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 
 import raypipe as rp
-from raypipe import fn, types
+from raypipe import fn, ops, types
 from raypipe.operators.constant import Constant
 from raypipe.sample_contexts import SampleContexts
 
@@ -153,3 +153,28 @@ def test_constants_made_outside_a_definition_against_dali():
         for (their, their_layout), (my, my_layout) in zip(their_samples, my_samples, strict=True):
             assert my.dtype == their.dtype and my_layout == their_layout
             np.testing.assert_array_equal(my, their)
+
+
+def test_ops_called_in_init_are_placed_where_used():
+    """``self.flip = ops.Flip(horizontal=self.coin())`` in ``__init__``, as older DALI scripts write
+    it: the coin's node is placed in the graph that uses it; an operator of several outputs called
+    there fails naming it when used."""
+    image = np.arange(12, dtype=np.uint8).reshape(2, 2, 3)
+
+    class Pipe(rp.pipeline.Pipeline):
+        def __init__(self, several: bool = False):
+            super().__init__(batch_size=2, num_threads=1, device_id=None, seed=0)
+            self.source = ops.ExternalSource(source=lambda: [image, image], layout="HWC")
+            self.coin = ops.random.CoinFlip(probability=1.0)
+            self.flip = ops.Flip(horizontal=self.coin(), vertical=0)
+            self.boxes = ops.RandomBBoxCrop()(types.Constant(np.float32([[0.1, 0.1, 0.5, 0.5]]))) if several else None
+
+        def define_graph(self):
+            return self.flip(self.source()) if self.boxes is None else self.boxes
+
+    with Pipe() as pipe:
+        (flipped,) = pipe.run()
+        assert all(np.array_equal(np.asarray(flipped.at(i)), image[:, ::-1]) for i in range(2))
+        assert pickle.loads(pickle.dumps(pipe.coin())) is not None
+    with pytest.raises(rp.PipelineDefinitionError, match=r"ops.RandomBBoxCrop\(\) gives several outputs"):
+        Pipe(several=True).build()

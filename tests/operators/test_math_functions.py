@@ -95,6 +95,8 @@ CASES = [(name, lambda x, m, name=name: getattr(m, name)(x * (1 / 255.0))) for n
     ("pow-named", lambda x, m: m.pow(base=x, exponent=2)),
     ("atan2-named", lambda x, m: m.atan2(y=128, x=x)),
     ("sqrt-named", lambda x, m: m.sqrt(input=x)),
+    ("min-list", lambda x, m: m.min(x * 1.0, [100.0, 150.0, 200.0])),  # a tensor constant per channel
+    ("clamp-list", lambda x, m: m.clamp(x, 50, [100, 150, 200])),
 ]
 
 
@@ -136,6 +138,20 @@ def test_wrong_operands_fail_by_name(jpeg_files):
     ]:
         with pytest.raises(ArgumentError, match=match):
             pipe(call).build()
+
+
+def test_list_and_array_operands_are_tensor_constants():
+    @rp.pipeline_def(batch_size=2, num_threads=1, device_id=None, seed=0)
+    def pipe():
+        x = fn.external_source(source=lambda: [np.float32([3, 0.5]), np.float32([0.2, 4])])
+        return rmath.min(x, [1.0, 1.0]), rmath.max(np.float64([1, 1]), x), rmath.clamp(x, 0.5, (1.0, 2.0))
+
+    with pipe() as p:
+        low, high, clamped = ([np.asarray(out.at(i)) for i in range(2)] for out in p.run())
+    assert all(a.dtype == np.float32 for a in (*low, *high, *clamped))
+    assert [a.tolist() for a in low] == [[1.0, 0.5], [np.float32(0.2), 1.0]]
+    assert [a.tolist() for a in high] == [[3.0, 1.0], [1.0, 4.0]]
+    assert [a.tolist() for a in clamped] == [[1.0, 0.5], [0.5, 2.0]]
 
 
 def test_fn_math_is_the_math_module(jpeg_files):

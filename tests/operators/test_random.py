@@ -29,6 +29,8 @@ CASES = [
     ("uniform-float64", lambda x, fn, types: fn.random.uniform(range=[0, 10], shape=4, dtype=types.FLOAT64)),
     ("uniform-values-int", lambda x, fn, types: fn.random.uniform(values=[1, 3], shape=4, dtype=types.INT16)),
     ("uniform-shape-like", lambda x, fn, types: fn.random.uniform(x)),
+    ("coin-flip-shape-like", lambda x, fn, types: fn.random.coin_flip(x, probability=0.3)),
+    ("coin-flip-number-input", lambda x, fn, types: fn.random.coin_flip(0.4)),  # a shape-like scalar
 ]
 
 
@@ -52,6 +54,18 @@ def test_types_dali_refuses_are_refused_by_name(dtype):
 def _values(ours, build, n=8):
     ((samples, _),) = ours([np.zeros(1, np.uint8)] * n, build)
     return np.stack(samples)
+
+
+def test_coin_flip_with_a_shape_like_input(ours):
+    """One flip per value of each sample of the input, in its shape; ``shape`` and an input together
+    are refused."""
+    ((flips, layout),) = ours(SAMPLES, lambda x: fn.random.coin_flip(x, probability=1.0), layout="HW")
+    assert layout == "" and [f.shape for f in flips] == [(3, 4), (2, 5)]
+    assert all(f.dtype == np.int32 and (f == 1).all() for f in flips)
+    ((scalars, _),) = ours(SAMPLES, lambda x: fn.random.coin_flip(0.4, probability=0.0))
+    assert all(f.shape == () and int(f) == 0 for f in scalars)
+    with pytest.raises(rp.ArgumentError, match="give shape or a shape-like input, not both"):
+        ours(SAMPLES, lambda x: fn.random.coin_flip(x, shape=[2]))
 
 
 def test_normal_moments_and_determinism(ours):
