@@ -411,7 +411,7 @@ class Resize(Operator):
 
     def _sample_target(self, in_w: int, in_h: int, args: dict[str, Any]) -> tuple[int, int]:
         """:meth:`target_size` with this sample's own sizes where they are given per sample."""
-        given = _sample_sizes(self.schema.name, args)
+        given = _sample_sizes(self.schema.name, args) if args else None  # no per-sample arguments: the usual case
         if not given:
             return self.target_size(in_w, in_h)
         sizes = {name: getattr(self, name) for name in ("resize_x", "resize_y", "resize_shorter", "resize_longer")}

@@ -186,20 +186,11 @@ def test_iterable_epochs_and_cycles():
     assert_same([endless[0][2:4]], [endless[0][0:2]])
 
 
-class Samples:
-    """An iterator of ``n`` single samples, as a per-sample (``batch=False``) source."""
-
-    def __init__(self, n: int):
-        self.n = n
-
-    def __iter__(self):
-        self.i = 0
-        return self
+class Samples(Batches):
+    """An iterator of ``n`` single samples (``[1]``, ``[2]``...), as a per-sample (``batch=False``) source."""
 
     def __next__(self):
-        self.i += 1
-        if self.i > self.n:
-            raise StopIteration
+        super().__next__()  # counts, and ends after n
         return np.array([self.i], np.int32)
 
 
