@@ -1,9 +1,9 @@
 """The order in which a self-driven reader visits samples: pure functions.
 
-DALI semantics: contiguous shards, a shard that moves on by one each epoch unless
-``stick_to_shard``, an optional shuffle buffer of ``initial_fill`` samples or a
-shuffle of the whole dataset every epoch (``shuffle_after_epoch``), and
-a last batch topped up by repeating the shard's last sample (``pad_last_batch``)
+DALI semantics: contiguous shards (of the listing shuffled once, where a file-listing reader
+shuffles), a shard that moves on by one each epoch unless ``stick_to_shard``, an optional
+shuffle buffer of ``initial_fill`` samples or a shuffle of the whole dataset every epoch
+(``shuffle_after_epoch``), and a last batch topped up by repeating the shard's last sample (``pad_last_batch``)
 or by wrapping around to the start of the shard. Every shard yields the same
 number of batches per epoch (that of the largest shard), so data-parallel ranks
 never disagree on the batch count. Epochs never share a batch.
@@ -18,6 +18,7 @@ import numpy as np
 from .batch_spec import BatchSpec
 from .keyed_random import sample_generator
 from .last_batch import LastBatchPolicy, num_batches
+from .listing_shuffle import dali_listing_permutation
 
 _SHUFFLE_STREAM = 0x5EED_0F_BF  # operator id reserved for the reader's shuffle buffer
 _EPOCH_SHUFFLE_STREAM = 0x5EED_0F_E0  # ... and for its shuffle of the whole dataset per epoch
@@ -34,6 +35,15 @@ def shard_bounds(size: int, shard_id: int, num_shards: int) -> tuple[int, int]:
 def epoch_shard(shard_id: int, num_shards: int, epoch: int, stick_to_shard: bool) -> int:
     """The shard read in ``epoch``: ``shard_id``, moved on by one per epoch unless sticky."""
     return shard_id if stick_to_shard else (shard_id + epoch) % num_shards
+
+
+def listing_order(size: int, start: int, end: int) -> np.ndarray:
+    """Positions ``[start, end)`` of a listing of ``size`` samples shuffled once, before sharding,
+    as DALI's readers of file listings shuffle it with ``random_shuffle``: the same permutation as
+    DALI's (:mod:`raypipe.listing_shuffle`), so every shard holds the files DALI's holds, and a
+    shard of a class-sorted folder holds every class. The seed is fixed, whatever the pipeline's,
+    so every shard sees one listing and the shards partition the dataset."""
+    return dali_listing_permutation(size)[start:end]
 
 
 def shuffle_buffer_order(indices: np.ndarray, initial_fill: int, rng: np.random.Generator) -> np.ndarray:
@@ -85,14 +95,19 @@ def epoch_batches(
     pad_last_batch: bool = False,
     shuffle_after_epoch: bool = False,
     shuffle_after_epoch_seed: int = DEFAULT_EPOCH_SHUFFLE_SEED,
+    shuffled_listing: bool = False,
 ) -> list[BatchSpec]:
     """All batches of ``epoch`` for one shard, in order. With ``shuffle_after_epoch`` the shard
     is a contiguous slice of that epoch's :func:`epoch_permutation` (DALI refuses it together
-    with ``random_shuffle`` or ``stick_to_shard``; the reader checks that)."""
+    with ``random_shuffle`` or ``stick_to_shard``; the reader checks that). With
+    ``random_shuffle`` and ``shuffled_listing`` the shard is a contiguous slice of the
+    :func:`listing_order`, which its shuffle buffer then shuffles further."""
     shard = epoch_shard(shard_id, num_shards, epoch, stick_to_shard)
     start, end = shard_bounds(size, shard, num_shards)
     if shuffle_after_epoch:
         order = epoch_permutation(size, epoch, shuffle_after_epoch_seed)[start:end]
+    elif random_shuffle and shuffled_listing:
+        order = listing_order(size, start, end)
     else:
         order = np.arange(start, end, dtype=np.int64)
     if random_shuffle:

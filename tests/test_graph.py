@@ -167,6 +167,25 @@ def test_readers_out_of_step_are_refused_when_built(jpeg_files, order_a, order_b
         )
 
 
+def test_a_file_reader_and_a_container_reader_shuffle_out_of_step(jpeg_files, tmp_path):
+    """DALI's file reader shuffles its listing before its buffer, a container reader only passes
+    its records through the buffer: shuffled, they cannot pair samples."""
+    import tarfile
+
+    tar = tmp_path / "two.tar"
+    with tarfile.open(tar, "w") as out:
+        for i, path in enumerate(jpeg_files[:2]):
+            out.add(path, arcname=f"{i}.jpg")
+
+    def graph():
+        _, a = fn.readers.file(files=jpeg_files[:2], name="A", random_shuffle=True, seed=1)
+        b = fn.readers.webdataset(paths=[str(tar)], ext=["jpg"], name="B", random_shuffle=True, seed=1)
+        return a, b
+
+    with pytest.raises(rp.PipelineDefinitionError, match="shuffled_listing is True in 'A' but False in 'B'"):
+        _build(graph)
+
+
 def test_readers_differing_only_where_no_shuffle_reads_them_are_in_step(jpeg_files):
     """``seed`` and ``initial_fill`` order nothing without ``random_shuffle``."""
     pipe = _build(_two_readers, files_a=jpeg_files[:2], files_b=jpeg_files[2:4], order_a={"seed": 1, "initial_fill": 4})

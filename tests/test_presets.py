@@ -1,5 +1,6 @@
 """The ResNet-50 training preset reads a folder of JPEGs, or a conversion of it by ``raypipe
-convert`` with the format's reader: the same samples in the same order either way. The random
+convert`` with the format's reader: the same samples in the same order either way, unshuffled
+(shuffled, the file reader shuffles its listing first, as DALI's does; container readers do not). The random
 crops are the same where the conversion's labels need no conversion (Caffe's LMDB): the draws are
 keyed by each operator's place in the graph, and the other formats' labels take one operator more."""
 
@@ -18,7 +19,9 @@ from raypipe.presets import num_classes, resnet50_train
 
 
 def batches(root: str, count: int) -> list[tuple[np.ndarray, np.ndarray]]:
-    with resnet50_train(root, size=32, batch_size=5, num_threads=2, device_id=None, seed=3) as pipe:
+    with resnet50_train(
+        root, size=32, random_shuffle=False, batch_size=5, num_threads=2, device_id=None, seed=3
+    ) as pipe:
         out = []
         for _ in range(count):
             images, labels = pipe.run()

@@ -7,7 +7,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from raypipe.keyed_random import sample_generator
-from raypipe.reader_order import epoch_batches, shard_bounds, shuffle_buffer_order
+from raypipe.reader_order import epoch_batches, listing_order, shard_bounds, shuffle_buffer_order
 
 
 def test_shard_bounds_match_dali():
@@ -23,9 +23,10 @@ def test_shard_bounds_match_dali():
     shuffle=st.booleans(),
     pad=st.booleans(),
     fill=st.integers(1, 64),
+    listing=st.booleans(),
 )
 def test_every_shard_gets_equal_batches_and_its_samples_exactly_once(
-    size, batch_size, num_shards, epoch, shuffle, pad, fill
+    size, batch_size, num_shards, epoch, shuffle, pad, fill, listing
 ):
     if size < num_shards:
         return
@@ -42,6 +43,7 @@ def test_every_shard_gets_equal_batches_and_its_samples_exactly_once(
             random_shuffle=shuffle,
             initial_fill=fill,
             pad_last_batch=pad,
+            shuffled_listing=listing,
         )
         counts.add(len(specs))
         assert all(len(s.sample_indices) == batch_size for s in specs)
@@ -50,8 +52,9 @@ def test_every_shard_gets_equal_batches_and_its_samples_exactly_once(
         real = np.concatenate([s.sample_indices[: s.num_real] for s in specs])
         pads = np.concatenate([s.sample_indices[s.num_real :] for s in specs])
         start, end = shard_bounds(size, (shard_id + epoch) % num_shards, num_shards)
-        assert sorted(real.tolist()) == list(range(start, end))
-        assert set(pads.tolist()) <= set(range(start, end))
+        shard = sorted(listing_order(size, start, end).tolist() if shuffle and listing else range(start, end))
+        assert sorted(real.tolist()) == shard
+        assert set(pads.tolist()) <= set(shard)
         if pad and len(pads):
             assert set(pads.tolist()) == {int(real[-1])}
         all_real.extend(real.tolist())
@@ -89,3 +92,26 @@ def test_shuffled_epochs_differ():
         return np.concatenate([s.sample_indices for s in specs]).tolist()
 
     assert order(0) != order(1) and sorted(order(0)) == sorted(order(1))
+
+
+def test_a_shuffled_listing_gives_every_shard_every_class():
+    """A class-sorted folder (10 classes of 100 files) read by 4 shards with DALI's default shuffle
+    buffer: from the shuffled listing every shard's first batch mixes most classes; from the
+    listing as stored each shard holds 2-3 classes."""
+
+    def first_batch_classes(shard_id: int, listing: bool) -> set[int]:
+        specs = epoch_batches(
+            size=1000, batch_size=32, epoch=0, seed=0, shard_id=shard_id, num_shards=4,
+            random_shuffle=True, shuffled_listing=listing,
+        )  # fmt: skip
+        return set((specs[0].sample_indices // 100).tolist())
+
+    assert all(len(first_batch_classes(s, True)) >= 8 for s in range(4))
+    assert all(len(first_batch_classes(s, False)) <= 3 for s in range(4))
+
+
+def test_the_listing_order_is_one_permutation_whatever_the_shards():
+    whole = listing_order(1000, 0, 1000)
+    assert sorted(whole.tolist()) == list(range(1000)) and not np.array_equal(whole, np.arange(1000))
+    parts = [listing_order(1000, *shard_bounds(1000, s, 3)) for s in range(3)]
+    assert np.array_equal(np.concatenate(parts), whole)

@@ -41,6 +41,7 @@ class CocoReader(ShardedReader):
     (int32 ``(1,)``) with ``image_ids``."""
 
     schema = Schema(OP, devices=("cpu",), min_inputs=0, max_inputs=0, num_outputs=3, is_reader=True)
+    SHUFFLES_LISTING = True
 
     def configure(
         self,

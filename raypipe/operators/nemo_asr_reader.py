@@ -72,6 +72,7 @@ class NemoAsrReader(ShardedReader):
     """Audio (and its sample rate, transcript and manifest index) from NeMo manifests."""
 
     schema = Schema(_OP, devices=("cpu",), min_inputs=0, max_inputs=0, num_outputs=4, is_reader=True)
+    SHUFFLES_LISTING = True
 
     def configure(
         self,

@@ -113,6 +113,7 @@ class NumpyReader(ShardedReader):
     schema = Schema(
         "readers.numpy", devices=("cpu", "gpu"), min_inputs=0, max_inputs=0, arg_inputs=ROI_ARGS, is_reader=True
     )
+    SHUFFLES_LISTING = True
 
     def configure(
         self,

@@ -40,6 +40,11 @@ NO_OP_ARGS = (
 class ShardedReader(Operator):
     """Base class of readers. Subclasses call :meth:`configure_reader` from ``configure``."""
 
+    #: Whether ``random_shuffle`` also shuffles the listing once, before sharding
+    #: (:func:`raypipe.reader_order.listing_order`): DALI's readers of file listings do, its
+    #: container readers (LMDB, TFRecord, RecordIO, tar) only pass their shard through the buffer.
+    SHUFFLES_LISTING = False
+
     def configure_reader(
         self,
         *,
@@ -172,7 +177,12 @@ class ShardedReader(Operator):
             "stick_to_shard": self.stick_to_shard,
             "pad_last_batch": self.pad_last_batch,
             **({"shuffle_after_epoch_seed": self.shuffle_after_epoch_seed} if self.shuffle_after_epoch else {}),
+            **({"shuffled_listing": True} if self._shuffled_listing() else {}),
         }
+
+    def _shuffled_listing(self) -> bool:
+        """Whether this reader's own order starts from the listing shuffled once."""
+        return self.random_shuffle and self.SHUFFLES_LISTING
 
     def order_arguments(self) -> dict[str, Any]:
         """The arguments that decide which sample index each batch position gets, besides the
@@ -188,7 +198,7 @@ class ShardedReader(Operator):
             "shuffle_after_epoch": self.shuffle_after_epoch,
         }
         if self.random_shuffle:
-            fields.update(initial_fill=self.initial_fill, seed=self.seed)
+            fields.update(initial_fill=self.initial_fill, seed=self.seed, shuffled_listing=self.SHUFFLES_LISTING)
         if self.shuffle_after_epoch:
             fields["shuffle_after_epoch_seed"] = self.shuffle_after_epoch_seed
         return fields
@@ -208,6 +218,7 @@ class ShardedReader(Operator):
             pad_last_batch=self.pad_last_batch,
             shuffle_after_epoch=self.shuffle_after_epoch,
             shuffle_after_epoch_seed=self.shuffle_after_epoch_seed,
+            shuffled_listing=self._shuffled_listing(),
         )
 
     def meta(self, batch_size: int) -> dict[str, Any]:

@@ -340,6 +340,7 @@ class FileReader(ShardedReader):
     """Reads whole files as uint8 arrays, with an int32 label per file."""
 
     schema = Schema("readers.file", devices=("cpu",), min_inputs=0, max_inputs=0, num_outputs=2, is_reader=True)
+    SHUFFLES_LISTING = True
 
     def configure(
         self,

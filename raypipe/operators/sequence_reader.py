@@ -89,6 +89,7 @@ class SequenceReader(ShardedReader):
     """Reads sequences of frames from stream folders, decoded to FHWC uint8 (one output)."""
 
     schema = Schema(OP, devices=("cpu",), min_inputs=0, max_inputs=0, num_outputs=1, is_reader=True)
+    SHUFFLES_LISTING = True
 
     def configure(
         self,

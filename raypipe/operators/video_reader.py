@@ -151,6 +151,7 @@ class VideoReader(ShardedReader):
     """DALI's ``readers.video``: sequences of frames of video files, decoded with FFmpeg."""
 
     schema = Schema(LEGACY, devices=("cpu", "gpu"), min_inputs=0, max_inputs=0, num_outputs=4, is_reader=True)
+    SHUFFLES_LISTING = True
     experimental = False
     reads_on_host = True  # device="gpu": read and decode in the CPU stage, then move the outputs
     float_output = normalized = False  # the legacy reader's dtype=FLOAT and normalized

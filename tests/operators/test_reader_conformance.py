@@ -20,6 +20,7 @@ from raypipe.convert.run import convert
 from raypipe.errors import ReaderError, SampleError
 from raypipe.formats.registry import FORMATS, get
 from raypipe.graph import Graph, defining
+from raypipe.reader_order import listing_order
 
 READERS = ["file", "caffe", "caffe2", "tfrecord", "webdataset", "mxnet"]
 FORMAT_OF = {
@@ -114,10 +115,42 @@ def test_shards_and_shuffle_follow_dalis_arguments(data, reader):
         batches = op.epoch_batches(batch_size=4, epoch=0, seed=1)
         assert op.meta(4)["batches_per_epoch"] == len(batches) == 2
         indices = [int(i) for b in batches for i in b.sample_indices]
-        assert sorted(indices) == list(range(8 * shard, 8 * shard + 8)), "contiguous shard, each once"
+        listing = listing_order(24, 0, 24) if reader == "file" else np.arange(24)
+        assert sorted(indices) == sorted(listing[8 * shard : 8 * shard + 8]), "a slice of the listing, each once"
         assert indices == [int(i) for b in op.epoch_batches(4, 0, 1) for i in b.sample_indices], "deterministic"
         seen += indices
     assert sorted(seen) == list(range(24))
+
+
+@pytest.mark.parametrize("reader", ["file", "caffe2", "tfrecord", "webdataset"])
+def test_a_shuffled_shard_holds_dalis_samples(data, jpeg_files, reader):
+    """DALI's file reader shuffles its listing once before sharding (a class-sorted folder gives
+    every shard every class); its container readers shard the records as stored."""
+    pytest.importorskip("nvidia.dali")
+    from nvidia.dali import fn as dali_fn
+    from nvidia.dali import pipeline_def
+    from nvidia.dali import tfrecord as dali_tfrec
+
+    index_of = {open(path, "rb").read(): i for i, path in enumerate(jpeg_files)}
+    args = reader_args(reader, data[reader])
+    if reader == "tfrecord":
+        args["features"] = {"image/encoded": dali_tfrec.FixedLenFeature((), dali_tfrec.string, "")}
+    shard_args = {"shard_id": 1, "num_shards": 3, "random_shuffle": True, "initial_fill": 1}
+
+    @pipeline_def(batch_size=8, num_threads=1, device_id=None, seed=0)
+    def pipe():
+        out = getattr(dali_fn.readers, reader)(**args, **shard_args)
+        return out["image/encoded"] if reader == "tfrecord" else out[0]
+
+    p = pipe()
+    p.build()
+    batch = p.run()[0]
+    theirs = [index_of[np.asarray(batch.at(i)).tobytes()] for i in range(8)]
+    op = make(reader, data[reader], **shard_args)
+    ours = [int(i) for i in op.epoch_batches(batch_size=8, epoch=0, seed=0)[0].sample_indices]
+    op.close()
+    assert ours == theirs
+    assert (sorted(ours) == list(range(8, 16))) == (reader != "file")
 
 
 @pytest.mark.parametrize("reader", READERS)
