@@ -55,3 +55,27 @@ def test_every_shard_holds_dalis_files_in_dalis_order(tmp_path, size, shard_id, 
     pytest.importorskip("nvidia.dali")
     start, end = size * shard_id // num_shards, size * (shard_id + 1) // num_shards
     assert dali_listing_permutation(size)[start:end].tolist() == dali_shard(tmp_path, size, shard_id, num_shards)
+
+
+def test_the_numpy_reader_shuffles_its_files_as_dalis(tmp_path):
+    pytest.importorskip("nvidia.dali")
+    from nvidia.dali import fn as dali_fn
+    from nvidia.dali import pipeline_def as dali_pipeline_def
+
+    import raypipe as rp
+
+    for i in range(10):
+        np.save(tmp_path / f"x{i}.npy", np.array([i], dtype=np.int32))
+    args = {"file_root": str(tmp_path), "shard_id": 1, "num_shards": 2, "random_shuffle": True, "initial_fill": 1}
+
+    def first_batch(pipeline_def, fn, **device) -> list[int]:
+        @pipeline_def(batch_size=5, num_threads=1, seed=0, **device)
+        def pipe():
+            return fn.readers.numpy(**args)
+
+        p = pipe()
+        p.build()
+        batch = p.run()[0]
+        return [int(np.asarray(batch.at(i))[0]) for i in range(5)]
+
+    assert first_batch(rp.pipeline_def, rp.fn) == first_batch(dali_pipeline_def, dali_fn, device_id=None)
