@@ -45,6 +45,15 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         metavar="N",
         help="processes writing shards (threads reading files for LMDB); default: the CPU count",
     )
+    parser.add_argument(
+        "--shuffle",
+        action="store_true",
+        help="write the samples in a shuffled order, not as listed: a reader's own random_shuffle mixes a "
+        "container's records only within its initial_fill buffer",
+    )
+    parser.add_argument(
+        "--shuffle-seed", type=int, default=0, metavar="N", help="the seed of --shuffle's order; default 0"
+    )
     parser.add_argument("--json", metavar="PATH", help="also write the summary as JSON")
     parser.add_argument("--quiet", action="store_true", help="no progress bar")
 
@@ -56,7 +65,9 @@ def run(args: argparse.Namespace) -> int:
     if args.workers < 1:
         raise UsageError(f"--workers must be positive, got {args.workers}")
     fmt = get(args.format)
-    source = list_source(args.src)
+    if args.shuffle_seed < 0:
+        raise UsageError(f"--shuffle-seed must be a non-negative int, got {args.shuffle_seed}")
+    source = list_source(args.src, shuffle_seed=args.shuffle_seed if args.shuffle else None)
     check_destination(args.dst, fmt, source, args.shard_size)
     with tqdm(total=len(source.samples), unit="img", desc=f"convert to {fmt.name}", disable=args.quiet) as bar:
         summary = convert(source, args.dst, fmt, part_size=args.shard_size, workers=args.workers, progress=bar.update)
@@ -75,6 +86,11 @@ def run(args: argparse.Namespace) -> int:
         f"    jpegs, labels = read_converted({summary.dst!r})\n"
         f"or give it to the ResNet-50 preset as its file_root: presets.resnet50_train({summary.dst!r})"
     )
+    if not args.shuffle and summary.classes > 1:
+        print(
+            "its records follow the source's order, class after class: rp.serve's shuffles mix them all, a "
+            "reader's own random_shuffle only within its initial_fill buffer (convert with --shuffle for that)"
+        )
     if args.json:
         with open(args.json, "w", encoding="utf-8") as f:
             json.dump(summary.as_dict(), f, indent=2)

@@ -8,6 +8,8 @@ import hashlib
 import os
 from dataclasses import dataclass
 
+import numpy as np
+
 from ..errors import ReaderError, UsageError
 from ..operators.readers import list_file_root, parse_file_list
 
@@ -45,8 +47,11 @@ class Source:
         return h.hexdigest()[:16]
 
 
-def list_source(src: str) -> Source:
-    """A folder of class folders, or a list file of ``path label`` lines."""
+def list_source(src: str, shuffle_seed: int | None = None) -> Source:
+    """A folder of class folders, or a list file of ``path label`` lines, in listed order, or in
+    an order shuffled with ``shuffle_seed``: a folder lists class after class, and a reader's own
+    shuffle (``random_shuffle``) mixes a container's records only within its ``initial_fill``
+    buffer, so containers meant to be read that way are best written shuffled."""
     if os.path.isdir(src):
         paths, labels = list_file_root(src)
         root = src
@@ -57,9 +62,14 @@ def list_source(src: str) -> Source:
         classes = ()
     else:
         raise ReaderError(f"convert: source {src!r} is neither a folder nor a list file")
+    order = range(len(paths))
+    if shuffle_seed is not None:
+        order = np.random.default_rng(shuffle_seed).permutation(len(paths)).tolist()
     samples = tuple(
-        Sample(p, int(label), sample_key(i, os.path.relpath(os.path.abspath(p), os.path.abspath(root))))
-        for i, (p, label) in enumerate(zip(paths, labels))
+        Sample(
+            paths[j], int(labels[j]), sample_key(i, os.path.relpath(os.path.abspath(paths[j]), os.path.abspath(root)))
+        )
+        for i, j in enumerate(order)
     )
     return Source(samples, classes)
 

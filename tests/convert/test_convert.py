@@ -124,6 +124,7 @@ def test_cli_convert_prints_a_summary_and_index_rewrites_the_same_index(tmp_path
     printed = "\n".join(line.strip() for line in out.splitlines() if line.startswith("    "))
     assert printed == f"from raypipe.formats.registry import read_converted\njpegs, labels = read_converted({dst!r})"
     assert f"presets.resnet50_train({dst!r})" in out
+    assert "class after class" in out and "--shuffle" in out, "a folder written as listed says how it will mix"
 
     @rp.pipeline_def(batch_size=24, num_threads=1, device_id=None)
     def as_printed():
@@ -144,10 +145,32 @@ def test_cli_convert_prints_a_summary_and_index_rewrites_the_same_index(tmp_path
     assert "10 records" in capsys.readouterr().out
 
 
+@pytest.mark.parametrize("fmt", ["tfrecord", "caffe"])
+def test_shuffle_writes_the_samples_in_one_seeded_order(tmp_path, jpeg_root, jpeg_files, fmt, capsys):
+    def written(name: str, *seed: str) -> list[tuple[bytes, int]]:
+        dst = str(tmp_path / name)
+        argv = ["convert", jpeg_root, dst, "--format", fmt, "--shard-size", "10", "--quiet", "--shuffle", *seed]
+        assert main(argv) == 0
+        images, labels = _read_all(dst, 24)
+        return [(image, int(label[0])) for image, label in zip(images, labels)]
+
+    listed = [(open(p, "rb").read(), i // 6) for i, p in enumerate(jpeg_files)]
+    first = written("a")
+    assert "class after class" not in capsys.readouterr().out
+    assert first != listed and sorted(first) == sorted(listed), "the same samples, mixed"
+    assert written("b") == first, "the default seed"
+    assert written("c", "--shuffle-seed", "7") not in (first, listed)
+    with pytest.raises(UsageError, match="another source"):
+        convert(list_source(jpeg_root, shuffle_seed=7), str(tmp_path / "a"), get(fmt), part_size=10, workers=1)
+
+
 def test_cli_rejects_bad_options_before_any_work(tmp_path, jpeg_root, capsys):
     with pytest.raises(SystemExit) as exc:
         main(["convert", jpeg_root, str(tmp_path / "x"), "--format", "tfrecord", "--shard-size", "0"])
     assert exc.value.code == 2 and "--shard-size must be positive" in capsys.readouterr().err
+    with pytest.raises(SystemExit):
+        main(["convert", jpeg_root, str(tmp_path / "x"), "--format", "tfrecord", "--shuffle", "--shuffle-seed", "-1"])
+    assert "--shuffle-seed must be a non-negative int" in capsys.readouterr().err
     assert not os.path.exists(tmp_path / "x")
     with pytest.raises(SystemExit):
         main(["index", "tfrecord", "a", "b", "--out", "c"])
