@@ -379,6 +379,14 @@ class Pipeline:
             for d in self._feeder.node(data_node).outputs:
                 self._staged.layouts[d] = layout
 
+    def fed_source_names(self) -> list[str]:
+        """The names of the external sources :meth:`feed_input` feeds (those without a ``source``),
+        in graph order; an unnamed one by its label. Builds the pipeline."""
+        self.build()
+        if self._feeder is None:
+            return []
+        return [n.name or n.label for n in self._feeder.pushed]
+
     def schedule_run(self) -> None:
         """DALI's split form of ``run()``: ask for one batch, taken later by :meth:`outputs` or
         :meth:`share_outputs`. Batches are prefetched anyway, so this only counts the request."""

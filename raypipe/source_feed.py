@@ -90,9 +90,10 @@ class SourceFeeder:
             self.pool.restart(epoch)
 
     def node(self, data_node: DataNode | str) -> OpNode:
-        """The external source fed by ``feed_input(data_node)``: its output or its ``name``."""
+        """The external source fed by ``feed_input(data_node)``: its output, its ``name``, or (unnamed)
+        its label."""
         for node in self.nodes:
-            if data_node is node.outputs[0] or (isinstance(data_node, str) and node.name == data_node):
+            if data_node is node.outputs[0] or (isinstance(data_node, str) and data_node in (node.name, node.label)):
                 return node
         raise ArgumentError(f"feed_input: the pipeline has no external source {data_node!r} to feed")
 
