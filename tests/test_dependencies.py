@@ -21,6 +21,7 @@ FRAMEWORK_PLUGINS = {
     "raypipe/plugin/pytorch/__init__.py": "torch",
     "raypipe/plugin/pytorch/fn.py": "torch",
     "raypipe/plugin/pytorch/torch_function.py": "torch",
+    "raypipe/plugin/pytorch/experimental/__init__.py": "torch",
     "raypipe/plugin/pytorch/experimental/proxy.py": "torch",
     "raypipe/plugin/lightning.py": "lightning",
 }
