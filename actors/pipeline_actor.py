@@ -222,7 +222,7 @@ class PipelineActor:
     ) -> Any:
         if len(output) and not output.is_dense_tensor():
             return self._ship_ragged(output, ring)
-        tensor = output.as_tensor()
+        tensor = output.dense_array()
         if output.device == "gpu" and use_ipc(tensor, self._gpu_uuid, gpu_uuid):
             shipped = self._ring(ipc_slots).export(tensor, token)
             if shipped is not None:

@@ -11,6 +11,10 @@ copy stream for the Mixed stage, a compute stream for the GPU stage, a memory
 pool of its own (so a budget applies per pipeline actor) and two reused pinned
 staging buffers. The stages are ordered by CUDA events on those streams, never
 by a host synchronisation between operators.
+
+DALI's ``nvidia.dali.backend`` classes that scripts test with ``isinstance`` (``TensorCPU``,
+``TensorGPU``, ``TensorListCPU``, ``TensorListGPU``) are here under those names
+(:mod:`raypipe.tensor`).
 """
 
 from __future__ import annotations
@@ -29,6 +33,7 @@ from typing import Any
 import numpy as np
 
 from .errors import ArgumentError
+from .tensor import TensorCPU, TensorGPU, TensorListCPU, TensorListGPU  # noqa: F401  (DALI's backend names)
 
 MEMORY_ENV = "RAYPIPE_GPU_MEMORY_MB"
 _MB = 1 << 20

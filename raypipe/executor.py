@@ -654,7 +654,7 @@ def chunk_size(batch_size: int, num_threads: int, cheap: bool = False) -> int:
 def _take(batch: TensorList, rows: list[int], xp: Any) -> TensorList:
     """The samples ``rows`` of ``batch``, in that order (one gather on the device for a dense batch)."""
     if batch.is_dense_tensor():
-        return TensorList(batch.as_tensor()[xp.asarray(rows)], batch.device, batch.layout())
+        return TensorList(batch.dense_array()[xp.asarray(rows)], batch.device, batch.layout())
     return TensorList([batch.at(r) for r in rows], batch.device, batch.layout())
 
 

@@ -11,6 +11,7 @@ import numpy as np
 from .backend import is_device_array, to_host
 from .batch_buffers import Allocator
 from .kernels.launch import Packed
+from .tensor import TensorCPU
 from .types import DALIDataType, to_dali_type
 
 
@@ -23,7 +24,8 @@ class TensorList:
     batch whose samples share a shape; ``tl.as_cpu()`` brings a GPU batch to the
     host; ``tl[i]`` and ``tl.at(i)`` are one sample, and iterating gives every sample.
     Where DALI returns a ``Tensor`` (``tl[i]``, ``as_tensor()``, ``as_reshaped_tensor()``)
-    this returns the array itself (numpy on the host, cupy on the GPU). A ragged batch of the GPU
+    this returns, on the host, a :class:`~raypipe.tensor.TensorCPU` (a numpy array with DALI's
+    Tensor methods), and on the GPU the cupy array itself. A ragged batch of the GPU
     stage stays one :class:`~raypipe.kernels.launch.Packed` buffer: a sample is a view made when
     asked for, and ``as_cpu()`` copies the buffer once.
     """
@@ -72,8 +74,13 @@ class TensorList:
         return len(self._dense) if self._dense is not None else len(self._samples)
 
     def __getitem__(self, index: int) -> Any:
-        """Sample ``index`` (negative counts from the end; IndexError out of range, as in DALI)."""
-        return self.at(index)
+        """Sample ``index`` (negative counts from the end; IndexError out of range, as in DALI): on
+        the host a :class:`~raypipe.tensor.TensorCPU`, as DALI's ``tl[i]`` is a Tensor."""
+        return self._tensor(self.at(index))
+
+    def _tensor(self, array: Any) -> Any:
+        """A host array as a ``TensorCPU`` of this batch's layout; a device array as it is."""
+        return TensorCPU.of(array, self._layout) if isinstance(array, np.ndarray) else array
 
     def __iter__(self) -> Iterator[Any]:
         """Every sample in order."""
@@ -129,7 +136,16 @@ class TensorList:
         return self._samples[position]
 
     def as_tensor(self) -> Any:
-        """The dense ``(batch, ...)`` array on this batch's device."""
+        """The dense ``(batch, ...)`` array on this batch's device (on the host a
+        :class:`~raypipe.tensor.TensorCPU` whose layout, as DALI's, is ``"N"`` before the samples')."""
+        dense = self.dense_array()
+        return (
+            TensorCPU.of(dense, "N" + self._layout if self._layout else "") if isinstance(dense, np.ndarray) else dense
+        )
+
+    def dense_array(self) -> Any:
+        """The dense ``(batch, ...)`` array itself (numpy or cupy, no Tensor view), stacked once from
+        the samples when needed."""
         if self._dense is None:
             if not self._samples:
                 raise ValueError("empty batch has no dense form")
@@ -146,11 +162,38 @@ class TensorList:
 
     def as_reshaped_tensor(self, shape: Sequence[int]) -> Any:
         """The dense batch reshaped to ``shape``, whose volume must equal the batch's."""
-        dense = self.as_tensor()
+        dense = self.dense_array()
         shape = tuple(int(n) for n in shape)
         if int(np.prod(shape)) != dense.size:
             raise ValueError(f"cannot reshape a batch of {dense.size} elements {tuple(dense.shape)} to {shape}")
-        return dense.reshape(shape)
+        reshaped = dense.reshape(shape)
+        return TensorCPU.of(reshaped) if isinstance(reshaped, np.ndarray) else reshaped  # no layout, as in DALI
+
+    def data_ptr(self) -> int:
+        """The address of the dense batch (host or device memory)."""
+        dense = self.dense_array()
+        return dense.data.ptr if is_device_array(dense) else dense.ctypes.data
+
+    def copy_to_external(
+        self, ptr: Any, cuda_stream: Any = None, non_blocking: bool = False, use_copy_kernel: bool = False
+    ) -> None:
+        """DALI's copy of the dense batch, C-ordered, to the memory at ``ptr`` (a ``ctypes.c_void_p``
+        or an int): host memory for a host batch; device memory for a GPU batch, queued on
+        ``cuda_stream`` (a raw ``cudaStream_t``, default the null stream) and waited for unless
+        ``non_blocking``. ``use_copy_kernel`` is accepted and changes nothing."""
+        dense = self.dense_array()
+        if not is_device_array(dense):
+            TensorCPU.of(dense).copy_to_external(ptr)
+            return
+        import cupy
+
+        address = ptr.value if hasattr(ptr, "value") else int(ptr)
+        stream = cuda_stream.value if hasattr(cuda_stream, "value") else int(cuda_stream or 0)
+        source = cupy.ascontiguousarray(dense)
+        runtime = cupy.cuda.runtime
+        runtime.memcpyAsync(address, source.data.ptr, source.nbytes, runtime.memcpyDefault, stream)
+        if not non_blocking:
+            runtime.streamSynchronize(stream)
 
     def as_cpu(self) -> TensorList:
         """This batch in host memory (itself when already there, as in DALI)."""
@@ -165,19 +208,19 @@ class TensorList:
 
     def as_array(self) -> np.ndarray:
         """The dense batch as a host numpy array."""
-        return to_host(self.as_tensor())
+        return to_host(self.dense_array())
 
     def __array__(self, dtype=None, copy=None) -> np.ndarray:
-        dense = self.as_tensor()
+        dense = self.dense_array()
         if is_device_array(dense):
             raise TypeError("this batch lives on the GPU: call .as_cpu() before np.asarray")
         return np.asarray(dense, dtype=dtype)
 
     def __dlpack__(self, **kwargs):
-        return self.as_tensor().__dlpack__(**kwargs)
+        return self.dense_array().__dlpack__(**kwargs)
 
     def __dlpack_device__(self):
-        return self.as_tensor().__dlpack_device__()
+        return self.dense_array().__dlpack_device__()
 
     def __repr__(self) -> str:
         return f"TensorList(len={len(self)}, device={self.device!r}, layout={self._layout!r})"

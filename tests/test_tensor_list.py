@@ -3,13 +3,25 @@ DALI is installed, next to DALI's own ``TensorListCPU``."""
 
 from __future__ import annotations
 
+import ctypes
+
 import numpy as np
 import pytest
+import torch
 
 import raypipe as rp
 from raypipe import fn, types
+from raypipe.backend import TensorCPU, TensorGPU, TensorListCPU, TensorListGPU
 from raypipe.kernels import launch
+from raypipe.plugin.pytorch import to_torch_type
 from raypipe.tensor_list import TensorList
+
+
+def feed_ndarray(dali_tensor, arr):
+    """DALI's copy of a Tensor into a torch tensor, as its older examples wrote it in the script."""
+    assert dali_tensor.shape() == list(arr.size()), "shapes do not match"
+    dali_tensor.copy_to_external(ctypes.c_void_p(arr.data_ptr()))
+    return arr
 
 
 @rp.pipeline_def(batch_size=4, num_threads=1, device_id=None, seed=2)
@@ -103,7 +115,9 @@ def test_a_list_of_samples_indexes_like_a_dense_batch():
 def test_a_scalar_sample_is_a_0d_array_as_in_dali():
     """``at(i)`` of a batch of scalars is an array (DALI's is), which ``torch.from_numpy`` takes."""
     scalars = TensorList(np.array([3, 4], np.int32), "cpu")
-    assert all(type(s) is np.ndarray and s.shape == () and s.dtype == np.int32 for s in (scalars.at(0), scalars[1]))
+    assert all(isinstance(s, np.ndarray) and s.shape == () and s.dtype == np.int32 for s in (scalars.at(0), scalars[1]))
+    assert type(scalars.at(0)) is np.ndarray, "at(i) is a plain array, as DALI's"
+    assert [int(torch.from_numpy(s)) for s in (scalars.at(0), scalars[1])] == [3, 4]
     assert [int(s) for s in scalars] == [3, 4]
 
 
@@ -125,6 +139,17 @@ def test_matches_dalis_tensor_list_cpu(batch):
             with pytest.raises(IndexError):
                 ours[index]
         assert np.array_equal(theirs.as_array(), ours.as_array())
+        assert theirs.as_tensor().shape() == ours.as_tensor().shape() and theirs[1].shape() == ours[1].shape()
+        assert theirs[1].layout() == ours[1].layout() and theirs.as_tensor().layout() == ours.as_tensor().layout()
+        flat = [4, ours.as_array().size // 4]
+        assert theirs.as_reshaped_tensor(flat).layout() == ours.as_reshaped_tensor(flat).layout() == ""
+        for source in (theirs.as_tensor(), ours.as_tensor()):
+            target = torch.empty(ours.as_tensor().shape(), dtype=to_torch_type[ours.dtype])
+            assert np.array_equal(feed_ndarray(source, target), ours.as_array())
+        for source in (theirs, ours):  # a batch copies itself too
+            target = torch.empty(ours.as_tensor().shape(), dtype=to_torch_type[ours.dtype])
+            source.copy_to_external(ctypes.c_void_p(target.data_ptr()))
+            assert np.array_equal(target, ours.as_array())
 
 
 def test_a_packed_batch_with_gaps_between_equal_samples_keeps_each_sample():
@@ -134,3 +159,27 @@ def test_a_packed_batch_with_gaps_between_equal_samples_keeps_each_sample():
     assert batch.is_dense_tensor()
     assert np.array_equal(batch.at(1), data[32:44].reshape(2, 2, 3))
     assert np.array_equal(batch.as_tensor(), np.stack([data[:12], data[32:44]]).reshape(2, 2, 2, 3))
+
+
+def test_dalis_tensor_methods_on_host_samples_and_batches(batch):
+    """``tl[i]`` and ``as_tensor()`` are DALI's TensorCPU there: numpy arrays that also have
+    ``shape()``, ``layout()``, ``data_ptr()`` and ``copy_to_external``; what numpy makes of them is
+    a plain array."""
+    ragged, dense, labels = batch
+    tensor = dense.as_tensor()
+    assert isinstance(tensor, TensorCPU) and isinstance(dense[0], TensorCPU) and isinstance(ragged[2], TensorCPU)
+    assert (
+        tensor.shape == (4, 10, 12, 3)
+        and tensor.shape() == [4, 10, 12, 3]
+        and ragged[2].shape() == list(ragged.shape()[2])
+    )
+    assert tensor.layout() == "NHWC" and dense[0].layout() == "HWC" and labels.as_reshaped_tensor([4]).shape() == [4]
+    assert tensor.data_ptr() == dense.data_ptr() == np.asarray(dense).ctypes.data, "a view, not a copy"
+    assert all(type(x) is np.ndarray for x in (tensor + 1, np.asarray(tensor), np.sqrt(tensor), dense.at(0)))
+    assert isinstance(tensor.sum(), np.integer)
+    typed = torch.empty(tensor.shape(), dtype=to_torch_type[tensor.dtype])
+    assert torch.equal(feed_ndarray(tensor, typed), torch.from_numpy(np.asarray(dense)))
+    assert isinstance(dense, TensorListCPU) and not isinstance(dense, TensorListGPU)
+    assert not isinstance(tensor, TensorGPU) and not isinstance(dense, TensorCPU)
+    with pytest.raises(ValueError, match="null"):
+        tensor.copy_to_external(ctypes.c_void_p(0))

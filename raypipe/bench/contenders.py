@@ -123,7 +123,7 @@ def _raypipe(work: Workload, decoder_device: str, dtype: types.DALIDataType) -> 
     ) as pipe:
         for k in itertools.count():
             images, _ = pipe.run()
-            batch = images.as_tensor()
+            batch = images.dense_array()
             if k == 0:
                 check_batch(f"raypipe {decoder_device}", batch, expected, (work.batch_size, 3, SIZE, SIZE))
             yield len(batch)
@@ -204,7 +204,7 @@ def _dali(work: Workload) -> Iterator[int]:
     pipe = dali_pipeline(work.root, work.batch_size, work.threads, seed=work.round)
     for k in itertools.count():
         images, _ = pipe.run()
-        batch = images.as_tensor()
+        batch = images.dense_array()
         if k == 0:
             check_batch("DALI", np.asarray(batch), "float32", (work.batch_size, 3, SIZE, SIZE))
         yield batch.shape()[0]

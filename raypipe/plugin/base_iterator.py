@@ -62,7 +62,7 @@ def dense(tensor_list: TensorList, name: str) -> Any:
             "resize or crop them to one size in the pipeline (fn.resize, fn.crop) "
             "before feeding a framework iterator"
         )
-    return tensor_list.as_tensor()
+    return tensor_list.dense_array()
 
 
 class _DaliBaseIterator:

@@ -41,7 +41,7 @@ __all__ = [
 #: DALI's ``to_torch_type``: the torch dtype of each ``types.DALIDataType`` DALI maps (what
 #: ``TensorList.dtype`` gives), for allocating the tensor ``feed_ndarray`` fills. Also keyed by the
 #: numpy dtype, because where DALI hands out a ``Tensor`` (whose ``dtype`` is a DALIDataType)
-#: raypipe hands out the array itself.
+#: raypipe hands out an array (a ``TensorCPU`` keeps numpy's ``dtype``).
 to_torch_type: dict[Any, torch.dtype] = {
     key: torch_dtype(member.numpy)
     for member in (
@@ -79,7 +79,7 @@ def feed_ndarray(
     copy is queued on ``cuda_stream`` (a torch stream or a raw ``cudaStream_t``; default torch's
     current stream) straight from the pipeline's batch, which is held until the copy has run.
     ``tensor_list`` may also be an array where DALI takes a ``Tensor`` (``tl.as_tensor()``,
-    ``tl[i]``: raypipe gives the array itself)."""
+    ``tl[i]``: a ``TensorCPU`` on the host, the cupy array on the GPU)."""
     array = dense(tensor_list, "output") if isinstance(tensor_list, TensorList) else tensor_list
     dtype = torch_dtype(array.dtype)
     if dtype != arr.dtype:
