@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import inspect
 import os
+import re
 import time
 from collections.abc import Callable
 from typing import Any
@@ -199,13 +200,27 @@ def _unavailable(rank: int, why: str) -> dict[str, Any]:
     return {"rank": rank, "available": False, "why": why}
 
 
+_RELEASE_WAIT_S = 30  # how long a shutdown waits for the killed actors to free their names
+
+
 def _release(name: str, actors: list) -> None:
-    """Kill ``actors`` (None entries skipped) and forget the service's entries in the GCS (its record,
-    its coordinator's, its pipeline and listings)."""
+    """Kill ``actors`` (None entries skipped), forget the service's entries in the GCS (its record,
+    its coordinator's, its pipeline and listings), and wait until none of its actors holds its name:
+    ``ray.kill`` returns before that, and a ``serve`` of the name right after must find it free."""
     for actor in actors:
         if actor is not None:
             ray.kill(actor, no_restart=True)
     service_kv.forget(name)
+    own = re.compile(rf"{re.escape(name)}\.(coordinator|pipeline\.\d+|helper\.\d+)")
+    deadline = time.monotonic() + _RELEASE_WAIT_S
+    while True:
+        named = ray.util.list_named_actors(all_namespaces=True)
+        left = sorted(a["name"] for a in named if a["namespace"] == NAMESPACE and own.fullmatch(a["name"]))
+        if not left:
+            return
+        if time.monotonic() > deadline:
+            raise RaypipeError(f"service {name!r}: actors {left} did not stop within {_RELEASE_WAIT_S} s")
+        time.sleep(0.05)
 
 
 def _check_pipeline_kwargs(pipeline: Callable, pipeline_kwargs: dict[str, Any]) -> None:
@@ -361,14 +376,6 @@ def _claim_name(name: str, replace: bool) -> None:
         raise ArgumentError(f"serve: a service named {name!r} is already running; pass replace=True to replace it")
     old = Service(name, ray.get(existing.config.remote()), existing)
     _release(name, [*old._actors().values(), *old._helpers().values(), existing])
-    deadline = time.monotonic() + 30
-    while time.monotonic() < deadline:
-        try:
-            ray.get_actor(coordinator_name(name), namespace=NAMESPACE)
-        except ValueError:
-            return
-        time.sleep(0.1)
-    raise RaypipeError(f"serve: the old service {name!r} did not stop within 30 s")
 
 
 def _check_helper_room(plan: HelperPlan) -> None:

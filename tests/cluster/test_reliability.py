@@ -309,6 +309,17 @@ def test_an_actor_that_cannot_start_is_named_and_leaves_nothing_behind(cluster, 
     assert _placement_groups_alive() == groups, "the service reserves no placement group"
 
 
+def test_a_services_name_is_free_as_soon_as_it_shuts_down(cluster, jpeg_files):
+    """``ray.kill`` returns before the actor's name is free: shutdown waits for it, so a script
+    that serves the same name again (without ``replace``) never meets the old service."""
+    for _ in range(2):
+        svc = _serve(jpeg_files[:8], "rel-again", 1, replace=False)
+        assert len(list(rp.loader("rel-again", rank=0, world_size=1))) == 4, "8 samples in batches of 2"
+        svc.shutdown()
+        named = ray.util.list_named_actors(all_namespaces=True)
+        assert [a["name"] for a in named if a["name"].startswith("rel-again.")] == [] and _gone("rel-again")
+
+
 DRIVER_SCRIPT = """
 import sys, ray, raypipe as rp
 from cluster.loader import REQUEST_SOCKET_ENV
