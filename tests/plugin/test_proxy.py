@@ -153,3 +153,32 @@ def test_the_runner_thread_stops_with_its_server(jpeg_files):
     assert runners() == before + 1, "started by the loader"
     del loader
     assert runners() == before, "stopped with the loader that started it"
+
+
+@rp.pipeline_def(batch_size=4, num_threads=1, device_id=None)
+def doubled():
+    return fn.external_source(name="x", no_copy=True) * 2
+
+
+class Numbers(Dataset):
+    def __init__(self, transform):
+        self.transform = transform
+
+    def __len__(self) -> int:
+        return 10
+
+    def __getitem__(self, i: int):
+        return self.transform(np.array([i], np.float32)), i
+
+
+def test_spawned_workers_take_the_proxy_too():
+    """A DataLoader whose workers are spawned, shuffled, kept across epochs."""
+    with dali_proxy.DALIServer(doubled()) as server:
+        loader = dali_proxy.DataLoader(
+            server, Numbers(server.proxy), batch_size=4, num_workers=1, multiprocessing_context="spawn",
+            shuffle=True, persistent_workers=True,
+        )  # fmt: skip
+        for _ in range(2):
+            batches = list(loader)
+            assert all(torch.equal(x.ravel(), 2 * i.float()) for x, i in batches)
+            assert sorted(int(i) for _, b in batches for i in b) == list(range(10))

@@ -263,7 +263,9 @@ class DALIServer:
             )
         self._pipe = pipeline
         self._deterministic = bool(deterministic)
-        self._inputs = mp.Queue()
+        # made in the spawn context, so that workers started either way (fork, spawn, forkserver) can
+        # take it: a fork context's queue cannot be pickled into a spawned worker
+        self._inputs = mp.get_context("spawn").Queue()
         self._proxy = _Proxy(names, pipeline.num_outputs, self._inputs, self._deterministic)
         self._runner: _Runner | None = None
         self._finalizer: weakref.finalize | None = None
