@@ -204,7 +204,7 @@ def _dali(work: Workload) -> Iterator[int]:
     pipe = dali_pipeline(work.root, work.batch_size, work.threads, seed=work.round)
     for k in itertools.count():
         images, _ = pipe.run()
-        batch = images.dense_array()
+        batch = images.as_tensor()
         if k == 0:
             check_batch("DALI", np.asarray(batch), "float32", (work.batch_size, 3, SIZE, SIZE))
         yield batch.shape()[0]
