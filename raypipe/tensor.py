@@ -61,15 +61,22 @@ class TensorCPU(np.ndarray):
 
     def copy_to_external(self, ptr: ctypes.c_void_p | int, non_blocking: bool = False) -> None:
         """Copy the elements, C-ordered, to the host memory at ``ptr`` (room for ``nbytes`` bytes)."""
-        address = ptr.value if isinstance(ptr, ctypes.c_void_p) else int(ptr)
-        if not address:
-            raise ValueError("copy_to_external: the destination pointer is null")
+        address = destination_address(ptr)
         source = np.ascontiguousarray(self)
         ctypes.memmove(address, source.ctypes.data, source.nbytes)
 
     def as_cpu(self) -> TensorCPU:
         """Itself: it is in host memory already."""
         return self
+
+
+def destination_address(ptr: Any) -> int:
+    """The address ``copy_to_external`` writes to: an int, or a ctypes pointer such as
+    ``ctypes.c_void_p`` (its ``value``); ValueError for a null one."""
+    address = (ptr.value if hasattr(ptr, "value") else int(ptr)) or 0
+    if not address:
+        raise ValueError("copy_to_external: the destination pointer is null")
+    return address
 
 
 class _Kind(type):

@@ -11,7 +11,7 @@ import numpy as np
 from .backend import is_device_array, to_host
 from .batch_buffers import Allocator
 from .kernels.launch import Packed
-from .tensor import TensorCPU
+from .tensor import TensorCPU, destination_address
 from .types import DALIDataType, to_dali_type
 
 
@@ -187,8 +187,8 @@ class TensorList:
             return
         import cupy
 
-        address = ptr.value if hasattr(ptr, "value") else int(ptr)
-        stream = cuda_stream.value if hasattr(cuda_stream, "value") else int(cuda_stream or 0)
+        address = destination_address(ptr)
+        stream = (cuda_stream.value if hasattr(cuda_stream, "value") else int(cuda_stream or 0)) or 0
         source = cupy.ascontiguousarray(dense)
         runtime = cupy.cuda.runtime
         runtime.memcpyAsync(address, source.data.ptr, source.nbytes, runtime.memcpyDefault, stream)
