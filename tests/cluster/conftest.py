@@ -1,4 +1,10 @@
-"""One simulated Ray cluster for every cluster test: a head and 2 nodes with 2 logical GPUs each."""
+"""One simulated Ray cluster for every cluster test: a head and 2 nodes with 2 logical GPUs each.
+
+The cluster tests' pipelines resize on the host with Pillow, not torch (``RAYPIPE_HOST_RESIZE``), in
+the nodes' processes and in the test process alike: with torch every pipeline actor would import it
+(1.4 s of CPU each, hundreds of actors), a third of these tests' time on 2 cores. What they test is
+the service; both resize backends are tested in ``tests/operators/test_host_resize.py``.
+"""
 
 from __future__ import annotations
 
@@ -9,9 +15,33 @@ import ray
 from ray._private import state as ray_state
 from ray.cluster_utils import Cluster
 
+#: The environment of the cluster tests and of the nodes they start.
+ENVIRONMENT = {"RAYPIPE_HOST_RESIZE": "pillow"}
+
+
+@pytest.fixture(scope="module", autouse=True)
+def host_resize_by_pillow():
+    """:data:`ENVIRONMENT` for each cluster test module: the processes it starts (nodes, ranks, jobs)
+    inherit it, and its own pipelines resize as the actors do."""
+    with pytest.MonkeyPatch.context() as patch:
+        for key, value in ENVIRONMENT.items():
+            patch.setenv(key, value)
+        yield
+
 
 @pytest.fixture(scope="session")
 def cluster():
+    with pytest.MonkeyPatch.context() as patch:  # a session fixture starts before the module's
+        for key, value in ENVIRONMENT.items():
+            patch.setenv(key, value)
+        c = _start_cluster()
+    ray.init(address=c.address, log_to_driver=False)
+    yield c
+    ray.shutdown()
+    c.shutdown()
+
+
+def _start_cluster() -> Cluster:
     c = Cluster(
         initialize_head=True,
         head_node_args={
@@ -24,10 +54,7 @@ def cluster():
     for _ in range(2):
         c.add_node(num_cpus=2, num_gpus=2)
     c.wait_for_nodes()
-    ray.init(address=c.address, log_to_driver=False)
-    yield c
-    ray.shutdown()
-    c.shutdown()
+    return c
 
 
 @pytest.fixture(scope="module")

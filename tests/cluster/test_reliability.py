@@ -135,11 +135,11 @@ def _parts(files, worlds_and_steps, name):
 def test_resume_into_fewer_and_more_ranks_is_exactly_once_in_the_same_order(cluster, jpeg_files):
     undisturbed, _ = _parts(jpeg_files, [(4, None)], "rel-full")
     assert sorted(undisturbed) == list(range(24))
-    for plan in ([(2, 1), (4, None)], [(4, 1), (2, 1), (4, None)]):  # 2 -> 4, and 4 -> 2 -> 4
-        order, states = _parts(jpeg_files, plan, "rel-elastic")
-        assert order == undisturbed, f"{plan}: every sample exactly once, in the undisturbed order"
-        assert states[-1]["epoch"] == 1 and states[-1]["offset"] == 0
+    order, states = _parts(jpeg_files, [(4, 1), (2, 1), (4, None)], "rel-elastic")  # into fewer, then more
+    assert order == undisturbed, "every sample exactly once, in the undisturbed order"
+    assert states[-1]["epoch"] == 1 and states[-1]["offset"] == 0
     assert states[0] == {**states[0], "epoch": 0, "offset": 8, "format": 1, "batch_size": 2, "world_size": 4}
+    assert states[1] == {**states[1], "epoch": 0, "offset": 12, "world_size": 2}
 
 
 def test_a_state_from_another_dataset_or_seed_is_a_clear_error(cluster, jpeg_files):
