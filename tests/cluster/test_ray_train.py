@@ -45,8 +45,7 @@ def _serve(files: list[str], name: str, world: int):
 
 
 def _fit(name: str, tmp: Path, workers: int, **config):
-    """Train on ``workers`` workers in run ``name``: a run of a name that ran before resumes from
-    its latest checkpoint (Ray Train's restoration of a run), whatever its number of workers."""
+    """Train on ``workers`` workers in run ``name``."""
     (tmp / "logs").mkdir(exist_ok=True)
     trainer = TorchTrainer(
         train_loop,
@@ -124,29 +123,24 @@ def _assert_released(name: str, store_baseline: int) -> None:
     assert used <= store_baseline, (used, store_baseline)
 
 
-def test_a_killed_worker_restarts_from_the_checkpoint_and_the_run_resumes_in_three_mid_epoch_exactly_once(
-    cluster, many_files, tmp_path
-):
+def test_a_killed_worker_restarts_from_the_checkpoint_and_reads_the_same_batches_again(cluster, many_files, tmp_path):
     """One run of two workers: rank 1 kills its own process at step 6, Ray Train restarts the
-    group from the checkpoint of step 4, and it stops after step 9 (checkpoint at 8, one step into
-    epoch 1). The run is then resumed in three workers from that checkpoint, mid-epoch."""
-    name = "train-fail-resize"
-    files = many_files[:70]  # batch 5: 7 steps an epoch in 2 ranks; 60 samples left after step 8 fill 4 in 3
+    group from the checkpoint of step 4, and it trains both epochs to the end. The steps after
+    the checkpoint are redone with the same samples, byte for byte, and every sample of each
+    epoch is trained once. (A group of another size is the elastic test's, below; resuming into
+    more ranks mid-epoch is tests/cluster/test_reliability.py's.)"""
+    name = "train-fail"
+    files = many_files[:70]  # batch 5: 7 steps an epoch in 2 ranks
     baseline = object_store.usage().used_bytes
     svc = _serve(files, name, 2)
     try:
-        first = _fit(name, tmp_path, 2, fail_at=6, fail_rank=1, settle_s=2.5, stop_at=9)
-        assert first.error is None and first.checkpoint is not None, first.error
-        second = _fit(name, tmp_path, 3)
-        assert second.error is None, second.error
-        groups = _groups(_processes(tmp_path / "logs"), [2, 2, 3])
-        assert [p["restored"] for g in groups for p in g] == [0, 0, 4, 4, 8, 8, 8], "restarts from steps 4 and 8"
-        assert [g[0]["steps"][0]["world"] for g in groups] == [2, 2, 3]
-        kept, _ = _effective(groups)
+        run = _fit(name, tmp_path, 2, fail_at=6, fail_rank=1, settle_s=2.5)
+        assert run.error is None and run.checkpoint is not None, run.error
+        groups = _groups(_processes(tmp_path / "logs"), [2, 2])
+        assert [p["restored"] for g in groups for p in g] == [0, 0, 4, 4], "restarts from step 4"
+        kept, redone = _effective(groups)
         _assert_exactly_once(kept, len(files), 2)
-        assert max(s["step"] for s in kept) == 12
-
-        _, redone = _effective(groups[:2])  # the restart in the same world size reads the same batches
+        assert max(s["step"] for s in kept) == 14
         assert {(s["step"], s["rank"]) for s, _ in redone} >= {(5, 0), (5, 1), (6, 1)}
         for abandoned, again in redone:
             assert again is not None and (abandoned["indices"], abandoned["digest"]) == (
@@ -157,14 +151,11 @@ def test_a_killed_worker_restarts_from_the_checkpoint_and_the_run_resumes_in_thr
         restarted = min(s["time"] for p in groups[1] for s in p["steps"])
         loader_s = max(p["start"]["loader_ready"] - p["start"]["began"] for p in groups[1])
         print(f"\ndeath to first batch after the restart: {restarted - died:.1f} s; loader opened in {loader_s:.1f} s")
-
-        counts = collections.Counter(s["rank"] for p in groups[2] for s in p["steps"])
-        assert set(counts.values()) == {4}, f"equal batch counts on the 3 ranks: {counts}"
-        assert svc.config.world_size == 3 and sorted(svc.stats()["attached"]) == [0, 1, 2]
-        del first, second
+        assert sorted(svc.stats()["attached"]) == [0, 1]
+        del run
     finally:
         svc.shutdown()
-    _assert_released(name, baseline + 2 * RAY_TRAIN_KEEPS)
+    _assert_released(name, baseline + RAY_TRAIN_KEEPS)
 
 
 def test_a_group_of_another_size_waits_for_the_one_before_it(cluster, jpeg_files, monkeypatch):

@@ -330,44 +330,6 @@ def test_ddp_two_gloo_ranks_train_through_the_loader(cluster, jpeg_files):
     assert seen0[0] != seen0[1], "a new order each epoch"
 
 
-def test_horovod_two_ranks_train_through_the_loader(cluster):
-    """A real `horovodrun -np 2 --gloo` job (Horovod built by cluster/install_horovod.sh)."""
-    import os
-    import shutil
-    import subprocess
-    import sys
-
-    pytest.importorskip("horovod.torch", reason="install with: bash cluster/install_horovod.sh")
-    horovodrun = shutil.which("horovodrun", path=os.path.dirname(sys.executable)) or shutil.which("horovodrun")
-    root = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-    proc = subprocess.run(
-        [
-            horovodrun,
-            "-np",
-            "2",
-            "-H",
-            "localhost:2",
-            "--gloo",
-            sys.executable,
-            "examples/train_horovod.py",
-            "--epochs",
-            "1",
-            "--service",
-            "hvd-test",
-        ],
-        cwd=root,
-        env={**os.environ, "RAY_ADDRESS": cluster.address},
-        capture_output=True,
-        text=True,
-        timeout=300,
-    )
-    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
-    lines = [ln for ln in proc.stdout.splitlines() if "raypipe-horovod" in ln]
-    steps = [ln for ln in lines if "epoch=0" in ln]
-    assert len(steps) == 2 and all("steps=5 len=5" in ln for ln in steps), lines
-    assert sum("replicas_in_sync=True" in ln for ln in lines) == 2, lines
-
-
 def _kill_actor_of(svc, rank):
     import os
     import signal

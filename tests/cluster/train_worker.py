@@ -6,7 +6,7 @@ the rank's loader delivered (epoch, the samples and their padding, a digest of t
 to one file per process, checkpoints the step counter and the loader's position every ``every``
 steps (``rp.train.save``, rank 0), dies hard once at ``fail_at`` on ``fail_rank`` (SIGKILL of its
 own process) or, at ``lose_node_at``, asks the driver to remove its node from the cluster and waits
-to go with it; or stops at ``stop_at``. ``settle_s`` after a checkpoint that comes before the failure
+to go with it. ``settle_s`` after a checkpoint that comes before the failure
 gives Ray Train's controller time to register it: it collects reports at its health checks (every
 2 s by default), and a worker that dies before then restarts from the checkpoint before.
 """
@@ -72,8 +72,6 @@ def train_loop(config: dict) -> None:
                     _checkpoint(loader, step, rank)
                     if step < max(config.get("fail_at", 0), config.get("lose_node_at", 0)):
                         time.sleep(config.get("settle_s", 0.0))
-                if step == config.get("stop_at"):
-                    return
 
 
 def _first_failure(config: dict) -> bool:
