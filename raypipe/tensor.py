@@ -73,7 +73,7 @@ class TensorCPU(np.ndarray):
 def destination_address(ptr: Any) -> int:
     """The address ``copy_to_external`` writes to: an int, or a ctypes pointer such as
     ``ctypes.c_void_p`` (its ``value``); ValueError for a null one."""
-    address = (ptr.value if hasattr(ptr, "value") else int(ptr)) or 0
+    address = ptr.value if hasattr(ptr, "value") else int(ptr)
     if not address:
         raise ValueError("copy_to_external: the destination pointer is null")
     return address

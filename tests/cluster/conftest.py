@@ -8,6 +8,7 @@ the service; both resize backends are tested in ``tests/operators/test_host_resi
 
 from __future__ import annotations
 
+import contextlib
 import time
 
 import pytest
@@ -19,21 +20,26 @@ from ray.cluster_utils import Cluster
 ENVIRONMENT = {"RAYPIPE_HOST_RESIZE": "pillow"}
 
 
-@pytest.fixture(scope="module", autouse=True)
-def host_resize_by_pillow():
-    """:data:`ENVIRONMENT` for each cluster test module: the processes it starts (nodes, ranks, jobs)
-    inherit it, and its own pipelines resize as the actors do."""
+@contextlib.contextmanager
+def _environment():
+    """:data:`ENVIRONMENT` set in this process until the block ends."""
     with pytest.MonkeyPatch.context() as patch:
         for key, value in ENVIRONMENT.items():
             patch.setenv(key, value)
         yield
 
 
+@pytest.fixture(scope="module", autouse=True)
+def host_resize_by_pillow():
+    """:data:`ENVIRONMENT` for each cluster test module: the processes it starts (nodes, ranks, jobs)
+    inherit it, and its own pipelines resize as the actors do."""
+    with _environment():
+        yield
+
+
 @pytest.fixture(scope="session")
 def cluster():
-    with pytest.MonkeyPatch.context() as patch:  # a session fixture starts before the module's
-        for key, value in ENVIRONMENT.items():
-            patch.setenv(key, value)
+    with _environment():  # a session fixture starts before the module's
         c = _start_cluster()
     ray.init(address=c.address, log_to_driver=False)
     yield c
