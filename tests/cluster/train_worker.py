@@ -6,9 +6,10 @@ the rank's loader delivered (epoch, the samples and their padding, a digest of t
 to one file per process, checkpoints the step counter and the loader's position every ``every``
 steps (``rp.train.save``, rank 0), dies hard once at ``fail_at`` on ``fail_rank`` (SIGKILL of its
 own process) or, at ``lose_node_at``, asks the driver to remove its node from the cluster and waits
-to go with it. ``settle_s`` after a checkpoint that comes before the failure
-gives Ray Train's controller time to register it: it collects reports at its health checks (every
-2 s by default), and a worker that dies before then restarts from the checkpoint before.
+to go with it. ``settle_s`` after a checkpoint that comes before the failure gives Ray Train's
+controller time to register it: it collects reports when it polls its workers (every 2 s by
+default, more often in the tests), and a worker that dies before then restarts from the
+checkpoint before.
 """
 
 from __future__ import annotations
@@ -27,7 +28,7 @@ from ray.experimental import internal_kv
 
 import raypipe as rp
 
-#: Where a worker names the node it wants removed (``lose_node_at``, tests/cluster/elastic_run.py).
+#: Where a worker names the node it wants removed (``lose_node_at``, tests/cluster/test_ray_train.py).
 REMOVE_KEY = b"raypipe-test/remove-node"
 
 
