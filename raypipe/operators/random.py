@@ -129,6 +129,8 @@ class Uniform(_Distribution):
     ):
         self.range = check_range("random.uniform", "range", range)
         self.values = None if values is None else np.asarray(values, dtype=np.float32)
+        if self.values is None and self.range[0] == self.range[1]:  # as DALI, which draws from [lo, hi)
+            raise ArgumentError(f"random.uniform: range [lo, hi) must not be empty (lo < hi), got {range!r}")
         if self.values is not None and self.values.size == 0:
             raise ArgumentError("random.uniform: values must not be empty")
         self.shape = _shape("random.uniform", shape)

@@ -185,7 +185,8 @@ class VideoReader(ShardedReader):
             raise ArgumentError(f"{op}: give exactly one of filenames, file_root, file_list (got {given or 'none'})")
         if labels is not None and not filenames:
             raise ArgumentError(f"{op}: labels can only be given with filenames (as in DALI)")
-        if labels is not None and len(labels) not in (0, len(filenames)):
+        # labels=[] labels each file by its index in the legacy reader only, as in DALI
+        if labels is not None and len(labels) not in ((len(filenames),) if self.experimental else (0, len(filenames))):
             raise ArgumentError(f"{op}: {len(labels)} labels for {len(filenames)} files")
         for name, value in (("file_root", file_root), ("file_list", file_list)):
             if value:

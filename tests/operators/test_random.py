@@ -110,6 +110,23 @@ def test_uniform_types(ours):
     assert default.dtype == np.float32
 
 
+@pytest.mark.parametrize(
+    "range_, match", [([1, 1], r"must not be empty \(lo < hi\), got \[1, 1\]"), ([2, 1], "lo <= hi")]
+)
+def test_uniform_refuses_an_empty_or_reversed_range_as_dali_does(range_, match):
+    @rp.pipeline_def(batch_size=1, num_threads=1)
+    def pipe():
+        return fn.random.uniform(range=range_)
+
+    with pytest.raises(rp.ArgumentError, match=f"random.uniform: range .*{match}"):
+        pipe().build()
+
+
+def test_uniform_picks_from_values_whatever_the_range(ours):
+    values = _values(ours, lambda x: fn.random.uniform(range=[1, 1], values=[4, 5], shape=[50]))
+    assert set(np.unique(values)) == {4, 5}
+
+
 def test_shape_like_draws_each_sample_alone_as_in_a_chunk():
     op = Normal("cpu", 3)
     ctxs = [SampleContext(5, 1, i) for i in range(3)]

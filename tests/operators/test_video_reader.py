@@ -108,6 +108,8 @@ def test_outputs_follow_dali(videos):
     assert len(_run(exp, file_root=videos["root"], sequence_length=2, enable_timestamps=True)[0]) == 3
     with pytest.raises(ArgumentError, match="only with file_list, or filenames with labels"):
         _run(legacy, filenames=files, sequence_length=2, enable_frame_num=True)
+    with pytest.raises(ArgumentError, match="experimental.readers.video: 0 labels for 1 files"):
+        _run(exp, filenames=files, labels=[], sequence_length=2)
     (batch,) = _run(exp, filenames=files, sequence_length=3, step=10, enable_frame_num="sequence")
     assert [f.tolist() for f in batch[1][:3]] == [[0, 1, 2], [10, 11, 12], [20, 21, 22]]
 
