@@ -42,6 +42,7 @@ DISTRIBUTION = {
     "nvidia": "nvidia-nvimgcodec-cu13",
     "soundfile": "soundfile",
     "av": "av",
+    "astropy": "astropy",
     "obstore": "obstore",
     "threadpoolctl": "threadpoolctl",
 }

@@ -31,6 +31,7 @@ from . import (  # noqa: F401
     file_read,
     fill,
     filter,
+    fits_reader,
     flip,
     gaussian_blur,
     get_property,

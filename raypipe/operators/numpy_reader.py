@@ -15,7 +15,6 @@ too) and no layout, as in DALI.
 
 from __future__ import annotations
 
-import fnmatch
 import os
 import threading
 from collections.abc import Sequence
@@ -27,40 +26,12 @@ from ..errors import ArgumentError, ReaderError
 from ..formats.npy import read_header, read_region
 from ..operator import Schema, Skip, register
 from .axes import float_list, int_list, per_sample
+from .file_listing import list_filtered_root, parse_path_list
 from .reader_base import ShardedReader, as_path_list, paths_hash, refuse_unexpanded_home
 from .slice import round_half_away
 
 ROI_ARGS = ("roi_start", "rel_roi_start", "roi_end", "rel_roi_end", "roi_shape", "rel_roi_shape")
 POLICIES = ("error", "trim_to_shape", "pad")
-
-
-def list_npy_root(file_root: str, file_filter: str) -> list[str]:
-    """DALI's listing of ``file_root``: the matching files directly in it, then those of each
-    sub-folder in name order (one level down), each group sorted by name."""
-    if not os.path.isdir(file_root):
-        raise ReaderError(f"readers.numpy: file_root {file_root!r} does not exist or is not a folder")
-    entries = sorted(os.scandir(file_root), key=lambda e: e.name)
-    paths = [e.path for e in entries if not e.is_dir() and fnmatch.fnmatchcase(e.name, file_filter)]
-    for folder in (e for e in entries if e.is_dir()):
-        found = sorted(os.scandir(folder.path), key=lambda e: e.name)
-        paths.extend(e.path for e in found if not e.is_dir() and fnmatch.fnmatchcase(e.name, file_filter))
-    if not paths:
-        raise ReaderError(f"readers.numpy: file_root {file_root!r} holds no files matching {file_filter!r}")
-    return paths
-
-
-def parse_npy_list(file_list: str, file_root: str | None) -> list[str]:
-    """The paths of ``file_list``, one a line, relative to ``file_root`` or else to the list's folder."""
-    try:
-        with open(file_list, encoding="utf-8") as f:
-            lines = [line.strip() for line in f.read().splitlines()]
-    except OSError as exc:
-        raise ReaderError(f"readers.numpy: cannot open file_list {file_list!r}: {exc.strerror}") from None
-    base = file_root if file_root is not None else os.path.dirname(os.path.abspath(file_list))
-    paths = [line if os.path.isabs(line) else os.path.join(base, line) for line in lines if line]
-    if not paths:
-        raise ReaderError(f"readers.numpy: file_list {file_list!r} lists no files")
-    return paths
 
 
 def roi_window(
@@ -173,9 +144,9 @@ class NumpyReader(ShardedReader):
             root = self.file_root
             paths = [p if root is None or os.path.isabs(p) else os.path.join(root, p) for p in self._files]
         elif self.file_list is not None:
-            paths = parse_npy_list(os.fspath(self.file_list), self.file_root)
+            paths = parse_path_list("readers.numpy", os.fspath(self.file_list), self.file_root)
         else:
-            paths = list_npy_root(self.file_root, self.file_filter)
+            paths = list_filtered_root("readers.numpy", self.file_root, self.file_filter)
         self.check_shards(len(paths))
         self.paths = paths
 
