@@ -263,7 +263,7 @@ class Graph:
             raise ArgumentError(f"{op_name}: device must be one of {DEVICES}, got {device!r}")
         if device not in schema.devices:
             raise ArgumentError(f"{op_name}: cannot run on device {device!r} (supported: {schema.devices})")
-        moved = device == "gpu" and getattr(cls, "reads_on_host", False)
+        moved = device in ("gpu", "mixed") and getattr(cls, "reads_on_host", False)
         op = cls(device="cpu" if moved else device, op_id=self.first_id + len(self.nodes), **kwargs)
         op.bind_inputs(len(inputs), set(arg_inputs))
         op.bind_upstream(inputs)

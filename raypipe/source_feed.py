@@ -68,7 +68,7 @@ class SourceFeeder:
         self._workers = (py_num_workers, py_start_method)
         self.pool: SourceWorkerPool | None = None  # started when feeding starts (a served pipeline feeds none)
         self._live: _FedSpecs | None = None
-        self._pending: dict[OpNode, collections.deque[Outputs]] = {n: collections.deque() for n in self.pushed}
+        self._pending: dict[OpNode, collections.deque[_Fed]] = {n: collections.deque() for n in self.pushed}
         self._last: dict[OpNode, Outputs] = {}
         self._generation = 0
         self._start(0)
@@ -102,7 +102,7 @@ class SourceFeeder:
         node = self.node(data_node)
         if node.op.callback is not None:
             raise ArgumentError(f"feed_input: external source {node.label} has a source; it cannot also be fed")
-        self._pending[node].append(node.op.batch_outputs(data))
+        self._pending[node].append(_Fed(node.op.fed_batches(data)))
 
     def specs(self, epoch: int, owner: Any, reader_specs: Iterator[BatchSpec] | None = None) -> Iterator[BatchSpec]:
         """Start feeding the sources' ``epoch`` from its beginning; the batches as the dispatch thread
@@ -160,7 +160,7 @@ class SourceFeeder:
             if ended:
                 self._end()
                 return None
-        missing = [n for n in self.pushed if not self._pending[n] and n not in self._last]
+        missing = [n for n in self.pushed if not self._ready(n) and n not in self._last]
         if missing:
             if self._ahead == 0:
                 names = ", ".join(n.label for n in missing)
@@ -172,8 +172,8 @@ class SourceFeeder:
             return None
         self._stash = None
         for node in self.pushed:
-            if self._pending[node]:
-                self._last[node] = self._pending[node].popleft()
+            if self._ready(node):
+                self._last[node] = self._pending[node][0].take()
                 if not node.op.repeat_last:
                     outputs[node] = self._last.pop(node)
                     continue
@@ -196,6 +196,13 @@ class SourceFeeder:
         self._first += size
         return batch
 
+    def _ready(self, node: OpNode) -> bool:
+        """Whether fed data has a batch for ``node`` (fed data that has given all its batches is dropped)."""
+        pending = self._pending[node]
+        while pending and not pending[0].ready():
+            pending.popleft()
+        return bool(pending)
+
     def _pull(self, node: OpNode) -> Outputs:
         op: ExternalSource = node.op
         if op.parallel:
@@ -209,6 +216,26 @@ class SourceFeeder:
     def _end(self) -> None:
         self.ended = True
         self._queue.put(_END)
+
+
+class _Fed:
+    """What one ``feed_input`` gave a source: the batches it makes, taken one at a time (one batch for
+    an external source; for ``experimental.inputs.video`` a video's sequences, decoded as asked for)."""
+
+    def __init__(self, batches: Iterator[Outputs]):
+        self._batches = batches
+        self._next: Outputs | None = None
+
+    def ready(self) -> bool:
+        """Whether a batch is left (making it now)."""
+        if self._next is None:
+            self._next = next(self._batches, None)
+        return self._next is not None
+
+    def take(self) -> Outputs:
+        """The next batch (after :meth:`ready` said there is one)."""
+        batch, self._next = self._next, None
+        return batch
 
 
 class _FedSpecs(Iterator[BatchSpec]):

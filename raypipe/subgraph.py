@@ -226,7 +226,7 @@ def _check_node(name: str, node: OpNode, allow_whole_batch: bool = False) -> Non
     whole batch."""
     op = node.op
     schema = op.schema
-    if schema.is_reader or schema.name == "external_source":
+    if schema.is_reader or schema.name in ("external_source", "experimental.inputs.video"):
         raise PipelineDefinitionError(
             f"{name}: {node.label} makes data of its own; a subgraph only transforms its input"
         )

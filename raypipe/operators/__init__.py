@@ -89,6 +89,7 @@ from . import (  # noqa: F401
     transforms,
     transpose,
     video_decoder,
+    video_input,
     video_reader,
     warp_affine,
     warp_perspective,

@@ -13,7 +13,7 @@ sample index as ``idx_in_epoch`` and its place in an unshuffled epoch as ``idx_i
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from types import ModuleType
 from typing import Any
 
@@ -143,6 +143,10 @@ class ExternalSource(Operator):
         self.batch_size = batch_size
 
     # Feeding (one process): batches are split into samples and kept until the stages take them.
+    def fed_batches(self, data: Any) -> Iterator[list[list[np.ndarray]]]:
+        """The batches one ``feed_input`` gives: here the one batch ``data`` (checked now)."""
+        return iter([self.batch_outputs(data)])
+
     def batch_outputs(self, data: Any) -> list[list[np.ndarray]]:
         """What the source gave for a batch (``num_outputs`` batches, or one), as per-output lists
         of host samples, checked against ``dtype`` and ``ndim``; every output has the same size."""
