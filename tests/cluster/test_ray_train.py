@@ -197,11 +197,24 @@ def trainer_nodes(cluster):
     """Two nodes of one ``trainer`` slot each, added for one test and removed after it (those still there)."""
     nodes = [cluster.add_node(num_cpus=1, resources={"trainer": 1}) for _ in range(2)]
     cluster.wait_for_nodes()
+    _refresh_autoscaling_coordinator()
     yield nodes
     for node in nodes:
         if node in cluster.worker_nodes:
             cluster.remove_node(node)
     internal_kv._internal_kv_del(REMOVE_KEY)
+
+
+def _refresh_autoscaling_coordinator() -> None:
+    """Have Ray's autoscaling coordinator list the cluster's nodes now. Ray Train's elastic mode
+    sizes a group by the nodes this detached actor lists, and it lists them again only every 20 s:
+    made by an earlier run on this cluster, it would not yet know nodes added since, and the group
+    would start with fewer workers than fit."""
+    try:
+        coordinator = ray.get_actor("AutoscalingCoordinator", namespace="AutoscalingCoordinator")
+    except ValueError:
+        return  # none yet: the run makes one, which lists the nodes as they are then
+    ray.get(coordinator.get_reserved_resources.remote("raypipe-tests", recompute=True), timeout=60)
 
 
 def _remove_when_asked(cluster, nodes: list, stop: threading.Event) -> None:
@@ -212,6 +225,7 @@ def _remove_when_asked(cluster, nodes: list, stop: threading.Event) -> None:
             for node in nodes:
                 if node.node_id == named.decode():
                     cluster.remove_node(node)
+                    _refresh_autoscaling_coordinator()  # the restart sizes its group without the node
                     return
         time.sleep(0.2)
 
