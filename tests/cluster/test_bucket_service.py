@@ -105,14 +105,16 @@ def bucket_containers(tmp_path_factory, jpeg_files, s3_server):
     return out
 
 
-@pytest.mark.parametrize("shuffle", ["global", "buffer"])
-@pytest.mark.parametrize("fmt", ["tfrecord", "webdataset", "recordio"])
+@pytest.mark.parametrize(
+    "fmt, shuffle", [("tfrecord", "global"), ("webdataset", "global"), ("recordio", "global"), ("tfrecord", "buffer")]
+)
 def test_bucket_containers_serve_every_sample_once_as_the_local_files(
     cluster, bucket_containers, jpeg_files, fmt, shuffle
 ):
-    """Against the local files' batches under a global shuffle (one service each way); the buffer
-    shuffle's sequential extents are checked for exactly-once only (the batches are compared in one
-    process by tests/storage/test_container_readers.py)."""
+    """Against the local files' batches under a global shuffle (one service each way), every format;
+    the buffer shuffle's sequential extents, which every format reads through one module
+    (``raypipe/formats/record_files.py``), for one format, checked for exactly-once only (the
+    batches are read back in one process by tests/operators/test_container_readers_on_buckets.py)."""
     got = {}
     places = ("local", "bucket") if shuffle == "global" else ("bucket",)
     for where in places:
