@@ -1,13 +1,15 @@
-"""The file listings of DALI's readers of plain files by name filter (``readers.numpy``,
-``experimental.readers.fits``): the files of ``file_root`` matching ``file_filter``, or the paths
-of a ``file_list``."""
+"""What DALI's readers of plain files listed by a name filter (``readers.numpy``,
+``experimental.readers.fits``) share: their arguments (``file_root`` with ``file_filter``,
+``file_list`` or ``files``), their listing, and the identity of the dataset it gives."""
 
 from __future__ import annotations
 
 import fnmatch
 import os
+from collections.abc import Sequence
 
-from ..errors import ReaderError
+from ..errors import ArgumentError, ReaderError
+from .reader_base import ShardedReader, as_path_list, paths_hash, refuse_unexpanded_home
 
 
 def list_filtered_root(op: str, file_root: str, file_filter: str) -> list[str]:
@@ -37,3 +39,54 @@ def parse_path_list(op: str, file_list: str, file_root: str | None) -> list[str]
     if not paths:
         raise ReaderError(f"{op}: file_list {file_list!r} lists no files")
     return paths
+
+
+class FilteredFilesReader(ShardedReader):
+    """A reader of one file per sample, listed as DALI's FileLoader lists them. Subclasses call
+    :meth:`configure_files` from ``configure`` and give ``read``."""
+
+    def configure_files(
+        self, file_root: str | None, file_filter: str, file_list: str | None, files: str | Sequence[str] | None
+    ) -> None:
+        """Validate and store the listing arguments (the files are listed by :meth:`prepare`)."""
+        op = self.schema.name
+        if file_list is not None and files is not None:
+            raise ArgumentError(f"{op}: give file_list or files, not both")
+        if file_root is None and file_list is None and files is None:
+            raise ArgumentError(f"{op}: give file_root, file_list or files")
+        if not isinstance(file_filter, str) or not file_filter:
+            raise ArgumentError(f"{op}: file_filter must be a glob string, got {file_filter!r}")
+        for name, value in (("file_root", file_root), ("file_list", file_list)):
+            refuse_unexpanded_home(op, name, [] if value is None else [os.fspath(value)])
+        self.file_root = None if file_root is None else os.fspath(file_root)
+        self.file_filter, self.file_list = file_filter, file_list
+        self._files = None if files is None else as_path_list(op, "files", files)
+        self.paths: list[str] | None = None
+
+    def prepare(self) -> None:
+        """List the files; raises ReaderError naming the folder or list at fault."""
+        if self.paths is not None:
+            return
+        op = self.schema.name
+        if self._files is not None:
+            root = self.file_root
+            paths = [p if root is None or os.path.isabs(p) else os.path.join(root, p) for p in self._files]
+        elif self.file_list is not None:
+            paths = parse_path_list(op, os.fspath(self.file_list), self.file_root)
+        else:
+            paths = list_filtered_root(op, self.file_root, self.file_filter)
+        self.check_shards(len(paths))
+        self.paths = paths
+
+    def __len__(self) -> int:
+        self.prepare()
+        return len(self.paths)
+
+    def source_of(self, index: int) -> str:
+        """The file behind sample ``index``."""
+        return self.paths[index] if self.paths is not None and 0 <= index < len(self.paths) else f"sample {index}"
+
+    def content_digest(self) -> str:
+        """A hash of the file list relative to its common folder (survives moving the dataset)."""
+        self.prepare()
+        return paths_hash(self.paths).hexdigest()[:16]

@@ -26,8 +26,7 @@ from ..errors import ArgumentError, ReaderError
 from ..operator import Schema, register
 from ..types import DALIDataType
 from .cast import parse_dtype
-from .file_listing import list_filtered_root, parse_path_list
-from .reader_base import ShardedReader, as_path_list, paths_hash, refuse_unexpanded_home
+from .file_listing import FilteredFilesReader
 
 _OP = "experimental.readers.fits"
 
@@ -66,7 +65,7 @@ def read_image_hdus(path: str, hdu_indices: Sequence[int]) -> list[np.ndarray]:
 
 
 @register
-class FitsReader(ShardedReader):
+class FitsReader(FilteredFilesReader):
     """Reads image HDUs of FITS files: one output per HDU of ``hdu_indices``, no layout."""
 
     schema = Schema(_OP, devices=("cpu", "gpu"), min_inputs=0, max_inputs=0, is_reader=True)
@@ -83,14 +82,7 @@ class FitsReader(ShardedReader):
         dtypes: DALIDataType | Sequence[DALIDataType] | None = None,
         **reader_args: Any,
     ) -> None:
-        if file_list is not None and files is not None:
-            raise ArgumentError(f"{_OP}: give file_list or files, not both")
-        if file_root is None and file_list is None and files is None:
-            raise ArgumentError(f"{_OP}: give file_root, file_list or files")
-        if not isinstance(file_filter, str) or not file_filter:
-            raise ArgumentError(f"{_OP}: file_filter must be a glob string, got {file_filter!r}")
-        for name, value in (("file_root", file_root), ("file_list", file_list)):
-            refuse_unexpanded_home(_OP, name, [] if value is None else [os.fspath(value)])
+        self.configure_files(file_root, file_filter, file_list, files)
         indices = [hdu_indices] if isinstance(hdu_indices, (int, np.integer)) else list(hdu_indices)
         if not indices or any(isinstance(i, bool) or not isinstance(i, (int, np.integer)) or i < 1 for i in indices):
             raise ArgumentError(f"{_OP}: hdu_indices must be ints >= 1 (1 is the primary HDU), got {hdu_indices!r}")
@@ -107,10 +99,6 @@ class FitsReader(ShardedReader):
                 )
         astropy_fits()
         self.configure_reader(**reader_args)
-        self.file_root = None if file_root is None else os.fspath(file_root)
-        self.file_filter, self.file_list = file_filter, file_list
-        self._files = None if files is None else as_path_list(_OP, "files", files)
-        self.paths: list[str] | None = None
         self._stats = {"files_read": 0, "bytes_read": 0}
         self._stats_lock = threading.Lock()
 
@@ -123,33 +111,6 @@ class FitsReader(ShardedReader):
 
     def output_layout(self, input_layouts: Any) -> str:
         return ""
-
-    def prepare(self) -> None:
-        """List the files; raises ReaderError naming the folder or list at fault."""
-        if self.paths is not None:
-            return
-        if self._files is not None:
-            root = self.file_root
-            paths = [p if root is None or os.path.isabs(p) else os.path.join(root, p) for p in self._files]
-        elif self.file_list is not None:
-            paths = parse_path_list(_OP, os.fspath(self.file_list), self.file_root)
-        else:
-            paths = list_filtered_root(_OP, self.file_root, self.file_filter)
-        self.check_shards(len(paths))
-        self.paths = paths
-
-    def __len__(self) -> int:
-        self.prepare()
-        return len(self.paths)
-
-    def source_of(self, index: int) -> str:
-        """The file behind sample ``index``."""
-        return self.paths[index] if self.paths is not None and 0 <= index < len(self.paths) else f"sample {index}"
-
-    def content_digest(self) -> str:
-        """A hash of the file list relative to its common folder (survives moving the dataset)."""
-        self.prepare()
-        return paths_hash(self.paths).hexdigest()[:16]
 
     def io_stats(self) -> dict[str, int]:
         """Files read and their bytes on disk."""

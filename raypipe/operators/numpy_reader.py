@@ -26,8 +26,7 @@ from ..errors import ArgumentError, ReaderError
 from ..formats.npy import read_header, read_region
 from ..operator import Schema, Skip, register
 from .axes import float_list, int_list, per_sample
-from .file_listing import list_filtered_root, parse_path_list
-from .reader_base import ShardedReader, as_path_list, paths_hash, refuse_unexpanded_home
+from .file_listing import FilteredFilesReader
 from .slice import round_half_away
 
 ROI_ARGS = ("roi_start", "rel_roi_start", "roi_end", "rel_roi_end", "roi_shape", "rel_roi_shape")
@@ -78,7 +77,7 @@ def _check_roi_args(given: set[str]) -> None:
 
 
 @register
-class NumpyReader(ShardedReader):
+class NumpyReader(FilteredFilesReader):
     """Reads ``.npy`` arrays (a region of each with the ROI arguments); one output, no layout."""
 
     schema = Schema(
@@ -107,18 +106,8 @@ class NumpyReader(ShardedReader):
     ) -> None:
         """``cache_header_information`` and ``register_buffers`` (GPU-direct buffers) are DALI hints
         accepted and unneeded: headers are read with each region, in the same call's page cache."""
-        if file_list is not None and files is not None:
-            raise ArgumentError("readers.numpy: give file_list or files, not both")
-        if file_root is None and file_list is None and files is None:
-            raise ArgumentError("readers.numpy: give file_root, file_list or files")
-        if not isinstance(file_filter, str) or not file_filter:
-            raise ArgumentError(f"readers.numpy: file_filter must be a glob string, got {file_filter!r}")
-        for name, value in (("file_root", file_root), ("file_list", file_list)):
-            refuse_unexpanded_home("readers.numpy", name, [] if value is None else [os.fspath(value)])
+        self.configure_files(file_root, file_filter, file_list, files)
         self.configure_reader(**reader_args)
-        self.file_root = None if file_root is None else os.fspath(file_root)
-        self.file_filter, self.file_list = file_filter, file_list
-        self._files = None if files is None else as_path_list("readers.numpy", "files", files)
         given = {"roi_start": roi_start, "rel_roi_start": rel_roi_start, "roi_end": roi_end}
         given |= {"rel_roi_end": rel_roi_end, "roi_shape": roi_shape, "rel_roi_shape": rel_roi_shape}
         self.roi = {
@@ -132,36 +121,8 @@ class NumpyReader(ShardedReader):
             )
         self.policy = out_of_bounds_policy
         self.fill_value = float(fill_value)
-        self.paths: list[str] | None = None
         self._stats = {"files_read": 0, "bytes_read": 0, "bytes_in_files": 0}
         self._stats_lock = threading.Lock()
-
-    def prepare(self) -> None:
-        """List the files; raises ReaderError naming the folder or list at fault."""
-        if self.paths is not None:
-            return
-        if self._files is not None:
-            root = self.file_root
-            paths = [p if root is None or os.path.isabs(p) else os.path.join(root, p) for p in self._files]
-        elif self.file_list is not None:
-            paths = parse_path_list("readers.numpy", os.fspath(self.file_list), self.file_root)
-        else:
-            paths = list_filtered_root("readers.numpy", self.file_root, self.file_filter)
-        self.check_shards(len(paths))
-        self.paths = paths
-
-    def __len__(self) -> int:
-        self.prepare()
-        return len(self.paths)
-
-    def source_of(self, index: int) -> str:
-        """The file behind sample ``index``."""
-        return self.paths[index] if self.paths is not None and 0 <= index < len(self.paths) else f"sample {index}"
-
-    def content_digest(self) -> str:
-        """A hash of the file list relative to its common folder (survives moving the dataset)."""
-        self.prepare()
-        return paths_hash(self.paths).hexdigest()[:16]
 
     def io_stats(self) -> dict[str, int]:
         """Files read, the bytes read from them, and the bytes their arrays hold (a region read
