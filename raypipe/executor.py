@@ -47,7 +47,7 @@ from .backend import DeviceContext
 from .batch_buffers import Allocator, BatchOutputs, BufferPool
 from .batch_spec import BatchSpec
 from .blas_threads import limit_host_blas
-from .cpu_stage import CpuStage, SkippedSample
+from .cpu_stage import CpuStage, SkippedSample, numbered_sample
 from .errors import DecodeError, DeviceError, SampleError
 from .gpu_decode import GpuImageDecoder, code_stream_maker, code_streams_in, decode_into_buffer, decoder_count
 from .graph import DataNode, StagedGraph
@@ -477,6 +477,8 @@ class Executor:
             if decoded and self.profile is not None:
                 self.profile.add("mixed", "decode on the GPU (host time)", time.perf_counter() - began)
             host = {d: [r[d] for _, r in kept] for d in graph.host_results}
+            for d, samples in host.items():
+                _check_one_type(d, samples, [spec.sample_indices[p] for p, _ in kept], self._source_of)
             moved = [d for d in graph.to_device if d not in decoded]
             device = dict(zip(moved, self._device.upload([host[d] for d in moved])))
             device.update(decoded)
@@ -639,6 +641,30 @@ class Executor:
 
 
 _STOPPED = object()
+
+
+def _check_one_type(d: DataNode, samples: list, sample_indices: list[int], source_of: Callable[[int], str]) -> None:
+    """Refuse a batch whose samples differ in dtype or number of dimensions, as DALI refuses it (a
+    batch is one tensor list): one set comprehension, and the samples named only when it fails."""
+    if not samples or not isinstance(samples[0], (np.ndarray, np.generic)):  # encoded images for the GPU decoder
+        return
+    if len({(s.dtype, s.ndim) for s in samples}) <= 1:
+        return
+    first = samples[0]
+    other = next(i for i, s in enumerate(samples) if (s.dtype, s.ndim) != (first.dtype, first.ndim))
+
+    def described(i: int) -> str:
+        index, source = sample_indices[i], source_of(sample_indices[i])
+        named = source if source == numbered_sample(index) else f"sample {index} ({source})"
+        return f"{named} is {samples[i].dtype} of ndim {samples[i].ndim}"
+
+    raise SampleError(
+        f"operator {d.name} gave samples of different types in one batch: {described(0)}, "
+        f"{described(other)}; every sample of a batch must have one dtype and one number of "
+        "dimensions (as in DALI); cast or reshape them in the pipeline",
+        sample_index=sample_indices[other],
+        source=source_of(sample_indices[other]),
+    )
 
 
 def chunk_size(batch_size: int, num_threads: int, cheap: bool = False) -> int:

@@ -20,6 +20,7 @@ import numpy as np
 from .errors import PipelineDefinitionError
 from .graph import DataNode, Graph, OpNode, _check_order, _reachable, check_open, defining
 from .keyed_random import SampleContext
+from .operators.external_source import ExternalSource
 
 #: The operator of a subgraph's inputs (:mod:`raypipe.operators.subgraph_input`).
 INPUT_OP = "_subgraph_input"
@@ -226,7 +227,7 @@ def _check_node(name: str, node: OpNode, allow_whole_batch: bool = False) -> Non
     whole batch."""
     op = node.op
     schema = op.schema
-    if schema.is_reader or schema.name in ("external_source", "experimental.inputs.video"):
+    if schema.is_reader or isinstance(op, ExternalSource):
         raise PipelineDefinitionError(
             f"{name}: {node.label} makes data of its own; a subgraph only transforms its input"
         )

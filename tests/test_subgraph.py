@@ -49,6 +49,8 @@ def test_a_subgraph_of_only_its_input_returns_the_input():
     ("function", "message"),
     [
         (lambda data: fn.readers.file(files=["a.jpg"])[0], "makes data of its own"),
+        (lambda data: fn.external_source(name="fed"), "makes data of its own"),
+        (lambda data: fn.experimental.inputs.video(name="fed", sequence_length=2), "makes data of its own"),
         (lambda data: fn.decoders.image(data, device="mixed"), "runs on device 'mixed'"),
         (lambda data: fn.normalize(data, batch=True), "needs the whole batch"),
         (lambda data: 3, "must return one output of the operators"),

@@ -97,7 +97,7 @@ def test_caffe_outputs_follow_the_datum(tmp_path):
     assert not encoded.flags.writeable, "encoded bytes are read-only views into the map (test_caffe.py)"
     labels_only = CaffeReader("cpu", 0, path=str(tmp_path / "db"), image_available=False)
     assert labels_only.num_outputs == 1 and [labels_only.read(i)[0].tolist() for i in (0, 1)] == [[5], [-1]]
-    with read(path=str(tmp_path / "db"), label_available=False) as pipe:
+    with read(batch_size=1, path=str(tmp_path / "db"), label_available=False) as pipe:  # one batch, one ndim
         assert [s[0].shape for s in _epoch(pipe)] == [(2, 4, 3), (9,), (10,), (0,)]
 
 

@@ -20,7 +20,7 @@ import pytest
 
 import raypipe as rp
 from raypipe import fn, ops, types
-from raypipe.errors import ArgumentError, PipelineDefinitionError
+from raypipe.errors import ArgumentError, PipelineDefinitionError, SampleError
 from raypipe.plugin.numpy import DALIGenericIterator, LastBatchPolicy
 from raypipe.sample_info import BatchInfo, SampleInfo
 
@@ -272,6 +272,19 @@ def test_declared_dtype_ndim_layout_are_checked():
         ours(lambda: fn.external_source(without_args, layout="HW", ndim=3)).build()
     with ours(lambda: fn.external_source(without_args, dtype=types.UINT8, ndim=3, layout="HWC")) as pipe:
         assert pipe.run()[0].layout() == "HWC"
+
+
+def test_a_batch_of_samples_of_other_dtypes_or_ranks_is_refused():
+    """As in DALI, a batch is one tensor list: its samples share a dtype and a number of dimensions."""
+    for other, described in ((np.zeros(2, np.int32), "int32 of ndim 1"), (np.zeros((1, 2), np.float32), "ndim 2")):
+        with ours(lambda: fn.external_source(name="x"), batch_size=2) as pipe:
+            pipe.feed_input("x", [np.zeros(2, np.float32), other])
+            refused = f"'x' gave .* sample 0 is float32 of ndim 1, sample 1 is .*{described}"
+            with pytest.raises(SampleError, match=refused):
+                pipe.run()
+    with ours(lambda: fn.external_source(name="x"), batch_size=2) as pipe:
+        pipe.feed_input("x", [np.zeros(2, np.float32), np.zeros(5, np.float32)])
+        assert [a.shape for a in _batch(pipe.run())[0][0]] == [(2,), (5,)], "shapes may differ"
 
 
 class StopsAt:

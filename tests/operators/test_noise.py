@@ -195,9 +195,9 @@ def test_salt_and_pepper_needs_channels_first_or_last_as_dali(ours, dali):
 def test_empty_and_scalar_samples(ours, op):
     """A scalar is one value, an empty sample stays empty (DALI 2.4's salt_and_pepper crashes on both
     without ``per_channel``: a segmentation fault and a division by zero)."""
-    samples = [np.uint8(100), np.zeros((4, 0), np.uint8), np.zeros(0, np.uint8), np.uint8(100)]
-    ((got, _),) = ours(samples, lambda x: getattr(fn.noise, op)(x))
-    assert [(g.shape, g.dtype) for g in got] == [((), np.uint8), ((4, 0), np.uint8), ((0,), np.uint8), ((), np.uint8)]
+    for samples in ([np.uint8(100), np.uint8(7)], [np.zeros((4, 0), np.uint8), np.zeros((0, 3), np.uint8)]):
+        ((got, _),) = ours(samples, lambda x: getattr(fn.noise, op)(x))  # a batch has one ndim
+        assert [(g.shape, g.dtype) for g in got] == [(s.shape, np.uint8) for s in samples]
     ((got, _),) = ours([np.uint8(5)] * 200, lambda x: fn.noise.salt_and_pepper(x, prob=0.5))
     assert {int(s) for s in got} == {0, 5, 255}
 

@@ -12,6 +12,7 @@ import pytest
 
 import raypipe as rp
 from raypipe import fn
+from raypipe.errors import SampleError
 
 DTYPES = ["uint8", "int16", "uint16", "int32", "int64", "float16", "float32", "float64", "bool"]
 
@@ -153,14 +154,13 @@ def test_shards_split_the_files_as_every_reader(volumes):
     seen = []
     for shard in range(2):
 
-        @rp.pipeline_def(batch_size=3, num_threads=1, seed=0)
+        @rp.pipeline_def(batch_size=1, num_threads=1, seed=0)  # one dtype per batch
         def pipe(shard=shard):
             return fn.readers.numpy(files=files, shard_id=shard, num_shards=2, name="R")
 
         with pipe() as p:
-            (out,) = p.run()
             assert p.epoch_size("R") == 6
-            seen.extend(str(np.asarray(out.at(i)).dtype) for i in range(3))
+            seen.extend(str(np.asarray(p.run()[0].at(0)).dtype) for _ in range(3))
     assert sorted(seen) == sorted(["uint8", "uint8", "int16", "int16", "int32", "int32"])
 
 
@@ -198,3 +198,19 @@ def test_digest_ignores_where_the_data_lives_and_bad_files_are_skipped_on_reques
             lambda: fn.readers.numpy(file_root=str(tmp_path / "b"))
         )() as p:
             p.run()
+
+
+@pytest.mark.parametrize(
+    ("other", "described"),
+    [(np.zeros((2, 3), np.int16), "int16 of ndim 2"), (np.zeros(3, np.float32), "float32 of ndim 1")],
+)
+def test_a_batch_of_files_of_other_dtypes_or_ranks_is_refused_naming_both(tmp_path, other, described):
+    """As DALI ("Inconsistent data: All samples in the batch must have the same ..."): a batch is one
+    tensor list. Shapes may differ; files of other types in other batches are read."""
+    np.save(tmp_path / "a.npy", np.zeros((2, 2), np.float32))
+    np.save(tmp_path / "b.npy", other)
+    np.save(tmp_path / "c.npy", np.ones((4, 5), np.float32))
+    assert [a.shape for a in _ours(2, file_root=str(tmp_path), files=["a.npy", "c.npy"])] == [(2, 2), (4, 5)]
+    assert _ours(1, file_root=str(tmp_path), files=["b.npy"])[0].dtype == other.dtype
+    with pytest.raises(SampleError, match=rf"a\.npy\) is float32 of ndim 2, sample 1 \(.*b\.npy\) is {described}"):
+        _ours(2, file_root=str(tmp_path), files=["a.npy", "b.npy"])

@@ -108,12 +108,13 @@ def test_gray_images_and_maps_with_a_channel(ours, device):
 
 @pytest.mark.parametrize("device", ["cpu", "gpu"])
 def test_the_gpu_device_gives_the_cpu_values(ours, device):
-    images = [IMAGES["uint8"], IMAGES["float32"]]
-    maps = [MAPS["random"], MAPS["zoom"]]
-    cpu = _remap(ours, images, maps)
-    gpu = _remap(ours, images, maps, device)
-    for a, b in zip(cpu, gpu, strict=True):
-        np.testing.assert_array_equal(a, b)
+    for dtype in ("uint8", "float32"):  # a batch has one dtype
+        images = [IMAGES[dtype], IMAGES[dtype][::-1]]
+        maps = [MAPS["random"], MAPS["zoom"]]
+        cpu = _remap(ours, images, maps)
+        gpu = _remap(ours, images, maps, device)
+        for a, b in zip(cpu, gpu, strict=True):
+            np.testing.assert_array_equal(a, b)
 
 
 @pytest.mark.parametrize("device", ["cpu", "gpu"])
