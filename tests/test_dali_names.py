@@ -344,6 +344,31 @@ def test_the_modules_dali_scripts_reach_through_the_package_are_its_attributes()
         assert isinstance(getattr(rp, name), python_types.ModuleType), name
 
 
+def test_the_modules_scripts_import_classes_from_are_here_as_in_dali(jpeg_files):
+    """``from nvidia.dali.tensors import TensorListCPU`` and ``from nvidia.dali.data_node import
+    DataNode`` in DALI scripts work renamed, for ``isinstance`` on what pipelines give."""
+    from raypipe.data_node import DataNode
+    from raypipe.tensors import TensorCPU, TensorGPU, TensorListCPU, TensorListGPU
+
+    nodes = []
+
+    @rp.pipeline_def(batch_size=2, num_threads=1, device_id=None)
+    def pipe():
+        jpegs, labels = fn.readers.file(files=jpeg_files[:2])
+        nodes.extend([jpegs, fn.decoders.image(jpegs)])
+        return labels
+
+    with pipe() as p:
+        (labels,) = p.run()
+    assert nodes and all(isinstance(n, DataNode) for n in nodes)
+    assert isinstance(labels, TensorListCPU) and not isinstance(labels, TensorListGPU)
+    assert isinstance(labels[0], TensorCPU) and not isinstance(labels[0], TensorGPU)
+    dali = pytest.importorskip("nvidia.dali")
+    for module in ("tensors", "data_node"):
+        ours = importlib.import_module(f"raypipe.{module}").__all__
+        assert set(ours) <= set(dir(importlib.import_module(f"{dali.__name__}.{module}"))), module
+
+
 def test_namespaces_import_as_dalis_submodules_do():
     """``from nvidia.dali.ops.transforms import Rotation`` and ``import nvidia.dali.fn.readers`` in
     DALI scripts work renamed."""

@@ -105,6 +105,16 @@ def test_scripts_pass_shellcheck(script):
     assert result.returncode == 0, result.stdout
 
 
+def test_every_test_file_and_script_the_session_names_exists():
+    """A renamed file would fail its step on the GPU machine, where time is scarce."""
+    text = SESSION_SCRIPT.read_text()
+    named = set(re.findall(r"(?:tests|benchmarks)/[\w/]+\.(?:py|sh|c)", text)) | set(
+        re.findall(r"tests/[\w/]+(?=[ ;\"])", text)
+    )
+    assert len(named) > 10 and "tests/kernels" in named
+    assert sorted(p for p in named if not (ROOT / p).exists()) == []
+
+
 def test_kit_help_says_how_to_build_check_and_carry():
     result = subprocess.run(["bash", str(KIT_SCRIPT), "--help"], capture_output=True, text=True, timeout=30)
     assert result.returncode == 0
