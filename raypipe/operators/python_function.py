@@ -89,14 +89,25 @@ class PythonFunction(Operator):
         if not self.per_batch:
             outs = [self.run_sample([inp[i] for inp in inputs], {}, ctx) for i, ctx in enumerate(ctxs)]
             return outs if self.outputs == 1 else tuple([o[k] for o in outs] for k in range(self.outputs))
-        out = self._checked(self.call(inputs))
+        out = self._outputs(self.call(inputs))
         batches = [out] if self.outputs == 1 else list(out)
         for batch in batches:
             if len(batch) != len(ctxs):
                 raise ValueError(f"{self.schema.name} returned {len(batch)} samples for a batch of {len(ctxs)}")
-        return list(batches[0]) if self.outputs == 1 else tuple(list(b) for b in batches)
+        batches = [list(b) for b in batches]
+        for k, batch in enumerate(batches):
+            for sample in batch:
+                self._check_sample(sample, k)
+        return batches[0] if self.outputs == 1 else tuple(batches)
 
     def _checked(self, out: Any) -> Any:
+        """One sample's outputs: a tuple of ``num_outputs`` arrays for several (a clear error otherwise)."""
+        out = self._outputs(out)
+        for k, sample in enumerate([out] if self.outputs == 1 else out):
+            self._check_sample(sample, k)
+        return out
+
+    def _outputs(self, out: Any) -> Any:
         """``out`` as the outputs: a tuple of ``num_outputs`` for several (a clear error otherwise)."""
         if self.outputs == 1:
             return out
@@ -106,6 +117,22 @@ class PythonFunction(Operator):
             got = f"{len(out)} values" if isinstance(out, (tuple, list)) else type(out).__name__
             raise ValueError(f"{self.schema.name}: num_outputs={self.outputs}, but the function returned {got}")
         return tuple(out)
+
+    def _check_sample(self, sample: Any, output: int) -> None:
+        """A sample must be an array of numbers or booleans, as in DALI (which also refuses numpy
+        scalars; they are taken here): a Python value or an array of objects or strings is refused
+        by name, not met later as a missing attribute."""
+        dtype = getattr(sample, "dtype", None)
+        if isinstance(dtype, np.dtype) and dtype.kind in "biuf" and hasattr(sample, "shape"):
+            return
+        if isinstance(dtype, np.dtype):
+            what = f"an array of {dtype}"
+        else:
+            what = "None" if sample is None else f"of type {type(sample).__name__}"
+        raise TypeError(
+            f"{self.schema.name}: output {output} of the function is {what}; it must be a numpy array "
+            "(a cupy array on the GPU) of numbers or booleans, as in DALI"
+        )
 
 
 @register

@@ -123,6 +123,12 @@ def test_on_the_gpu_the_function_gets_the_batch_by_default():
         (lambda a: a, {"num_outputs": 2}, "num_outputs=2, but the function returned ndarray"),
         (lambda a: (a, a, a), {"num_outputs": 2}, "num_outputs=2, but the function returned 3 values"),
         (lambda b: b[:1], {"batch_processing": True}, "returned 1 samples for a batch of 3"),
+        # what DALI refuses as a sample, named here rather than met later as a missing attribute
+        (lambda a: None, {}, "output 0 of the function is None; it must be a numpy array"),
+        (lambda a: [1, 2], {}, "output 0 of the function is of type list"),
+        (lambda a: (a, 3), {"num_outputs": 2}, "output 1 of the function is of type int"),
+        (lambda a: np.array(["x"], dtype=object), {}, "is an array of object"),
+        (lambda b: [s.astype(str) for s in b], {"batch_processing": True}, "is an array of <U"),
     ],
 )
 def test_a_function_that_returns_the_wrong_outputs_fails_naming_the_operator(function, kwargs, message):
