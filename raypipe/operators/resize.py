@@ -131,11 +131,23 @@ def _flipped(out: Any, flips: tuple[bool, bool]) -> Any:
 def _per_axis(op: str, name: str, value: Any) -> tuple[float | None, float | None]:
     """DALI's ``size`` / ``max_size``: one number for both extents or ``[height, width]`` (the
     layout's order); an extent of 0 or less is left unset. Returned as ``(width, height)``."""
+    values = _two_values(op, name, value)
+    height, width = (float(v) if v > 0 else None for v in values)
+    return width, height
+
+
+def _signed_size(op: str, value: Any) -> tuple[float | None, float | None, tuple[bool, bool]]:
+    """DALI's ``size`` as ``(width, height)`` and the flips ``(y, x)``: a negative extent flips that
+    axis, as in DALI, and sizes it by its magnitude; 0 leaves it unset."""
+    height, width = _two_values(op, "size", value)
+    return (abs(float(width)) or None), (abs(float(height)) or None), (height < 0, width < 0)
+
+
+def _two_values(op: str, name: str, value: Any) -> list:
     values = [value, value] if not isinstance(value, (list, tuple, np.ndarray)) else list(value)
     if len(values) != 2 or any(isinstance(v, bool) or not isinstance(v, (int, float, np.number)) for v in values):
         raise ArgumentError(f"{op}: {name} must be a number or [height, width], got {value!r}")
-    height, width = (float(v) if v > 0 else None for v in values)
-    return width, height
+    return values
 
 
 def _volume_wanted(
@@ -145,9 +157,23 @@ def _volume_wanted(
     if size is not None:
         if resize_x is not None or resize_y is not None or resize_z is not None:
             raise ArgumentError(f"{op}: size cannot be combined with resize_x, resize_y or resize_z")
-        values = np.asarray(size, np.float64).reshape(-1)
-        return tuple(float(v) if v > 0 else None for v in values)
+        return _volume_size_values(op, size)
     return resize_z, _size_arg(op, "resize_y", resize_y), _size_arg(op, "resize_x", resize_x)
+
+
+def _volume_size_values(op: str, size: Any) -> tuple[float | None, ...]:
+    """A volume's ``size`` (0: unset); a negative extent, a flip in DALI, is refused here."""
+    values = np.asarray(size, np.float64).reshape(-1)
+    if (values < 0).any():
+        raise ArgumentError(f"{op}: a volume's size {values.tolist()} has a negative extent (a flip: use fn.flip)")
+    return tuple(float(v) if v > 0 else None for v in values)
+
+
+def _signed_size_arg(op: str, name: str, value: float | None) -> tuple[float | None, bool]:
+    """``resize_x`` / ``resize_y``: a negative size flips that axis, as in DALI, and sizes it by its
+    magnitude; returns the size (:func:`_size_arg`) and whether it flips."""
+    negative = isinstance(value, (int, float, np.integer, np.floating)) and not isinstance(value, bool) and value < 0
+    return _size_arg(op, name, -value if negative else value), negative
 
 
 def _size_arg(op: str, name: str, value: float | None) -> float | None:
@@ -205,22 +231,28 @@ def host_resample(
 SIZE_INPUTS = ("size", "resize_x", "resize_y", "resize_shorter", "resize_longer")
 
 
-def _sample_sizes(op: str, args: dict[str, Any]) -> dict[str, float | None]:
+def _sample_sizes(op: str, args: dict[str, Any]) -> tuple[dict[str, float | None], dict[str, bool]]:
     """An image's per-sample sizes (``resize_x``, ``resize_y``, ``resize_shorter``,
-    ``resize_longer``) from its argument inputs; 0 leaves an extent unset, as in DALI."""
+    ``resize_longer``) from its argument inputs, 0 leaving an extent unset, and the axes (``y``,
+    ``x``) that a negative ``resize_x``/``resize_y``/``size`` flips, as in DALI."""
     values: dict[str, float | None] = {}
+    flips: dict[str, bool] = {}
     for name in ("resize_x", "resize_y", "resize_shorter", "resize_longer"):
-        if name in args:
-            value = float(np.asarray(per_sample(args[name])).reshape(-1)[0])
-            if value < 0:
-                raise ValueError(f"{op}: {name} must not be negative, got {value} (a flip: use fn.flip)")
-            values[name] = value if value > 0 else None
+        if name not in args:
+            continue
+        value = float(np.asarray(per_sample(args[name])).reshape(-1)[0])
+        if name in ("resize_x", "resize_y"):
+            flips[name[-1]] = value < 0
+            value = abs(value)
+        elif value < 0:
+            raise ValueError(f"{op}: {name} must not be negative, got {value}")
+        values[name] = value if value > 0 else None
     if "size" in args:
         given = np.asarray(per_sample(args["size"]), np.float64).reshape(-1)
         if len(given) not in (1, 2):
             raise ValueError(f"{op}: an image's size is one number or [height, width], got {given.tolist()}")
-        values["resize_x"], values["resize_y"] = _per_axis(op, "size", given.tolist())
-    return values
+        values["resize_x"], values["resize_y"], (flips["y"], flips["x"]) = _signed_size(op, given.tolist())
+    return values, flips
 
 
 @register
@@ -275,14 +307,16 @@ class Resize(Operator):
             size, resize_x, resize_y = None, resize_x or 1, resize_y or 1
         if image_type is not None and not isinstance(image_type, DALIImageType):
             raise ArgumentError(f"{op}: image_type must be a types.DALIImageType, got {image_type!r}")
-        self.resize_x = _size_arg(op, "resize_x", resize_x)
-        self.resize_y = _size_arg(op, "resize_y", resize_y)
+        self.resize_x, flip_x = _signed_size_arg(op, "resize_x", resize_x)
+        self.resize_y, flip_y = _signed_size_arg(op, "resize_y", resize_y)
         self.resize_shorter = _size_arg(op, "resize_shorter", resize_shorter)
         self.resize_longer = _size_arg(op, "resize_longer", resize_longer)
         if size is not None:
             if resize_x is not None or resize_y is not None:
                 raise ArgumentError(f"{op}: size cannot be combined with resize_x or resize_y")
-            self.resize_x, self.resize_y = _per_axis(op, "size", size)
+            self.resize_x, self.resize_y, (flip_y, flip_x) = _signed_size(op, size)
+        #: the axes (y, x) a negative size flips, as in DALI
+        self.flips = (flip_y, flip_x)
         self.max_size = _per_axis(op, "max_size", max_size) if max_size is not None else (None, None)
         if mode not in MODES:
             raise ArgumentError(f"{op}: mode must be one of {MODES}, got {mode!r}")
@@ -360,7 +394,7 @@ class Resize(Operator):
             raise ValueError("resize: max_size, resize_shorter and resize_longer are not supported for volumes")
         wanted = self.volume_wanted
         if "size" in args:
-            wanted = tuple(float(v) if v > 0 else None for v in per_sample(args["size"]))
+            wanted = _volume_size_values(self.schema.name, per_sample(args["size"]))
         if wanted is None or len(wanted) != 3:
             raise ValueError(f"resize: a volume of shape {tuple(image.shape)} needs size=[d, h, w] or resize_z")
         out_size, windows = volume_size([image.shape[a] for a in axes], wanted, self.mode)
@@ -393,6 +427,7 @@ class Resize(Operator):
         if (
             self._fixed_size is None
             or self.has_roi
+            or any(self.flips)
             or not self.antialias
             or self.save_attrs
             or self.filters != (LINEAR, LINEAR)
@@ -411,7 +446,7 @@ class Resize(Operator):
 
     def _sample_target(self, in_w: int, in_h: int, args: dict[str, Any]) -> tuple[int, int]:
         """:meth:`target_size` with this sample's own sizes where they are given per sample."""
-        given = _sample_sizes(self.schema.name, args) if args else None  # no per-sample arguments: the usual case
+        given = _sample_sizes(self.schema.name, args)[0] if args else None  # no per-sample arguments: the usual case
         if not given:
             return self.target_size(in_w, in_h)
         sizes = {name: getattr(self, name) for name in ("resize_x", "resize_y", "resize_shorter", "resize_longer")}
@@ -453,7 +488,7 @@ class Resize(Operator):
         width, height = self._sample_target(box[2] - box[0], box[3] - box[1], args)
         box = None if box == (0, 0, image.shape[1], image.shape[0]) else box
         out = resample(xp, image, width, height, box, antialias=self.antialias, dtype=self.dtype, filters=self.filters)
-        return self._with_attrs(xp, _flipped(out, flips), image)
+        return self._with_attrs(xp, _flipped(out, self._flips(flips, args)), image)
 
     def _host_image(self, image: np.ndarray, args: dict[str, Any]) -> Any:
         """One HWC image (its region of interest) resized on the host (Pillow's filters for uint8)."""
@@ -462,7 +497,16 @@ class Resize(Operator):
         width, height = self._sample_target(box[2] - box[0], box[3] - box[1], args)
         box = None if box == (0, 0, image.shape[1], image.shape[0]) else box
         out = host_resample(image, width, height, self.filters, self.antialias, self.dtype, box)
-        return self._with_attrs(np, _flipped(out, flips), image)
+        return self._with_attrs(np, _flipped(out, self._flips(flips, args)), image)
+
+    def _flips(self, region_flips: tuple[bool, bool], args: dict[str, Any]) -> tuple[bool, bool]:
+        """The axes (y, x) an image is flipped along: by its region of interest (an end before its
+        start) and, independently, by a negative size (this sample's where given per sample)."""
+        flip_y, flip_x = self.flips
+        if args:
+            given = _sample_sizes(self.schema.name, args)[1]
+            flip_y, flip_x = given.get("y", flip_y), given.get("x", flip_x)
+        return region_flips[0] != flip_y, region_flips[1] != flip_x
 
     def _region(self, image: Any, args: dict[str, Any]) -> tuple[tuple[float, float, float, float], tuple[bool, bool]]:
         """The box ``(x0, y0, x1, y1)`` of the image that is resized (all of it without a region of
@@ -509,7 +553,7 @@ class Resize(Operator):
         batch = inputs[0]
         # a batch holds samples of one dimensionality (as in DALI): its first says whether they are volumes
         volumes = not self.sequence and len(batch) and volume_axes(self.layout, batch[0].ndim) is not None
-        if args or self.has_roi or volumes:  # per-sample sizes, regions of interest, volumes: one by one
+        if args or self.has_roi or volumes or any(self.flips):  # per-sample sizes, regions, flips, volumes: one by one
             return super().run_batch(xp, inputs, args, ctxs)
         if self.sequence:  # the frames of every sequence through the kernels at once
             if self.save_attrs or not launch.available(xp, 2 * launch.elements(batch)):

@@ -80,12 +80,15 @@ class ResizeCropMirror(Resize):
         in_h, in_w = image.shape[:2]
         width, height = self.target_size(in_w, in_h)
         mirror = _mirror(self.schema.name, as_scalar(args.get("mirror", self.mirror)))
+        flip_y, flip_x = self.flips  # a negative size flips the resized image before the crop, as in DALI
+        mirror ^= (1 if flip_x else 0) | (2 if flip_y else 0)
         if self.crop is None:
             return width, height, None, mirror
         crop_h, crop_w = self.crop
         pos_x = check_position(self.schema.name, "crop_pos_x", as_scalar(args.get("crop_pos_x", self.crop_pos_x)))
         pos_y = check_position(self.schema.name, "crop_pos_y", as_scalar(args.get("crop_pos_y", self.crop_pos_y)))
         y0, x0 = crop_window(height, width, crop_h, crop_w, pos_x, pos_y, self.rounding)
+        x0, y0 = (width - crop_w - x0 if flip_x else x0), (height - crop_h - y0 if flip_y else y0)  # the flipped window
         sx, sy = in_w / width, in_h / height
         return crop_w, crop_h, (x0 * sx, y0 * sy, (x0 + crop_w) * sx, (y0 + crop_h) * sy), mirror
 

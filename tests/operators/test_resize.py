@@ -217,7 +217,7 @@ def test_random_crop_decoder_feeds_resize(jpeg_files):
     ("args", "message"),
     [
         ({}, "give resize_x and/or resize_y"),
-        ({"resize_x": -3}, "resize_x must be a positive number"),
+        ({"resize_shorter": -3}, "resize_shorter must be a positive number"),
         ({"resize_y": "big"}, "resize_y must be a positive number"),
         ({"resize_x": 10, "mode": "fit"}, "mode must be one of"),
         ({"resize_shorter": 256, "resize_x": 224}, "resize_shorter cannot be combined"),
@@ -424,6 +424,53 @@ def test_resizing_a_rotated_image_is_resizing_its_pixels(ours):
     np.testing.assert_array_equal(resized[0], expected[0])
 
 
+NEGATIVE_SIZES = [  # (negative, the same positive): linear, as nearest's ties go to the mirrored neighbour in DALI
+    ({"resize_x": -40}, {"resize_x": 40}),
+    ({"resize_x": 40, "resize_y": -30}, {"resize_x": 40, "resize_y": 30}),
+    ({"size": -25}, {"size": 25}),
+    (
+        {"size": [30, -40], "roi_start": [60, 20], "roi_end": [10, 70]},
+        {"size": [30, 40], "roi_start": [60, 20], "roi_end": [10, 70]},
+    ),
+    (
+        {"resize_y": -30, "roi_start": [60, 20], "roi_end": [10, 70]},
+        {"resize_y": 30, "roi_start": [60, 20], "roi_end": [10, 70]},
+    ),
+]
+
+
+@pytest.mark.parametrize(("negative", "positive"), NEGATIVE_SIZES)
+def test_a_negative_size_flips_that_axis_as_in_dali(ours, dali, negative, positive):
+    """DALI's flip, within a grey level more than the same positive size differs from DALI's (its
+    antialiasing filters are not Pillow's)."""
+    differences = []
+    for case in (positive, negative):
+        ((theirs, _),) = dali([ROI_IMAGE], lambda x, f, t, c=case: f.resize(x, **c), "HWC")
+        ((mine, _),) = ours([ROI_IMAGE], lambda x, c=case: fn.resize(x, **c), "HWC")
+        assert mine[0].shape == theirs[0].shape
+        differences.append(int(np.abs(mine[0].astype(int) - theirs[0]).max()))
+    assert differences[1] <= differences[0] + 1, differences
+
+
+@pytest.mark.parametrize("device", ["cpu", "gpu"])
+def test_a_negative_size_is_the_positive_size_flipped(ours, device):
+    """On both devices, without DALI: the flip is exact, the size the magnitude's."""
+    data = (lambda x: x.gpu()) if device == "gpu" else (lambda x: x)
+    ((plain, _),) = ours([ROI_IMAGE, ROI_IMAGE[:50]], lambda x: fn.resize(data(x), size=[30, 40]), "HWC")
+    for size, flip in (([-30, 40], (0,)), ([30, -40], (1,)), ([-30, -40], (0, 1))):
+        ((got, _),) = ours([ROI_IMAGE, ROI_IMAGE[:50]], lambda x, s=size: fn.resize(data(x), size=s), "HWC")
+        for g, p in zip(got, plain, strict=True):
+            np.testing.assert_array_equal(g, np.flip(p, axis=flip))
+
+
+def test_a_volume_with_a_negative_size_is_refused(ours):
+    volume = np.zeros((4, 6, 6, 1), np.uint8)
+    with pytest.raises(rp.ArgumentError, match=r"a volume's size \[-2.0, 4.0, 4.0\] has a negative extent"):
+        ours([volume], lambda x: fn.resize(x, size=[-2, 4, 4]), "DHWC")
+    with pytest.raises(rp.SampleError, match="has a negative extent"):
+        ours([volume], lambda x, s: fn.resize(x, size=s), "DHWC", per_sample=[[np.array([2, -4, 4], np.float32)]])
+
+
 SIZE_IMAGES = [np.ascontiguousarray(ROI_IMAGE[: 60 + 10 * k, : 50 + 7 * k]) for k in range(3)]
 PER_SAMPLE_SIZES = [
     ("size", [np.array([30, 40], np.float32), np.array([0, 25], np.float32), np.array([44, 0], np.float32)], {}),
@@ -435,6 +482,9 @@ PER_SAMPLE_SIZES = [
     ("resize_x", [np.float32(20), np.float32(31), np.float32(0)], {"resize_y": 30}),
     ("resize_y", [np.float32(20), np.float32(31), np.float32(45)], {}),
     ("resize_shorter", [np.float32(20), np.float32(31), np.float32(45)], {"max_size": 40}),
+    # negative sizes flip, per sample as given statically
+    ("resize_x", [np.float32(-20), np.float32(31), np.float32(0)], {"resize_y": -30}),
+    ("size", [np.array([-30, 40], np.float32), np.array([0, -25], np.float32), np.array([-44, -9], np.float32)], {}),
 ]
 
 

@@ -31,6 +31,9 @@ CASES = [
         {"resize_x": 60, "resize_y": 50, "crop": (80, 90), "crop_pos_x": 1.0, "interp_type": "INTERP_NN"},
     ),
     ("resize_crop_mirror", {"resize_x": 60, "resize_y": 50, "crop": (70, 64), "crop_pos_x": 1.0, "mirror": 1}),
+    # a negative size flips the resized image before the crop, as in DALI
+    ("resize_crop_mirror", {"resize_x": -120, "resize_y": 90, "crop": (64, 70), "crop_pos_x": 0.2, "mirror": 1}),
+    ("resize_crop_mirror", {"size": [-90, -120], "crop": (64, 70), "crop_pos_y": 0.1, "interp_type": "INTERP_NN"}),
     ("fast_resize_crop_mirror", {"resize_x": 224, "resize_y": 224, "crop": (200, 180), "mirror": 1}),
     ("fast_resize_crop_mirror", {"resize_shorter": 128, "crop": (112, 112), "crop_pos_x": 0.3}),
     ("fast_resize_crop_mirror", {"resize_x": 90, "resize_y": 70, "crop": (48, 48), "interp_type": "INTERP_NN"}),
@@ -60,6 +63,17 @@ def test_matches_dali(ours, dali, images, name, args):
     theirs = dali(images, lambda x, f, t: getattr(f, name)(x, subpixel_scale=False, **_resolved(args, t)), "HWC")
     mine = ours(images, lambda x: getattr(fn, name)(x, **_resolved(args, types)), "HWC")
     _check_close(mine, theirs, exact=args.get("interp_type") == "INTERP_NN")
+
+
+def test_a_negative_size_is_the_mirrored_window_mirrored(ours, images):
+    """Flipping the resized image, then cropping at ``crop_pos_x`` is cropping the unflipped one
+    at ``1 - crop_pos_x`` and mirroring (exact where the window's offset needs no rounding)."""
+    window = {"resize_y": 90, "crop": (64, 70)}
+    flipped = ours(images, lambda x: fn.resize_crop_mirror(x, resize_x=-120, crop_pos_x=0.2, **window))
+    mirrored = ours(images, lambda x: fn.resize_crop_mirror(x, resize_x=120, crop_pos_x=0.8, mirror=1, **window))
+    _check_close(flipped, mirrored, exact=True)
+    whole = ours(images, lambda x: fn.resize_crop_mirror(x, resize_x=120, resize_y=-90, mirror=2))
+    _check_close(whole, ours(images, lambda x: fn.resize(x, resize_x=120, resize_y=90)), exact=True)
 
 
 @pytest.mark.parametrize("interp", [None, "INTERP_NN"])
@@ -97,7 +111,7 @@ def test_gpu_gives_the_cpu_result(ours, images, name, args):
     ("name", "args", "message"),
     [
         ("resize_crop_mirror", {"crop": (10, 10)}, "resize_crop_mirror: give resize_x and/or resize_y"),
-        ("resize_crop_mirror", {"resize_x": -3}, "resize_crop_mirror: resize_x must be a positive number"),
+        ("resize_crop_mirror", {"resize_longer": -3}, "resize_crop_mirror: resize_longer must be a positive number"),
         ("resize_crop_mirror", {"resize_x": 9, "mirror": 4}, "resize_crop_mirror: mirror must be 0, 1"),
         ("resize_crop_mirror", {"resize_x": 9, "crop": (1, 2, 3)}, "resize_crop_mirror: crop must be a pair"),
         ("resize_crop_mirror", {"resize_x": 9, "crop": 4}, "resize_crop_mirror: crop must be a pair"),
