@@ -21,7 +21,11 @@ class Transpose(Operator):
 
     schema = Schema("transpose", devices=("cpu", "gpu"))
 
-    def configure(self, perm: Sequence[int] | None = None, output_layout: str | None = None) -> None:
+    def configure(
+        self, perm: Sequence[int] | None = None, output_layout: str | None = None, transpose_layout: bool = True
+    ) -> None:
+        """``transpose_layout=False`` copies the input's layout unchanged, as in DALI (``output_layout``,
+        when given, wins)."""
         if perm is None:
             raise ArgumentError("transpose: perm is required")
         try:
@@ -35,13 +39,18 @@ class Transpose(Operator):
             raise ArgumentError(
                 f"transpose: output_layout must be a string of {len(axes)} axis names, got {output_layout!r}"
             )
+        if not isinstance(transpose_layout, (bool, np.bool_)):
+            raise ArgumentError(f"transpose: transpose_layout must be a bool, got {transpose_layout!r}")
         self.perm = axes
         self.layout = output_layout
+        self.transpose_layout = bool(transpose_layout)
 
     def output_layout(self, input_layouts: Sequence[str]) -> str:
         if self.layout is not None:
             return self.layout
         source = input_layouts[0] if input_layouts else ""
+        if not self.transpose_layout:
+            return source
         return "".join(source[p] for p in self.perm) if len(source) == len(self.perm) else ""
 
     def compute(self, xp: ModuleType, inputs, args, ctx) -> Any:

@@ -41,6 +41,15 @@ def test_explicit_output_layout_wins(jpeg_files):
     np.testing.assert_array_equal(out.at(0), images[0].transpose(2, 0, 1))
 
 
+@pytest.mark.parametrize("device", ["cpu", "gpu"])
+def test_transpose_layout_false_keeps_the_input_layout_as_in_dali(jpeg_files, device):
+    out, images = run(jpeg_files, lambda im: fn.transpose(im, device=device, perm=[2, 0, 1], transpose_layout=False))
+    assert out.layout() == "HWC"
+    np.testing.assert_array_equal(out.as_cpu().at(0), images[0].transpose(2, 0, 1))
+    named, _ = run(jpeg_files, lambda im: fn.transpose(im, perm=[2, 0, 1], transpose_layout=False, output_layout="CYX"))
+    assert named.layout() == "CYX", "output_layout wins"
+
+
 def test_layout_left_empty_when_the_input_has_none(jpeg_files):
     """cast keeps the decoder's HWC, which transpose permutes; the reader's labels have no layout."""
 
@@ -94,6 +103,7 @@ def test_rank_mismatch_fails_naming_the_operator(jpeg_files):
         ({"perm": []}, "perm must be a permutation of 0..n-1"),
         ({"perm": [2, 0, 1], "output_layout": "CH"}, "output_layout must be a string of 3 axis names"),
         ({"perm": [2, 0, 1], "axes": [0]}, "unexpected keyword argument 'axes'"),
+        ({"perm": [2, 0, 1], "transpose_layout": "no"}, "transpose_layout must be a bool"),
     ],
 )
 def test_argument_errors(jpeg_files, kwargs, match):
