@@ -220,9 +220,8 @@ class CpuStage:
         """The error naming operator ``label``, the sample and its source."""
         source = self.source_of(ctx.sample_index)
         cls = DecodeError if isinstance(exc, DecodeError) else SampleError
-        named = source if source == numbered_sample(ctx.sample_index) else f"sample {ctx.sample_index} ({source})"
         return cls(
-            f"operator {label} failed on {named}, epoch {ctx.epoch}: {exc}",
+            f"operator {label} failed on sample {ctx.sample_index} ({source}), epoch {ctx.epoch}: {exc}",
             sample_index=ctx.sample_index,
             source=source,
         )

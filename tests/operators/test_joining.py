@@ -79,7 +79,7 @@ def test_both_devices_give_the_same(ours, images, device):
 
 def test_mismatched_inputs_name_the_sample(ours):
     a = np.zeros((2, 3), np.uint8)
-    with pytest.raises(rp.SampleError, match="sample 0, epoch 0: cat: input shapes must agree except along axis 0"):
+    with pytest.raises(rp.SampleError, match="sample 0 .*cat: input shapes must agree except along axis 0"):
         ours([a], lambda x: fn.cat(x, fn.reshape(x, shape=[3, 2]), axis=0))
     with pytest.raises(rp.SampleError, match="stack: all inputs must have the same type and rank"):
         ours([a], lambda x: fn.stack(x, fn.cast(x, dtype=types.INT8)))

@@ -168,7 +168,7 @@ def test_per_sample_arguments(ours, images):
 
 
 def test_out_of_bounds_names_the_sample(ours, images):
-    with pytest.raises(rp.SampleError, match=r"sample 0, epoch 0: slice: the window .* is outside the sample's shape"):
+    with pytest.raises(rp.SampleError, match=r"sample 0 .*slice: the window from .* is outside the sample's shape"):
         ours(images, lambda x: fn.slice(x, start=[0, 0], shape=[5000, 10]), "HWC")
 
 
