@@ -121,6 +121,11 @@ def _roi_point(op: str, name: str, value: Any) -> tuple[float, float]:
     return float(values[0]), float(values[1])
 
 
+def _either(a: tuple[bool, bool], b: tuple[bool, bool]) -> tuple[bool, bool]:
+    """Two flips of the axes (y, x) in turn: an axis flipped twice is not flipped."""
+    return a[0] != b[0], a[1] != b[1]
+
+
 def _flipped(out: Any, flips: tuple[bool, bool]) -> Any:
     """``out`` (HWC) reversed along the flipped axes (y, x)."""
     if not any(flips):
@@ -444,16 +449,20 @@ class Resize(Operator):
             in_w, in_h, self.resize_x, self.resize_y, self.resize_shorter, self.resize_longer, self.mode, self.max_size
         )
 
-    def _sample_target(self, in_w: int, in_h: int, args: dict[str, Any]) -> tuple[int, int]:
-        """:meth:`target_size` with this sample's own sizes where they are given per sample."""
-        given = _sample_sizes(self.schema.name, args)[0] if args else None  # no per-sample arguments: the usual case
+    def _sample_target(self, in_w: int, in_h: int, args: dict[str, Any]) -> tuple[int, int, tuple[bool, bool]]:
+        """:meth:`target_size` with this sample's own sizes where they are given per sample, and the
+        axes (y, x) its sizes flip (a negative size, this sample's where given per sample)."""
+        if not args:  # no per-sample arguments: the usual case
+            return (*self.target_size(in_w, in_h), self.flips)
+        given, flips = _sample_sizes(self.schema.name, args)
+        flipped = (flips.get("y", self.flips[0]), flips.get("x", self.flips[1]))
         if not given:
-            return self.target_size(in_w, in_h)
+            return (*self.target_size(in_w, in_h), flipped)
         sizes = {name: getattr(self, name) for name in ("resize_x", "resize_y", "resize_shorter", "resize_longer")}
         sizes.update(given)
         if "size" in args and (sizes["resize_shorter"] is not None or sizes["resize_longer"] is not None):
             raise ValueError(f"{self.schema.name}: size cannot be combined with resize_shorter or resize_longer")
-        return output_size(in_w, in_h, **sizes, mode=self.mode, max_size=self.max_size)
+        return (*output_size(in_w, in_h, **sizes, mode=self.mode, max_size=self.max_size), flipped)
 
     def target_sizes(self, in_w: np.ndarray, in_h: np.ndarray) -> np.ndarray:
         """:meth:`target_size` of a whole batch: ``(n, 2)`` (width, height) for arrays of input sizes."""
@@ -484,29 +493,20 @@ class Resize(Operator):
     def _image(self, xp, image, args: dict[str, Any]) -> Any:
         """One HWC image (its region of interest) resized with the array module ``xp``."""
         check_hwc(self.schema.name, image)
-        box, flips = self._region(image, args)
-        width, height = self._sample_target(box[2] - box[0], box[3] - box[1], args)
+        box, region_flips = self._region(image, args)
+        width, height, size_flips = self._sample_target(box[2] - box[0], box[3] - box[1], args)
         box = None if box == (0, 0, image.shape[1], image.shape[0]) else box
         out = resample(xp, image, width, height, box, antialias=self.antialias, dtype=self.dtype, filters=self.filters)
-        return self._with_attrs(xp, _flipped(out, self._flips(flips, args)), image)
+        return self._with_attrs(xp, _flipped(out, _either(region_flips, size_flips)), image)
 
     def _host_image(self, image: np.ndarray, args: dict[str, Any]) -> Any:
         """One HWC image (its region of interest) resized on the host (Pillow's filters for uint8)."""
         check_hwc(self.schema.name, image)
-        box, flips = self._region(image, args)
-        width, height = self._sample_target(box[2] - box[0], box[3] - box[1], args)
+        box, region_flips = self._region(image, args)
+        width, height, size_flips = self._sample_target(box[2] - box[0], box[3] - box[1], args)
         box = None if box == (0, 0, image.shape[1], image.shape[0]) else box
         out = host_resample(image, width, height, self.filters, self.antialias, self.dtype, box)
-        return self._with_attrs(np, _flipped(out, self._flips(flips, args)), image)
-
-    def _flips(self, region_flips: tuple[bool, bool], args: dict[str, Any]) -> tuple[bool, bool]:
-        """The axes (y, x) an image is flipped along: by its region of interest (an end before its
-        start) and, independently, by a negative size (this sample's where given per sample)."""
-        flip_y, flip_x = self.flips
-        if args:
-            given = _sample_sizes(self.schema.name, args)[1]
-            flip_y, flip_x = given.get("y", flip_y), given.get("x", flip_x)
-        return region_flips[0] != flip_y, region_flips[1] != flip_x
+        return self._with_attrs(np, _flipped(out, _either(region_flips, size_flips)), image)
 
     def _region(self, image: Any, args: dict[str, Any]) -> tuple[tuple[float, float, float, float], tuple[bool, bool]]:
         """The box ``(x0, y0, x1, y1)`` of the image that is resized (all of it without a region of
