@@ -26,6 +26,7 @@ from .errors import ArgumentError, PipelineDefinitionError, did_you_mean
 from .executor import BatchResult, SkippedSample
 from .graph import DataNode, OpNode, StagedGraph
 from .graph_context import RecordedGraph, Recording
+from .graph_dot import dot_text
 from .operator import Operator
 from .pipeline_options import DECLARATIONS, parse
 from .position import make_state, read_state
@@ -177,6 +178,7 @@ class Pipeline:
         self._last: BatchResult | None = None
         self._skipped: list[SkippedSample] = []
         self._scheduled = 0  # runs asked for by schedule_run() and not yet taken by outputs()
+        self._first_iter = True  # the next schedule_run() is the first since build or reset: it prefetches
         self._recorded = RecordedGraph()  # what ``with pipe:`` blocks record (the graph-context style)
         self._graph_outputs: tuple[DataNode, ...] | None = None  # set_outputs()
         self._blocks: list[Recording | None] = []  # active with blocks / push_current: recording or not
@@ -333,19 +335,8 @@ class Pipeline:
         ``cuda_stream`` is accepted as a hint (GPU outputs are ready when returned)."""
         for name, data in pipeline_inputs.items():
             self.feed_input(name, data)
-        engine = self.engine
-        if not engine.running:
-            engine.drive(self._self_driven(self._epoch, self._first_batch), sequential=True, replace_skipped=False)
-        if self._feeder is not None:
-            self._feeder.fill(self.cpu_queue_depth, self.iter_setup)
-        result = engine.next()
-        if self._feeder is not None:
-            self._feeder.consumed()
-        self._last = result
-        self._skipped.extend(result.skipped)
-        if self._declared:
-            _check_outputs(result.outputs, self._per_output)
-        return result.outputs
+        self.schedule_run()
+        return self.outputs()
 
     def start_py_workers(self) -> None:
         """DALI's early start of the worker processes of ``external_source(parallel=True)``: builds
@@ -387,16 +378,37 @@ class Pipeline:
             return []
         return [n.name or n.label for n in self._feeder.pushed]
 
+    def input_feed_count(self, input_name: str) -> int:
+        """How many batches the external source ``input_name`` is fed ahead, as DALI reports it: the
+        prefetch queue's depth (the batches the pipeline takes from its sources before it returns one)."""
+        self.build()
+        if self._feeder is None:
+            raise ArgumentError(f"input_feed_count: the pipeline has no external source {input_name!r}")
+        self._feeder.node(input_name, "input_feed_count")
+        return self.cpu_queue_depth
+
     def schedule_run(self) -> None:
         """DALI's split form of ``run()``: ask for one batch, taken later by :meth:`outputs` or
-        :meth:`share_outputs`. Batches are prefetched anyway, so this only counts the request."""
+        :meth:`share_outputs`. Batches are prefetched anyway, so this only counts requests, as DALI
+        does: the first since :meth:`build` or :meth:`reset` asks for a full prefetch queue
+        (``prefetch_queue_depth`` batches; one with ``exec_pipelined=False``), the next for one each."""
         self.build()
-        self._scheduled += 1
+        if self._first_iter and self.exec_pipelined:
+            self._prefetch()
+        else:
+            self._scheduled += 1
+
+    def empty(self) -> bool:
+        """DALI's test for work scheduled and not yet taken: False while batches asked for by
+        :meth:`schedule_run`, :meth:`_prefetch` or :meth:`run` (which schedules, then takes one) wait
+        for :meth:`outputs`; True after :meth:`build` and :meth:`reset`."""
+        return self._scheduled == 0
 
     def _prefetch(self) -> None:
         """DALI's (private) start of prefetching, which old iterators call before
         :meth:`share_outputs`: schedules runs up to the prefetch queue's depth."""
         self.build()
+        self._first_iter = False
         self._scheduled = max(self._scheduled, self.cpu_queue_depth)
 
     def outputs(self) -> tuple[TensorList, ...]:
@@ -404,7 +416,19 @@ class Pipeline:
         if self._scheduled == 0:
             raise PipelineDefinitionError("outputs(): no run is scheduled; call schedule_run() first (or use run())")
         self._scheduled -= 1
-        return self.run()
+        engine = self.engine
+        if not engine.running:
+            engine.drive(self._self_driven(self._epoch, self._first_batch), sequential=True, replace_skipped=False)
+        if self._feeder is not None:
+            self._feeder.fill(self.cpu_queue_depth, self.iter_setup)
+        result = engine.next()
+        if self._feeder is not None:
+            self._feeder.consumed()
+        self._last = result
+        self._skipped.extend(result.skipped)
+        if self._declared:
+            _check_outputs(result.outputs, self._per_output)
+        return result.outputs
 
     def share_outputs(self) -> tuple[TensorList, ...]:
         """The same as :meth:`outputs`: every batch owns its memory here, so there is nothing to share."""
@@ -436,6 +460,7 @@ class Pipeline:
         self._epoch, self._first_batch = epoch, batch
         self._last = None
         self._scheduled = 0
+        self._first_iter = True
         self._engine.drive(self._self_driven(epoch, batch), sequential=True, replace_skipped=False)
 
     def state_dict(self) -> dict[str, Any]:
@@ -563,6 +588,23 @@ class Pipeline:
         if name is None and self._staged.reader is None:
             return {}
         return self._reader(name).op.io_stats()
+
+    def save_graph_to_dot_file(
+        self, filename: str | os.PathLike, *, show_tensors: bool = False, show_ids: Any = None, use_colors: bool = False
+    ) -> None:
+        """Write the built graph as Graphviz DOT text (DALI's method; :mod:`raypipe.graph_dot`):
+        ``show_tensors`` adds the data between operators, ``use_colors`` colours operators by device;
+        ``show_ids`` has no effect (deprecated in DALI, with the same warning)."""
+        self.build()
+        if show_ids is not None:
+            warnings.warn(
+                'The argument "show_ids" is deprecated because it no longer has any effect.',
+                DeprecationWarning,
+                stacklevel=2,
+            )
+        text = dot_text(self._staged, show_tensors=show_tensors, use_colors=use_colors)
+        with open(filename, "w", encoding="utf-8") as f:
+            f.write(text)
 
     def enable_profiling(self) -> None:
         """Collect wall time per stage and per operator from now on (see :mod:`raypipe.profile`)."""

@@ -89,13 +89,13 @@ class SourceFeeder:
         if self.pool is not None:
             self.pool.restart(epoch)
 
-    def node(self, data_node: DataNode | str) -> OpNode:
+    def node(self, data_node: DataNode | str, caller: str = "feed_input") -> OpNode:
         """The external source fed by ``feed_input(data_node)``: its output, its ``name``, or (unnamed)
-        its label."""
+        its label; ``caller`` names the method in the error when there is none."""
         for node in self.nodes:
             if data_node is node.outputs[0] or (isinstance(data_node, str) and data_node in (node.name, node.label)):
                 return node
-        raise ArgumentError(f"feed_input: the pipeline has no external source {data_node!r} to feed")
+        raise ArgumentError(f"{caller}: the pipeline has no external source {data_node!r}")
 
     def feed_input(self, data_node: DataNode | str, data: Any) -> None:
         """Queue a batch for an external source without a ``source`` (DALI's ``feed_input``)."""

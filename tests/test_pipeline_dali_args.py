@@ -6,7 +6,10 @@ from __future__ import annotations
 
 import inspect
 import json
+import os
 import pickle
+import shutil
+import subprocess
 
 import numpy as np
 import pytest
@@ -401,6 +404,119 @@ def test_the_split_run_api_matches_dalis():
         return shapes, pipe.max_batch_size, pipe.num_outputs
 
     assert counting(rp) == counting(dali)
+
+
+def _empty_states(module, depth):
+    """``empty()`` after build, two ``run()`` calls, and through scheduled runs on a second pipeline."""
+
+    @module.pipeline_def(batch_size=2, num_threads=1, device_id=None, seed=1, prefetch_queue_depth=depth)
+    def graph():
+        return module.fn.random.uniform(shape=[2])
+
+    pipe = graph()
+    pipe.build()
+    states = [pipe.empty()]
+    for _ in range(2):
+        pipe.run()
+        states.append(pipe.empty())
+    pipe = graph()
+    pipe.build()
+    pipe.schedule_run()
+    states.append(pipe.empty())
+    pipe.outputs()
+    states.append(pipe.empty())
+    pipe.schedule_run()
+    pipe.schedule_run()
+    states.append(pipe.empty())
+    for _ in range(2):
+        pipe.outputs()
+        states.append(pipe.empty())
+    return states
+
+
+@pytest.mark.parametrize("depth", [1, 2])
+def test_empty_says_whether_runs_wait_as_dalis(depth):
+    expected = {
+        1: [True, True, True, False, True, False, False, True],
+        2: [True, False, False, False, False, False, False, False],
+    }[depth]
+    assert _empty_states(rp, depth) == expected
+    dali = _dali_or_none()
+    if dali is not None:
+        assert _empty_states(dali, depth) == expected
+
+
+def test_empty_after_reset_lets_an_iterator_schedule_the_next_epoch(jpeg_files, reference):
+    """DALI's iterators reset each pipeline and schedule a run when ``empty()`` says none waits."""
+    pipe = train(jpeg_files[:8], prefetch_queue_depth=2)
+    with pipe:
+        pipe.run()
+        assert not pipe.empty()
+        pipe.reset(epoch=0)
+        assert pipe.empty()
+        pipe.schedule_run()  # the first since the reset: a full prefetch queue, two batches
+        got = [[np.asarray(out).tobytes() for out in pipe.outputs()]]
+        assert not pipe.empty()
+        got.append([np.asarray(out).tobytes() for out in pipe.outputs()])
+        assert pipe.empty()
+        assert got == reference[:2]
+
+
+def _dali_or_none():
+    try:
+        import nvidia.dali as dali
+    except ImportError:
+        return None
+    return dali
+
+
+def _feed_counts(module, depth):
+    """``input_feed_count`` before and after feeds and runs."""
+
+    @module.pipeline_def(batch_size=2, num_threads=1, device_id=None, prefetch_queue_depth=depth)
+    def fed():
+        return module.fn.external_source(name="x")
+
+    pipe = fed()
+    pipe.build()
+    got = [pipe.input_feed_count("x")]
+    for _ in range(depth + 1):
+        pipe.feed_input("x", [np.ones(2, np.float32)] * 2)
+        got.append(pipe.input_feed_count("x"))
+    pipe.run()
+    got.append(pipe.input_feed_count("x"))
+    return got
+
+
+@pytest.mark.parametrize("depth", [1, 3])
+def test_input_feed_count_is_the_prefetch_depth_as_dalis(depth):
+    assert _feed_counts(rp, depth) == [depth] * (depth + 3)
+    dali = _dali_or_none()
+    if dali is not None:
+        assert _feed_counts(dali, depth) == [depth] * (depth + 3)
+    with pytest.raises(rp.ArgumentError, match="input_feed_count: the pipeline has no external source 'z'"):
+        train(["a.jpg"]).input_feed_count("z")
+
+
+def test_save_graph_to_dot_file_draws_the_built_graph(tmp_path, jpeg_files):
+    pipe = train(jpeg_files[:8])
+    plain, full = tmp_path / "plain.dot", tmp_path / "full.dot"
+    pipe.save_graph_to_dot_file(plain)
+    text = plain.read_text()
+    assert text.startswith("digraph graphname {") and text.rstrip().endswith("}")
+    assert '"Reader" -> "decoders.image_random_crop_1";' in text
+    assert '"decoders.image_random_crop_1" -> "resize_2";' in text
+    with pytest.warns(DeprecationWarning, match="show_ids"):
+        pipe.save_graph_to_dot_file(str(full), show_tensors=True, show_ids=True, use_colors=True)
+    text = full.read_text()
+    assert '"Reader"[color="blue"];' in text
+    assert '"Reader[0]_cpu"[shape=box];' in text
+    assert '"Reader" -> "Reader[0]_cpu"[label=0];' in text
+    assert '"Reader[0]_cpu" -> "decoders.image_random_crop_1"[label="0"];' in text
+    assert '"Reader[1]_cpu"[shape=box];' in text  # the labels: a pipeline output consumed by no operator
+    graphviz = shutil.which("dot")
+    if graphviz is not None:  # the text is valid DOT where Graphviz is installed
+        subprocess.run([graphviz, "-Tsvg", "-o", os.devnull, str(full)], check=True)
 
 
 def test_old_iterators_prefetch_then_take_shared_outputs(jpeg_files, reference):
