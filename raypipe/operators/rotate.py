@@ -26,6 +26,7 @@ from ..errors import ArgumentError
 from ..kernels.filters import LINEAR, NEAREST
 from ..operator import Operator, Schema, as_scalar, register
 from ..types import DALIInterpType
+from .cast import parse_dtype, round_half_away
 from .resample import interp_kind
 from .warp_affine import host_torch, torch_warp
 
@@ -163,9 +164,13 @@ class Rotate(Operator):
         fill_value: float | None = None,
         interp_type=None,
         size: Sequence[float] | None = None,
+        dtype=None,
     ) -> None:
         """``interp_type``: ``types.INTERP_LINEAR`` (the default) or ``types.INTERP_NN``; ``size``:
-        the output's ``(height, width)`` (rounded), the rotated image centred in it."""
+        the output's ``(height, width)`` (rounded), the rotated image centred in it; ``dtype``: the
+        input's type (the default) or ``types.FLOAT``, which rotates the input's values as floats
+        (unrounded), as DALI's."""
+        self.dtype = None if dtype is None else parse_dtype("rotate", "dtype", dtype)
         self.angle = None if angle is None else self._angle(angle)
         self.keep_size = bool(keep_size)
         self.size = None if size is None or len(size) == 0 else self._size(size)
@@ -223,22 +228,44 @@ class Rotate(Operator):
             raise ArgumentError("rotate: angle is required (a number or a per-sample argument input)")
         return self.angle
 
+    def _typed(self, image: Any) -> Any:
+        """``image`` as the type to rotate in: its own, or float32 for ``dtype=types.FLOAT``; another
+        ``dtype`` is an error, as in DALI (its rotate gives the input's type or float)."""
+        if self.dtype is None or self.dtype == image.dtype:
+            return image
+        if self.dtype != np.float32:
+            raise ValueError(
+                f"rotate: cannot give {self.dtype} from {image.dtype} input; dtype must be the input's type "
+                "or types.FLOAT, as in DALI"
+            )
+        return image.astype(np.float32)
+
+    def _fill_for(self, dtype: np.dtype) -> float | None:
+        """``fill_value`` for an input of ``dtype``: as given, or with ``dtype=types.FLOAT`` and integer
+        input first rounded (ties away from zero) and saturated to the input's type, as DALI's."""
+        if self.fill_value is None or self.dtype is None or self.dtype == dtype or dtype.kind == "f":
+            return self.fill_value
+        info = np.iinfo(dtype)
+        return float(np.clip(round_half_away(np, self.fill_value), info.min, info.max))
+
     def compute(self, xp, inputs, args, ctx):
         image = inputs[0]
         if image.ndim == 4:  # a sequence (FHWC): every frame by the sample's angle, as DALI
             return xp.stack([self.compute(xp, [frame], args, ctx) for frame in image])
         if image.ndim != 3:
             raise ValueError(f"rotate: expects an HWC image or an FHWC sequence, got shape {tuple(image.shape)}")
+        fill = self._fill_for(image.dtype)
+        image = self._typed(image)
         angle = self._sample_angle(args)
         size = self._sample_size(args)
         if size is not None:
             matrix = rotation_into(image.shape[1], image.shape[0], angle, size[1], size[0])
-            return warp_affine(xp, image, size[1], size[0], matrix, self.fill_value, self.kind)
+            return warp_affine(xp, image, size[1], size[0], matrix, fill, self.kind)
         turns = quarter_turns(angle, image.shape[1], image.shape[0], not self.keep_size)
         if turns is not None:  # Pillow, and DALI, turn the pixels whatever the interpolation
             return xp.ascontiguousarray(xp.rot90(image, turns))
         width, height, matrix = rotation(image.shape[1], image.shape[0], angle, not self.keep_size)
-        return warp_affine(xp, image, width, height, matrix, self.fill_value, self.kind)
+        return warp_affine(xp, image, width, height, matrix, fill, self.kind)
 
     def preload(self) -> None:
         host_torch()
@@ -261,6 +288,8 @@ class Rotate(Operator):
 
     def run_sample(self, inputs, args, ctx):
         image = inputs[0]
+        if self.dtype is not None and self.dtype != image.dtype:
+            return self.compute(np, inputs, args, ctx)
         if image.ndim == 4:  # a sequence (FHWC): every frame by the sample's angle, as DALI
             return np.stack([self.run_sample([frame], args, ctx) for frame in image])
         if self.fill_value is None and self.kind == LINEAR and image.ndim == 3 and image.dtype.kind in "iu":

@@ -231,3 +231,66 @@ def test_the_border_repeated_on_the_host_with_torch_is_the_array_paths_within_a_
     array_path = op.run_sample([image], {}, None)
     assert with_torch.shape == array_path.shape and with_torch.dtype == np.uint8
     assert np.abs(with_torch.astype(int) - array_path).max() <= 1
+
+
+@pytest.mark.parametrize("kwargs", [{"angle": 30.0}, {"angle": -17.0, "keep_size": True}, {"angle": 90.0}])
+def test_dtype_float_rotates_the_values_as_floats_as_dali(ours, dali, kwargs):
+    """``dtype=types.FLOAT`` rotates a uint8 image's values unrounded: in DALI, what its rotate of the image
+    cast to float gives; here the same within a twentieth of a level (DALI maps coordinates in float32)."""
+    image = np.random.default_rng(5).integers(0, 256, (37, 53, 3), dtype=np.uint8)
+
+    def build(x, f, t):
+        return f.rotate(x, dtype=t.FLOAT, **kwargs), f.rotate(f.cast(x, dtype=t.FLOAT), **kwargs)
+
+    (theirs, theirs_cast) = dali([image], build, layout="HWC")
+    np.testing.assert_array_equal(theirs[0][0], theirs_cast[0][0])
+    ((mine, _), _) = ours([image], lambda x: build(x, fn, types), layout="HWC")
+    assert mine[0].dtype == np.float32 and mine[0].shape == theirs[0][0].shape
+    np.testing.assert_allclose(mine[0], theirs[0][0], atol=0.05)
+
+
+@pytest.mark.parametrize("device", ["cpu", "gpu"])
+@pytest.mark.parametrize(("fill", "stored"), [(6.5, 7.0), (2.4, 2.0), (-3.0, 0.0), (300.0, 255.0)])
+def test_dtype_float_takes_the_fill_value_in_the_inputs_type_as_dali(ours, device, fill, stored):
+    """With ``dtype=types.FLOAT``, DALI rounds ``fill_value`` (ties away from zero) and saturates it to the
+    input's type first: 6.5 fills a uint8 image's corners with 7.0, -3 with 0.0 (measured in DALI 2.4)."""
+    image = np.random.default_rng(7).integers(0, 256, (11, 13, 3), dtype=np.uint8)
+
+    def build(x, f, t):
+        return f.rotate(x, angle=30.0, dtype=t.FLOAT, fill_value=fill)
+
+    ((mine, _),) = ours([image], lambda x: build(x.gpu() if device == "gpu" else x, fn, types), layout="HWC")
+    assert mine[0].dtype == np.float32 and mine[0][0, 0].tolist() == [stored] * 3
+
+
+@pytest.mark.parametrize("device", ["cpu", "gpu"])
+@pytest.mark.parametrize(("angle", "interp"), [(30.0, "INTERP_LINEAR"), (-45.0, "INTERP_NN"), (180.0, "INTERP_LINEAR")])
+def test_dtype_float_is_the_rotation_of_the_image_cast_to_float(ours, device, angle, interp):
+    """Without DALI: ``dtype=types.FLOAT`` (and a dtype equal to the input's) gives exactly what rotating the
+    cast image (and the image) gives, on either device."""
+    image = np.random.default_rng(6).integers(0, 256, (21, 30, 3), dtype=np.uint8)
+
+    def build(x):
+        x = x.gpu() if device == "gpu" else x
+        kw = {"angle": angle, "interp_type": getattr(types, interp), "fill_value": 3}
+        return (
+            fn.rotate(x, dtype=types.FLOAT, **kw),
+            fn.rotate(fn.cast(x, dtype=types.FLOAT), **kw),
+            fn.rotate(x, dtype=types.UINT8, **kw),
+            fn.rotate(x, **kw),
+        )
+
+    ((typed, _), (cast, _), (same, _), (plain, _)) = ours([image], build, layout="HWC")
+    assert typed[0].dtype == np.float32 and same[0].dtype == np.uint8
+    np.testing.assert_array_equal(typed[0], cast[0])
+    np.testing.assert_array_equal(same[0], plain[0])
+
+
+def test_dtype_other_than_the_inputs_or_float_is_refused_naming_the_sample():
+    @rp.pipeline_def(batch_size=1, num_threads=1, device_id=None)
+    def pipe():
+        x = fn.external_source(source=lambda: [np.zeros((4, 5, 3), np.uint8)], batch=True, layout="HWC")
+        return fn.rotate(x, angle=10.0, dtype=types.INT16)
+
+    with pipe() as p, pytest.raises(rp.SampleError, match=r"sample 0 .*cannot give int16 from uint8 input"):
+        p.run()
