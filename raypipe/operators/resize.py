@@ -62,7 +62,7 @@ def output_size(
     keeping the aspect ratio. Otherwise ``"default"`` scales a missing extent by the
     given one's factor, ``"stretch"`` leaves it as it is, and ``"not_smaller"`` /
     ``"not_larger"`` keep the aspect ratio with both sides at least / at most the
-    requested ones; with no size at all the image keeps its size. ``max_size``
+    requested ones; with every size unset (0) the image keeps its size. ``max_size``
     (width, height; None: no limit) caps the result as DALI does: by lowering the
     common scale where the aspect ratio is kept, extent by extent otherwise. Sizes
     round half up and are at least 1.
@@ -86,6 +86,8 @@ def output_sizes(
     """:func:`output_size` for arrays of input sizes at once: an ``(n, 2)`` int64 array of
     ``(width, height)`` (float64 arithmetic, the same as Python's on each sample)."""
     in_w, in_h = np.asarray(in_w, np.float64), np.asarray(in_h, np.float64)
+    if resize_x is None and resize_y is None and resize_shorter is None and resize_longer is None:
+        return _round_sizes(in_w, in_h)  # every size 0 (unset): the input's size, whatever max_size, as DALI
     limits = [limit / extent for limit, extent in zip(max_size, (in_w, in_h), strict=True) if limit is not None]
     if resize_shorter is not None or resize_longer is not None:
         if resize_shorter is not None:
@@ -326,7 +328,9 @@ class Resize(Operator):
         if mode not in MODES:
             raise ArgumentError(f"{op}: mode must be one of {MODES}, got {mode!r}")
         given = [n for n in ("resize_x", "resize_y", "resize_shorter", "resize_longer") if getattr(self, n) is not None]
-        self._sized = bool(given) or size is not None or self.volume_wanted is not None
+        # a size given as 0 counts: with every size 0 the input keeps its size, as in DALI
+        self._sized = any(v is not None for v in (resize_x, resize_y, resize_shorter, resize_longer, size))
+        self._sized = self._sized or self.volume_wanted is not None
         side = [n for n in given if n in ("resize_shorter", "resize_longer")]
         if side and (len(given) > 1 or mode != "default"):
             raise ArgumentError(

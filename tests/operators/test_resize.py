@@ -514,3 +514,74 @@ def test_per_sample_sizes_without_dali(ours):
     assert [o.shape[:2] for o in out] == [(30, 40), (round(70 * 25 / 57), 25), (44, round(64 * 44 / 80))]
     with pytest.raises(rp.SampleError, match="an image's size is one number or"):
         ours(SIZE_IMAGES, lambda x, s: fn.resize(x, size=s), "HWC", per_sample=[[np.ones(3, np.float32)] * 3])
+
+
+ZERO_SIZES = [
+    {"resize_x": 0, "resize_y": 0},
+    {"resize_x": 0},
+    {"size": [0, 0]},
+    {"size": 0},
+    {"resize_shorter": 0},
+    {"resize_longer": 0},
+    {"size": [0, 0], "mode": "not_larger"},
+    {"resize_x": 0, "resize_y": 0, "max_size": [4, 5], "mode": "not_smaller"},
+    {"resize_shorter": 0, "max_size": 4},
+    {"resize_x": 0, "resize_y": 0, "dtype": "FLOAT"},
+    {"resize_x": 0, "resize_y": 0, "interp_type": "INTERP_NN"},
+]
+
+
+def _zero_size_build(args):
+    def build(x, f, t):
+        return f.resize(x, **{k: getattr(t, v) if k in ("dtype", "interp_type") else v for k, v in args.items()})
+
+    return build
+
+
+ZERO_IMAGE = np.random.default_rng(8).integers(0, 256, (7, 9, 3), dtype=np.uint8)
+
+
+@pytest.mark.parametrize("device", ["cpu", "gpu"])
+@pytest.mark.parametrize("args", ZERO_SIZES, ids=str)
+def test_every_size_zero_keeps_the_input(ours, device, args):
+    """A size argument given as 0 is unset; with every one unset the input comes out unchanged (its type
+    changed by ``dtype``), whatever ``max_size`` and the mode, as in DALI (next test)."""
+    build = _zero_size_build(args)
+    ((mine, _),) = ours([ZERO_IMAGE], lambda x: build(x.gpu() if device == "gpu" else x, fn, types), "HWC")
+    expected = ZERO_IMAGE.astype(np.float32) if "dtype" in args else ZERO_IMAGE
+    assert mine[0].dtype == expected.dtype
+    np.testing.assert_array_equal(mine[0], expected)
+
+
+@pytest.mark.parametrize("args", ZERO_SIZES, ids=str)
+def test_every_size_zero_keeps_the_input_in_dali(dali, args):
+    ((theirs, _),) = dali([ZERO_IMAGE], _zero_size_build(args), "HWC")
+    expected = ZERO_IMAGE.astype(np.float32) if "dtype" in args else ZERO_IMAGE
+    assert theirs[0].dtype == expected.dtype
+    np.testing.assert_array_equal(theirs[0], expected)
+
+
+@pytest.mark.parametrize("device", ["cpu", "gpu"])
+def test_every_size_zero_with_a_region_cuts_the_region_out(ours, device):
+    """As DALI (measured in its CPU build): the region ``[1:5, 2:8]`` comes out as it is."""
+    ((mine, _),) = ours(
+        [ZERO_IMAGE],
+        lambda x: fn.resize(
+            x.gpu() if device == "gpu" else x, resize_x=0, resize_y=0, roi_start=[1, 2], roi_end=[5, 8]
+        ),
+        "HWC",
+    )
+    np.testing.assert_array_equal(mine[0], ZERO_IMAGE[1:5, 2:8])
+
+
+def test_per_sample_zero_sizes_keep_those_inputs(ours):
+    sizes = [np.array([0, 0], np.float32), np.array([30, 40], np.float32), np.array([0, 0], np.float32)]
+    ((out, _),) = ours(SIZE_IMAGES, lambda x, s: fn.resize(x, size=s), "HWC", per_sample=[sizes])
+    np.testing.assert_array_equal(out[0], SIZE_IMAGES[0])
+    assert out[1].shape[:2] == (30, 40)
+    np.testing.assert_array_equal(out[2], SIZE_IMAGES[2])
+
+
+def test_no_size_argument_at_all_is_still_an_error(ours):
+    with pytest.raises(rp.ArgumentError, match="give resize_x and/or resize_y"):
+        ours([np.zeros((4, 4, 3), np.uint8)], lambda x: fn.resize(x, max_size=4), "HWC")
