@@ -252,9 +252,13 @@ def _parsed_at_once(text: str, base: str, hashed: bool = True) -> tuple[PathTabl
             names = list(map(itemgetter(0), parts))
             if "" in names or (absolute and not all(map(str.startswith, names, repeat("/")))):
                 raise _NotAtOnce  # a line without a path, or relative paths beside absolute ones
+            words = list(map(itemgetter(2), parts))
+            joined = "".join(words)
+            if not (joined.isascii() and joined.isdigit()):
+                raise _NotAtOnce  # a label not in digits 0-9 (a sign, "_", another script): named line by line
             try:
-                labels.append(np.array(list(map(int, map(itemgetter(2), parts))), np.int32))
-            except (ValueError, OverflowError):
+                labels.append(np.array(list(map(int, words)), np.int32))
+            except OverflowError:
                 raise _NotAtOnce from None
             yield prefix, names
 
@@ -287,13 +291,13 @@ def _parsed_line_by_line(lines: list[str], base: str, file_list: str) -> tuple[l
         if len(parts) != 2:
             raise ReaderError(f"readers.file: {file_list}:{lineno}: expected 'path label', got {line!r}")
         path, label = parts
-        try:
-            value = int(label)
-        except ValueError:
+        if not (label.isascii() and label.isdigit()):  # as DALI: no sign, no "_", digits 0-9 only
             raise ReaderError(
-                f"readers.file: {file_list}:{lineno}: label {label!r} is not an integer in {line!r}"
-            ) from None
-        if not -(2**31) <= value < 2**31:
+                f"readers.file: {file_list}:{lineno}: label {label!r} is not an integer written in digits 0-9 "
+                f"(no sign, as DALI reads a label) in {line!r}"
+            )
+        value = int(label)
+        if value >= 2**31:
             raise ReaderError(f"readers.file: {file_list}:{lineno}: label {label!r} does not fit in int32")
         paths.append(urls.join(base, path))
         labels.append(value)

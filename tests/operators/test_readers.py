@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import re
 
 import numpy as np
 import pytest
@@ -143,7 +144,7 @@ FILE_LISTS = {
     "a name beside the folders": ("a/1.jpg 0\nb/2.jpg 1\n3.jpg 2\n", True, True, False),
     "a name that is also a folder": ("a/b 0\na/b/c 1\na/d/e 2\n", True, True, False),
     "a space in a path": ("my photos/a 1.jpg 3\nb.jpg 4\n", True, True, False),
-    "signs and digit groups": ("a.jpg +5\nb.jpg -3\nc.jpg 1_000\nd.jpg 007\n", True, True, False),
+    "leading zeros": ("a.jpg 05\nb.jpg 007\nc.jpg 10\n", True, True, False),
     "names not in ASCII": ("caf\u00e9/\u82b1.jpg 2\nb/\u00fc.jpg 1\n", True, True, True),
     "dots in the path": ("./a/../b/1.jpg 0\nc//2.jpg 1\n", True, True, False),
     "a dot folder": ("a/./1.jpg 0\nb/2.jpg 1\n", True, True, False),
@@ -228,6 +229,17 @@ def test_a_bad_line_is_named_however_the_list_is_spaced(tmp_path):
         listing.write_text(text)
         with pytest.raises(rp.ReaderError, match=f"list.txt:{line}"):
             readers.parse_file_list(str(listing), "/data")
+
+
+@pytest.mark.parametrize("label", ["-3", "+5", "1_000", "\u0663", "4.0"])
+@pytest.mark.parametrize("spacing", [" ", "\t"])
+def test_a_label_not_in_digits_is_named_as_dali_refuses_it(tmp_path, label, spacing):
+    """DALI reads a label as digits 0-9: a sign, a digit group or another script's digit is a format error
+    of that line (measured in DALI 2.4 for -3, +5 and 1_000), whichever route reads the list."""
+    listing = tmp_path / "list.txt"
+    listing.write_text(f"a.jpg 0\nb.jpg{spacing}{label}\nc.jpg 2\n", encoding="utf-8")
+    with pytest.raises(rp.ReaderError, match=re.escape(f"list.txt:2: label '{label}' is not an integer written in")):
+        readers.parse_file_list(str(listing), "/data")
 
 
 def test_missing_file_is_named_when_read(jpeg_files, tmp_path):
