@@ -209,12 +209,16 @@ def test_nchw_is_the_per_sample_layout_as_in_dali(jpeg_files):
 
 
 #: operators a framework plugin registers, by DALI's modules holding their class and ``fn`` function
-PLUGIN_OPERATORS = {"torch_python_function": ("nvidia.dali.plugin.pytorch", "nvidia.dali.plugin.pytorch.fn")}
+PLUGIN_OPERATORS = {
+    "torch_python_function": ("nvidia.dali.plugin.pytorch", "nvidia.dali.plugin.pytorch.fn"),
+    "numba_function": ("nvidia.dali.plugin.numba", "nvidia.dali.plugin.numba.fn"),
+}
 
 
 def test_every_operator_has_dalis_ops_and_fn_name():
     dali_ops = pytest.importorskip("nvidia.dali.ops")
     dali_fn = pytest.importorskip("nvidia.dali.fn")
+    import raypipe.plugin.numba  # noqa: F401  (registers numba_function)
     import raypipe.plugin.pytorch  # noqa: F401  (registers torch_python_function)
 
     for op_name in registry():
