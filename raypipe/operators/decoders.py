@@ -43,8 +43,12 @@ _DCT_SCALES = (8, 4, 2)
 
 #: DALI decoder arguments that size buffers or split work between decoders: they change no pixel and
 #: are validated (int: a byte or pixel count; float: a fraction); only ``hw_decoder_load`` has an effect
-#: here, as the hardware decoder's share of each batch when decoding on the GPU.
+#: here, as the hardware decoder's share of each batch when decoding on the GPU. With them
+#: ``jpeg_fancy_upsampling``: raypipe always upsamples JPEG chroma the "fancy" way (libjpeg-turbo's on
+#: the host, nvImageCodec's ``fancy_upsampling=1`` on the GPU), which is what DALI's CPU decoders give
+#: either way and its mixed decoders give with ``True``.
 MEMORY_HINTS: dict[str, type] = {
+    "jpeg_fancy_upsampling": bool,
     "device_memory_padding": int,
     "host_memory_padding": int,
     "device_memory_padding_jpeg2k": int,

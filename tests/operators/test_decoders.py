@@ -165,6 +165,7 @@ RN50_HINTS = {
     "hw_decoder_load": 0.65,
     "hybrid_huffman_threshold": 1000000,
     "affine": True,
+    "jpeg_fancy_upsampling": True,
     "adjust_orientation": False,
 }
 
@@ -213,6 +214,7 @@ def test_cache_hints_and_memory_stats_are_accepted_and_change_no_pixel(jpeg_file
         ({"cache_size": -1}, "cache_size must be a non-negative int, got -1"),
         ({"cache_type": "lru"}, "cache_type must be one of"),
         ({"memory_stats": 1}, "memory_stats must be a bool"),
+        ({"jpeg_fancy_upsampling": "yes"}, "jpeg_fancy_upsampling must be a bool"),
         ({"adjust_orientation": True}, "adjust_orientation=True is not supported: images are decoded as stored"),
         ({"adjust_orientation": "no"}, "adjust_orientation must be a bool"),
     ],
@@ -220,6 +222,26 @@ def test_cache_hints_and_memory_stats_are_accepted_and_change_no_pixel(jpeg_file
 def test_decoder_hint_errors_name_the_argument(jpeg_files, args, message):
     with pytest.raises(rp.ArgumentError, match=rf"decoders.image: {message}"):
         decode(jpeg_files[:1], **args).build()
+
+
+@pytest.mark.parametrize("fancy", [True, False])
+def test_jpeg_fancy_upsampling_gives_dalis_cpu_decode(jpeg_files, fancy):
+    """DALI's CPU decoder upsamples chroma the fancy way whatever ``jpeg_fancy_upsampling`` says (its mixed
+    decoder does with ``True``), as raypipe's decoders always do: the same pixels as DALI's."""
+    dali = pytest.importorskip("nvidia.dali")
+
+    @dali.pipeline_def(batch_size=4, num_threads=1, device_id=None)
+    def theirs():
+        jpegs, _ = dali.fn.readers.file(files=jpeg_files[:4])
+        return dali.fn.decoders.image(jpegs, jpeg_fancy_upsampling=fancy)
+
+    pipe = theirs()
+    pipe.build()
+    (expected,) = pipe.run()
+    with decode(jpeg_files[:4], jpeg_fancy_upsampling=fancy) as ours:
+        got, _ = ours.run()
+    for i in range(4):
+        np.testing.assert_array_equal(np.asarray(got.at(i)), np.asarray(expected[i]))
 
 
 @pytest.fixture()
