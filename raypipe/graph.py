@@ -277,9 +277,14 @@ class Graph:
             op = with_frame_args(op, per_frame, [d.layout for d in inputs])
         node = OpNode(op, list(inputs), arg_inputs, name)
         self.nodes.append(node)
+        outputs = node.outputs
         if moved:  # a reader decoding on the host: device="gpu" gives its outputs on the GPU, as .gpu()
-            return [out.gpu() for out in node.outputs]
-        return node.outputs
+            outputs = [out.gpu() for out in outputs]
+        follow = op.then()
+        if follow is not None:  # e.g. a decoder's dtype: its conversion placed right after it
+            (converted,) = self.add(follow[0], [outputs[0]], follow[1], "gpu" if outputs[0].device == "gpu" else "cpu")
+            outputs = [converted, *outputs[1:]]
+        return outputs
 
 
 def check_open(value: Any) -> None:

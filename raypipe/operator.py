@@ -216,6 +216,11 @@ class Operator:
     #: Names of the outputs when ``fn``/``ops`` return them as a dict (TFRecord features); else None.
     output_names: tuple[str, ...] | None = None
 
+    def then(self) -> tuple[str, dict[str, Any]] | None:
+        """An operator (its name and arguments) that the graph places on this one's first output, whose
+        output callers get instead: a decoder's conversion to its ``dtype``. None: nothing."""
+        return None
+
     def output_layout(self, input_layouts: Sequence[str]) -> str:
         """Layout of the first output given the inputs' layouts."""
         return input_layouts[0] if input_layouts else ""

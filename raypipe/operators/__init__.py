@@ -18,6 +18,7 @@ from . import (  # noqa: F401
     color_twist,
     conditional,
     constant,
+    convert_norm,
     coord_ops,
     crop,
     crop_mirror_normalize,

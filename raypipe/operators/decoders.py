@@ -33,6 +33,8 @@ from ..jpeg_header import Frame, JpegHeaderError, read_frame
 from ..kernels.launch import Packed
 from ..operator import Operator, Schema, Skip, register
 from ..types import DALIImageType
+from .cast import parse_dtype
+from .convert_norm import DECODER_DTYPES
 from .crop_window import DRAWS, random_crop_window, random_crop_windows, window_arguments
 from .host_decode import Source, decode, open_source, scaled_box
 
@@ -110,6 +112,7 @@ class _Decoder(Operator):
         hints: dict[str, Any],
         allowed: dict[str, type] = MEMORY_HINTS,
     ) -> None:
+        self.dtype = _decoder_dtype(self.schema.name, hints.pop("dtype", None))
         _check_hints(self.schema.name, hints, allowed)
         # the share of each batch for the GPU's hardware JPEG decoder, as DALI's (the other hints size buffers)
         self.hw_decoder_load = float(hints.get("hw_decoder_load", DEFAULT_HW_LOAD))
@@ -132,6 +135,10 @@ class _Decoder(Operator):
 
     def output_layout(self, input_layouts):
         return "HWC"
+
+    def then(self) -> tuple[str, dict[str, Any]] | None:
+        """A ``dtype`` other than uint8: the image converted over the type's range after decoding."""
+        return None if self.dtype == np.uint8 else ("_convert_norm", {"dtype": self.dtype})
 
     def run_sample(self, inputs, args, ctx, plan: DecodePlan = HOST_DECODE):
         """One sample as staging ``plan`` places this decoder: decoded on the host, or, deferred
@@ -337,6 +344,17 @@ class ImageRandomCropDecoder(_Decoder):
             if w // scale >= tw and h // scale >= th:
                 return scale
         return 1
+
+
+def _decoder_dtype(op: str, dtype: Any) -> np.dtype:
+    """A decoder's ``dtype``: uint8 (None: the default) or another type DALI's decoders give."""
+    if dtype is None:
+        return np.dtype(np.uint8)
+    parsed = parse_dtype(op, "dtype", dtype)
+    if parsed not in DECODER_DTYPES:
+        names = ", ".join(t.name for t in DECODER_DTYPES)
+        raise ArgumentError(f"{op}: dtype must be one of {names} (float32: types.FLOAT), as DALI's, got {parsed}")
+    return parsed
 
 
 def _check_hints(op: str, hints: dict[str, Any], allowed: dict[str, type]) -> None:

@@ -433,3 +433,78 @@ def test_a_ycbcr_decode_is_refused_with_the_conversion_to_use(jpeg_files, op):
 
     with pytest.raises(rp.ArgumentError, match=r"output_type must be types.RGB, BGR or GRAY.*color_space_conversion"):
         pipe().build()
+
+
+#: a PNG holding every uint8 value (16 x 16, grey in three channels)
+ALL_VALUES = np.arange(256, dtype=np.uint8).reshape(16, 16, 1).repeat(3, axis=2)
+
+
+def _png(image: np.ndarray) -> np.ndarray:
+    import io
+
+    buffer = io.BytesIO()
+    Image.fromarray(image).save(buffer, "PNG")
+    return np.frombuffer(buffer.getvalue(), np.uint8)
+
+
+def _decoded_as(module, dtype, device="cpu"):
+    data = _png(ALL_VALUES)
+
+    @module.pipeline_def(batch_size=1, num_threads=1, device_id=None, seed=0)
+    def pipe():
+        encoded = module.fn.external_source(source=lambda: [data], batch=True)
+        return module.fn.decoders.image(encoded, device=device, dtype=getattr(module.types, dtype))
+
+    p = pipe()
+    p.build()
+    (out,) = p.run()
+    return np.asarray(out.as_cpu()[0] if hasattr(out, "as_cpu") else out[0])
+
+
+values = np.arange(256)
+#: DALI's values for each dtype, as its CPU decoder gives them (measured in DALI 2.4)
+DTYPE_VALUES = {
+    "UINT8": values.astype(np.uint8),
+    "FLOAT": values.astype(np.float32) * np.float32(1 / 255),
+    "UINT16": (values * 257).astype(np.uint16),
+    "INT16": np.round(values * 32767 / 255).astype(np.int16),
+    "INT8": np.round(values * 127 / 255).astype(np.int8),
+}
+
+
+@pytest.mark.parametrize("device", ["cpu", "mixed"])
+@pytest.mark.parametrize("dtype", [*DTYPE_VALUES, "INT32"])
+def test_dtype_converts_over_the_types_range_as_dali(device, dtype):
+    got = _decoded_as(rp, dtype, device)
+    assert got.shape == (16, 16, 3) and got.dtype == rp.types.to_numpy_type(getattr(types, dtype))
+    if dtype == "INT32":  # float32 arithmetic, saturated: 255 gives the maximum
+        assert got[0, 0, 0] == 0 and got[15, 15, 0] == 2**31 - 1 and got[0, 1, 0] == 8421505
+    else:
+        np.testing.assert_array_equal(got[..., 0].ravel(), DTYPE_VALUES[dtype])
+    dali = pytest.importorskip("nvidia.dali")
+    np.testing.assert_array_equal(got, _decoded_as(dali, dtype))
+
+
+def test_a_random_crop_with_a_dtype_is_resized_from_its_converted_window(jpeg_files):
+    """The conversion follows the decoder, so the resize sees the converted window (no decode-time resize):
+    the same as converting the uint8 window and resizing that as floats."""
+    with random_crop(jpeg_files[:4], resize_to=(32, 24), dtype=types.FLOAT) as pipe:
+        (floats,) = pipe.run()
+
+    @rp.pipeline_def(batch_size=4, num_threads=2, seed=11)
+    def converted_by_hand():
+        jpegs, _ = fn.readers.file(files=jpeg_files[:4], name="Reader")
+        window = fn.decoders.image_random_crop(jpegs)
+        unit = fn.cast(window, dtype=types.FLOAT) * (1 / 255)
+        return fn.resize(unit, resize_x=32, resize_y=24)
+
+    with converted_by_hand() as pipe:
+        (by_hand,) = pipe.run()
+    for i in range(4):
+        assert np.asarray(floats.at(i)).dtype == np.float32
+        np.testing.assert_allclose(np.asarray(floats.at(i)), np.asarray(by_hand.at(i)), atol=1e-5)
+
+
+def test_a_dtype_dali_decoders_do_not_give_is_refused(jpeg_files):
+    with pytest.raises(rp.ArgumentError, match="decoders.image: dtype must be one of uint8, .* got float16"):
+        decode(jpeg_files[:1], dtype=types.FLOAT16).build()
