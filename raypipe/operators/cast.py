@@ -91,6 +91,13 @@ def c_cast(value: float, dtype: np.dtype) -> np.ndarray:
     return np.asarray(value).astype(dtype)
 
 
+def dtype_or_alias(op: str, dtype: Any, output_dtype: Any) -> Any:
+    """``dtype``, or DALI's deprecated alias ``output_dtype`` when only it is given (both: an error)."""
+    if dtype is not None and output_dtype is not None:
+        raise ArgumentError(f"{op}: dtype and its deprecated alias output_dtype cannot be used together")
+    return dtype if dtype is not None else output_dtype
+
+
 def round_half_away(xp: ModuleType, values: Any) -> Any:
     """``values`` rounded to the nearest integer, ties away from zero (DALI's host rounding)."""
     whole = xp.trunc(values)

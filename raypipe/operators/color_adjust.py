@@ -30,14 +30,9 @@ from ..operator import Operator, Schema, check_number, register
 from ..types import DALIDataType, DALIImageType
 from .batch_args import batch_numbers
 from .cast import parse_dtype, round_half_away, saturate_cast
-from .color_twist import ColorTwist
+from .color_twist import ColorTwist, check_image_type
 
 _CHANNEL_LAST = ("HWC", "FHWC")
-
-
-def _check_image_type(op: str, image_type: Any) -> None:
-    if image_type not in (None, DALIImageType.RGB):
-        raise ArgumentError(f"{op}: image_type must be types.RGB (the only one here), got {image_type!r}")
 
 
 def _check_layout(op: str, input_layouts: Sequence[str], allowed: Sequence[str] = _CHANNEL_LAST) -> str:
@@ -77,7 +72,7 @@ class Hue(ColorTwist):
     per_frame_args = frozenset(schema.arg_inputs)
 
     def configure(self, hue: float = 0.0, image_type: DALIImageType | None = None, dtype=None) -> None:
-        _check_image_type(self.schema.name, image_type)
+        check_image_type(self.schema.name, image_type)
         super().configure(hue=hue, dtype=dtype)
 
 
@@ -89,7 +84,7 @@ class Saturation(ColorTwist):
     per_frame_args = frozenset(schema.arg_inputs)
 
     def configure(self, saturation: float = 1.0, image_type: DALIImageType | None = None, dtype=None) -> None:
-        _check_image_type(self.schema.name, image_type)
+        check_image_type(self.schema.name, image_type)
         super().configure(saturation=saturation, dtype=dtype)
 
 

@@ -19,9 +19,10 @@ from typing import Any
 
 import numpy as np
 
+from ..errors import ArgumentError
 from ..kernels import launch
 from ..operator import Operator, Schema, check_number, register
-from ..types import DALIDataType
+from ..types import DALIDataType, DALIImageType
 from .batch_args import batch_numbers
 from .cast import parse_dtype, saturate_cast
 from .frames import as_frames, as_sequences, per_frame
@@ -43,6 +44,12 @@ def twist_matrices(brightness: np.ndarray, contrast: np.ndarray, saturation: np.
     return (brightness * contrast)[:, None, None] * (YIQ_TO_RGB @ chroma @ RGB_TO_YIQ)
 
 
+def check_image_type(op: str, image_type: Any) -> None:
+    """DALI's ``image_type`` of the colour operators: RGB, the only colour space they take here."""
+    if image_type not in (None, DALIImageType.RGB):
+        raise ArgumentError(f"{op}: image_type must be types.RGB (the only one here), got {image_type!r}")
+
+
 @register
 class ColorTwist(Operator):
     """Adjust ``brightness``, ``contrast``, ``saturation`` (scales) and ``hue`` (degrees) of
@@ -58,7 +65,10 @@ class ColorTwist(Operator):
         saturation: float = 1.0,
         hue: float = 0.0,
         dtype: DALIDataType | np.dtype | str | None = None,
+        image_type: DALIImageType | None = None,
     ) -> None:
+        """``image_type``: the images' colour space, ``types.RGB`` (DALI's default; the only one here)."""
+        check_image_type(_OP, image_type)
         self.defaults = {
             name: check_number(_OP, name, value)
             for name, value in zip(_ARGS, (brightness, contrast, saturation, hue), strict=True)

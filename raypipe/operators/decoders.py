@@ -61,6 +61,8 @@ MEMORY_HINTS: dict[str, type] = {
     "hw_decoder_load": float,
     "affine": bool,
     "memory_stats": bool,
+    "split_stages": bool,  # deprecated in DALI, no effect there either
+    "use_chunk_allocator": bool,  # deprecated in DALI, no effect there either
 }
 
 #: ``decoders.image``'s cache of decoded images (DALI's mixed decoder keeps decoded samples by key

@@ -26,7 +26,7 @@ from ..errors import ArgumentError
 from ..kernels.filters import LINEAR, NEAREST
 from ..operator import Operator, Schema, as_scalar, register
 from ..types import DALIInterpType
-from .cast import parse_dtype, round_half_away
+from .cast import dtype_or_alias, parse_dtype, round_half_away
 from .resample import interp_kind
 from .warp_affine import host_torch, torch_warp
 
@@ -165,11 +165,13 @@ class Rotate(Operator):
         interp_type=None,
         size: Sequence[float] | None = None,
         dtype=None,
+        output_dtype=None,
     ) -> None:
         """``interp_type``: ``types.INTERP_LINEAR`` (the default) or ``types.INTERP_NN``; ``size``:
         the output's ``(height, width)`` (rounded), the rotated image centred in it; ``dtype``: the
         input's type (the default) or ``types.FLOAT``, which rotates the input's values as floats
-        (unrounded), as DALI's."""
+        (unrounded), as DALI's; ``output_dtype`` is DALI's deprecated alias of ``dtype``."""
+        dtype = dtype_or_alias("rotate", dtype, output_dtype)
         self.dtype = None if dtype is None else parse_dtype("rotate", "dtype", dtype)
         self.angle = None if angle is None else self._angle(angle)
         self.keep_size = bool(keep_size)

@@ -29,7 +29,7 @@ from ..torch_threads import optional_torch, single_threaded
 from ..types import DALIInterpType
 from .axes import float_list, per_sample
 from .batch_args import stacked
-from .cast import parse_dtype, round_half_away, saturate_cast
+from .cast import dtype_or_alias, parse_dtype, round_half_away, saturate_cast
 
 _OP = "warp_affine"
 _LAYOUTS = ("HWC", "FHWC")
@@ -145,7 +145,10 @@ class WarpAffine(Operator):
         fill_value: float | Sequence[float] | None = None,
         interp_type: DALIInterpType = DALIInterpType.INTERP_LINEAR,
         dtype=None,
+        output_dtype=None,
     ) -> None:
+        """``output_dtype`` is DALI's deprecated alias of ``dtype``."""
+        dtype = dtype_or_alias(_OP, dtype, output_dtype)
         self.matrix = float_list(_OP, "matrix", list(matrix)) if len(matrix) else None
         if self.matrix is not None and len(self.matrix) != 6:
             raise ArgumentError(f"{_OP}: matrix must hold 6 numbers (2x3), got {len(self.matrix)}")

@@ -167,3 +167,15 @@ def test_argument_errors(jpeg_files, kwargs, match):
     with pipe() as p:
         with pytest.raises(rp.ArgumentError, match=f"color_twist: .*{match}"):
             p.build()
+
+
+def test_image_type_rgb_is_taken_and_another_refused(ours):
+    image = np.random.default_rng(12).integers(0, 256, (5, 6, 3), dtype=np.uint8)
+    ((given, _), (default, _)) = ours(
+        [image],
+        lambda x: (fn.color_twist(x, hue=30.0, image_type=types.RGB), fn.color_twist(x, hue=30.0)),
+        "HWC",
+    )
+    np.testing.assert_array_equal(given[0], default[0])
+    with pytest.raises(rp.ArgumentError, match="color_twist: image_type must be types.RGB"):
+        ours([image], lambda x: fn.color_twist(x, hue=30.0, image_type=types.BGR), "HWC")

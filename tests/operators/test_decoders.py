@@ -166,6 +166,8 @@ RN50_HINTS = {
     "hybrid_huffman_threshold": 1000000,
     "affine": True,
     "jpeg_fancy_upsampling": True,
+    "split_stages": False,  # deprecated in DALI
+    "use_chunk_allocator": False,  # deprecated in DALI
     "adjust_orientation": False,
 }
 

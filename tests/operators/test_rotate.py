@@ -294,3 +294,19 @@ def test_dtype_other_than_the_inputs_or_float_is_refused_naming_the_sample():
 
     with pipe() as p, pytest.raises(rp.SampleError, match=r"sample 0 .*cannot give int16 from uint8 input"):
         p.run()
+
+
+def test_output_dtype_is_dalis_deprecated_alias_of_dtype(ours):
+    image = np.random.default_rng(10).integers(0, 256, (9, 11, 3), dtype=np.uint8)
+    ((alias, _), (dtype, _)) = ours(
+        [image],
+        lambda x: (
+            fn.rotate(x, angle=20.0, output_dtype=types.FLOAT),
+            fn.rotate(x, angle=20.0, dtype=types.FLOAT),
+        ),
+        "HWC",
+    )
+    assert alias[0].dtype == np.float32
+    np.testing.assert_array_equal(alias[0], dtype[0])
+    with pytest.raises(rp.ArgumentError, match="rotate: dtype and its deprecated alias output_dtype cannot be used"):
+        Rotate("cpu", 0, angle=1.0, dtype=types.FLOAT, output_dtype=types.FLOAT)

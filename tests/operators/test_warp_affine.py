@@ -171,3 +171,20 @@ def test_samples_of_one_size_with_a_matrix_each_are_warped_at_once_as_each_alone
     ragged = [samples[0], samples[1][:10]]
     mixed = op.run_batch(np, [ragged], {"matrix": matrices[:2]}, ctxs[:2])
     assert isinstance(mixed, list) and mixed[1].shape == (10, 22, 3), "samples of other sizes: one by one"
+
+
+def test_output_dtype_is_dalis_deprecated_alias_of_dtype(ours):
+    image = np.random.default_rng(11).integers(0, 256, (9, 11, 3), dtype=np.uint8)
+    matrix = [0.9, 0.1, 1.0, -0.1, 1.1, 0.5]
+    ((alias, _), (dtype, _)) = ours(
+        [image],
+        lambda x: (
+            fn.warp_affine(x, matrix=matrix, output_dtype=types.FLOAT),
+            fn.warp_affine(x, matrix=matrix, dtype=types.FLOAT),
+        ),
+        "HWC",
+    )
+    assert alias[0].dtype == np.float32
+    np.testing.assert_array_equal(alias[0], dtype[0])
+    with pytest.raises(ArgumentError, match="dtype and its deprecated alias output_dtype cannot be used together"):
+        WarpAffine("cpu", 0, matrix=matrix, dtype=types.FLOAT, output_dtype=types.FLOAT)
