@@ -39,14 +39,22 @@ class RecordedGraph(Graph):
     def __init__(self):
         super().__init__()
         self.calls: list[_Call] = []
+        self._depth = 0  # adds in progress: only the outermost is recorded
 
     def add(
         self, op_name: str, inputs: Sequence[Any], kwargs: dict[str, Any], device: str | None = None
     ) -> list[DataNode]:
-        """Place the operator (checking its arguments now, as DALI does) and record the call."""
+        """Place the operator (checking its arguments now, as DALI does) and record the call. What the
+        call places itself (a constant input, a decoder's ``dtype`` conversion, a move to the GPU) is
+        not recorded: replaying the call places it again."""
         given = dict(kwargs)
-        outputs = super().add(op_name, inputs, kwargs, device)
-        self.calls.append(_Call(op_name, tuple(inputs), given, device, tuple(outputs)))
+        self._depth += 1
+        try:
+            outputs = super().add(op_name, inputs, kwargs, device)
+        finally:
+            self._depth -= 1
+        if not self._depth:
+            self.calls.append(_Call(op_name, tuple(inputs), given, device, tuple(outputs)))
         return outputs
 
     def owns(self, node: Any) -> bool:

@@ -193,3 +193,31 @@ def test_while_a_graph_is_defined_the_current_pipeline_gives_its_settings(jpeg_f
     settings = sharded(device_id=1).settings()
     with pytest.raises(AttributeError):
         settings.device_id = 0  # a snapshot, not the pipeline
+
+
+def test_calls_that_place_operators_themselves_replay_as_pipeline_def_places_them(jpeg_files):
+    """A decoder's ``dtype`` places its conversion and a constant input its constant: a ``with`` block
+    records only the call, so the replayed graph is the one a ``pipeline_def`` function makes (the
+    same operators in the same places, hence the same batches)."""
+
+    def graph():
+        jpegs, labels = fn.readers.file(files=jpeg_files[:4], random_shuffle=True, initial_fill=4)
+        images = fn.decoders.image_random_crop(jpegs, dtype=types.FLOAT)
+        return fn.resize(images, resize_x=16, resize_y=12) * 2, labels + 1, fn.random.coin_flip()
+
+    pipe = rp.Pipeline(batch_size=4, num_threads=1, device_id=None, seed=5)
+    with pipe:
+        pipe.set_outputs(*graph())
+    assert [c.op_name for c in pipe._recorded.calls] == [
+        "readers.file",
+        "decoders.image_random_crop",
+        "resize",
+        "_arithmetic",
+        "_arithmetic",
+        "random.coin_flip",
+    ]
+    by_def = rp.pipeline_def(batch_size=4, num_threads=1, device_id=None, seed=5)(graph)()
+    with pipe, by_def:
+        for _ in range(2):
+            for ours, theirs in zip(pipe.run(), by_def.run(), strict=True):
+                np.testing.assert_array_equal(np.asarray(ours), np.asarray(theirs))
