@@ -16,15 +16,15 @@ from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from . import autograph, graph_context
+from . import autograph, graph_context, pipeline_serial
 from .aligned_readers import combined_digest
 from .backend import DeviceContext
 from .batch_spec import BatchSpec
 from .device_report import device_report
-from .engine import Engine, GraphFunction
+from .engine import Engine, GraphFunction, constant_output
 from .errors import ArgumentError, PipelineDefinitionError, did_you_mean
 from .executor import BatchResult, SkippedSample
-from .graph import DataNode, OpNode, StagedGraph
+from .graph import DataNode, OpNode, StagedGraph, current_graph, defining
 from .graph_context import RecordedGraph, Recording
 from .graph_dot import dot_text
 from .operator import Operator
@@ -148,6 +148,8 @@ class Pipeline:
     ):
         arguments = dict(locals())
         del arguments["self"]
+        # what defines this pipeline, which serialize() keeps (a checkpoint is a position, not a definition)
+        self._arguments = {k: v for k, v in arguments.items() if k != "checkpoint"}
         options = parse(**arguments)  # DALI's signature above; parse holds the same (a test checks)
         self.batch_size = options.batch_size
         self.num_threads = options.num_threads
@@ -588,6 +590,61 @@ class Pipeline:
         if name is None and self._staged.reader is None:
             return {}
         return self._reader(name).op.io_stats()
+
+    def serialize(
+        self, define_graph: Callable[[], Any] | None = None, filename: str | os.PathLike | None = None
+    ) -> bytes:
+        """DALI's serialized pipeline, in raypipe's own format (:mod:`raypipe.pipeline_serial`): this
+        pipeline's arguments and operator calls as JSON bytes, also written to ``filename``; ``define_graph``
+        (a function returning the outputs) defines the graph instead of the pipeline's own. An argument
+        that is code (a Python function, a source) cannot be kept: ArgumentError naming it."""
+        if define_graph is None:
+            graph_fn = self._graph_function()
+        else:
+            graph_fn = functools.partial(_defined_as_current, self.settings(), define_graph)
+        recorded = RecordedGraph()
+        with defining(recorded):
+            outputs = graph_fn()
+            outputs = outputs if isinstance(outputs, (list, tuple)) else (outputs,)
+            outputs = [constant_output(out) for out in outputs]
+        data = pipeline_serial.dump(self._arguments, recorded.calls, outputs)
+        if filename is not None:
+            with open(filename, "wb") as f:
+                f.write(data)
+        return data
+
+    @classmethod
+    def deserialize(
+        cls, serialized_pipeline: bytes | str | None = None, filename: str | os.PathLike | None = None, **kwargs: Any
+    ) -> Pipeline:
+        """A pipeline from what :meth:`serialize` gave (``serialized_pipeline``, or the file ``filename``);
+        ``kwargs`` replace the serialized pipeline's arguments (``batch_size``, ``device_id``, ``seed``, ...),
+        as in DALI. It gives the batches the serialized pipeline gives with the same arguments."""
+        if (serialized_pipeline is None) == (filename is None):
+            raise ArgumentError("deserialize: give serialized_pipeline or filename (one of them)")
+        if filename is not None:
+            with open(filename, "rb") as f:
+                serialized_pipeline = f.read()
+        definition = pipeline_serial.load(serialized_pipeline)
+        unknown = sorted(set(kwargs) - set(PIPELINE_ARGS))
+        if unknown:
+            raise ArgumentError(
+                f"deserialize: {unknown[0]!r} is not a pipeline argument{did_you_mean(unknown[0], PIPELINE_ARGS)}"
+            )
+        pipe = Pipeline(**{**definition.arguments, **kwargs})
+        made: list[list[DataNode]] = []
+
+        def resolved(value: Any) -> Any:
+            return made[value.call][value.output] if isinstance(value, pipeline_serial.Ref) else value
+
+        with pipe:
+            graph = current_graph("Pipeline.deserialize")
+            for call in definition.calls:
+                inputs = [resolved(v) for v in call.inputs]
+                kwargs_ = {k: resolved(v) for k, v in call.kwargs.items()}
+                made.append(graph.add(call.op_name, inputs, kwargs_, call.device))
+            pipe.set_outputs(*[resolved(ref) for ref in definition.outputs])
+        return pipe
 
     def save_graph_to_dot_file(
         self, filename: str | os.PathLike, *, show_tensors: bool = False, show_ids: Any = None, use_colors: bool = False
