@@ -486,6 +486,12 @@ class Pipeline:
         another dataset, seed, batch size or sharding is an error unless ``strict=False``."""
         self._seek(*self._position(state, strict))
 
+    @property
+    def restored_state(self) -> dict[str, Any] | None:
+        """The state this pipeline was made to resume from (its ``checkpoint`` argument, read); None
+        without one. An iterator over it reads its own fields there (``samples_in_epoch``)."""
+        return copy.deepcopy(self._checkpoint)
+
     def checkpoint(self, filename: str | os.PathLike | None = None) -> bytes:
         """DALI's checkpoint: :meth:`state_dict` serialized (JSON, as bytes like DALI's), and written
         to ``filename`` when given (overwriting it). A pipeline made with ``checkpoint=`` this value

@@ -34,6 +34,7 @@ by name, and a clear error for outputs whose samples differ in shape.
 from __future__ import annotations
 
 import dataclasses
+import json
 import math
 import numbers
 import warnings
@@ -156,6 +157,9 @@ class _DaliBaseIterator:
             raise ArgumentError(f"{owner}: the pipelines are at epochs {sorted(epochs)}; they must be in step")
         self._epoch = epochs.pop()
         self._counter = 0  # DALI's: samples read in this epoch (per pipeline with reader_name, else in all)
+        restored = self._pipes[0].restored_state
+        if restored is not None:  # made from checkpoints(): the epoch goes on where it stopped
+            self._counter = self._restored_counter(restored)
         self._over = False  # reader epochs: the epoch's last batch was read
         self._yielded = False  # a batch of this epoch was yielded
         self._ever_consumed = False
@@ -270,6 +274,29 @@ class _DaliBaseIterator:
         if not self._by_reader and self._size > 0:
             state["samples_in_epoch"] = counter
         return state
+
+    def checkpoints(self) -> list[bytes]:
+        """DALI's checkpoints of the iterator: one per pipeline, each that pipeline's checkpoint at the
+        iterator's next batch (the batch read ahead counts as not read) with the iterator's own
+        position in the epoch; a pipeline made with ``checkpoint=`` it, and an iterator made over those
+        pipelines as this one was, go on with the next batch. Needs ``enable_checkpointing=True``."""
+        if not all(p.enable_checkpointing for p in self._pipes):
+            raise ArgumentError(f"{self._owner}: cannot access checkpoints with checkpointing disabled")
+        state = self.state_dict()
+        states = state["pipelines"] if len(self._pipes) > 1 else [state]
+        extra = {"samples_in_epoch": state["samples_in_epoch"]} if "samples_in_epoch" in state else {}
+        return [json.dumps({**s, **extra}, sort_keys=True).encode() for s in states]
+
+    def _restored_counter(self, restored: dict[str, Any]) -> int:
+        """DALI's ``_counter`` for pipelines restored from :meth:`checkpoints`: the samples of the epoch
+        they had read."""
+        if self._by_reader or self._size < 0:
+            state = self._pipes[0].state_dict()
+            return state["offset"] if state["epoch"] == self._epoch else 0
+        counter = restored.get("samples_in_epoch", 0)
+        if isinstance(counter, bool) or not isinstance(counter, int) or counter < 0:
+            raise ArgumentError(f"{self._owner}: samples_in_epoch must be a non-negative int, got {counter!r}")
+        return counter
 
     def load_state_dict(self, state: dict[str, Any], strict: bool = True) -> None:
         """Continue at ``state``'s position (see :meth:`Pipeline.load_state_dict`); a state from

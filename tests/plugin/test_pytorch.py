@@ -794,3 +794,63 @@ def test_an_older_positional_call_and_a_subclass_taking_the_first_batch(jpeg_fil
             labels = [step[0]["labels"].flatten().tolist() for step in iterator]
             assert iterator._first_batch is None and len(labels) == len(iterator) == 2
             assert sorted(sum(labels, [])) == list(range(8)) and len(labels[1]) == 3
+
+
+def _take(it, n):
+    """``n`` steps' labels per pipeline, across epochs (``auto_reset``)."""
+    out = []
+    while len(out) < n:
+        try:
+            out.append([labels_of(batch) for batch in next(it)])
+        except StopIteration:
+            continue
+    return out
+
+
+@pytest.mark.parametrize("shards", [1, 2])
+def test_checkpoints_resume_the_iterator_as_dalis_tutorial_does(jpeg_files, shards):
+    """DALI's checkpointing tutorial: read some steps, take ``it.checkpoints()``, make each pipeline
+    with ``checkpoint=`` its entry and an iterator over them as before: the steps go on from the next
+    one, the epoch ending where it would have, the batch read ahead by the first iterator included."""
+
+    def make(checkpoints=None):
+        pipes = [
+            label_pipe(
+                jpeg_files,
+                shard_id=i,
+                num_shards=shards,
+                random_shuffle=True,
+                enable_checkpointing=True,
+                checkpoint=None if checkpoints is None else checkpoints[i],
+            )
+            for i in range(shards)
+        ]
+        return DALIGenericIterator(pipes, ["labels"], reader_name="Reader", auto_reset=True)
+
+    first = make()
+    _take(first, 2)
+    checkpoints = first.checkpoints()
+    assert len(checkpoints) == shards and all(isinstance(c, bytes) for c in checkpoints)
+    expected = _take(first, 5)  # the rest of epoch 0 and into epoch 1
+    second = make(checkpoints)
+    assert _take(second, 5) == expected
+
+
+@pytest.mark.filterwarnings(DEPRECATED_SIZE)
+def test_checkpoints_with_size_keep_the_samples_read_in_the_epoch(jpeg_files):
+    def make(checkpoint=None):
+        pipe = label_pipe(jpeg_files, enable_checkpointing=True, checkpoint=checkpoint)
+        return DALIGenericIterator(pipe, ["labels"], size=12, last_batch_policy="partial")
+
+    first = make()
+    next(first)
+    (checkpoint,) = first.checkpoints()
+    rest = [labels_of(step[0]) for step in drain(first)]
+    assert rest == [[5, 6, 7, 8, 9], [10, 11]]
+    assert [labels_of(step[0]) for step in drain(make(checkpoint))] == rest
+
+
+def test_checkpoints_need_checkpointing_enabled(jpeg_files):
+    it = DALIGenericIterator(label_pipe(jpeg_files), ["labels"], reader_name="Reader")
+    with pytest.raises(ArgumentError, match="cannot access checkpoints with checkpointing disabled"):
+        it.checkpoints()
