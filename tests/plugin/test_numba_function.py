@@ -14,12 +14,13 @@ import pytest
 
 import raypipe as rp
 from raypipe import fn, ops, types
+from raypipe.backend import GpuUnavailableWarning, gpu_available
 from raypipe.plugin.numba import NumbaFunction
 from raypipe.plugin.numba.experimental import NumbaFunction as ExperimentalNumbaFunction
 from raypipe.plugin.numba.fn import numba_function
 from raypipe.plugin.numba.fn.experimental import numba_function as experimental_numba_function
 
-pytest.importorskip("numba")
+cuda = pytest.importorskip("numba.cuda")  # a global of the kernels (the simulator swaps it for its own)
 
 IMAGES = [np.random.default_rng(k).integers(0, 256, (3 + k, 4, 3), dtype=np.uint8) for k in range(3)]
 
@@ -222,7 +223,12 @@ def _bad_setup(out_shapes, in_shapes):
 @pytest.mark.parametrize(
     ("kwargs", "message"),
     [
-        ({"device": "gpu", "blocks": [1, 1, 1], "threads_per_block": [8, 8, 1]}, "device='gpu' .* is not supported"),
+        ({"device": "gpu", "blocks": [1, 1], "threads_per_block": [8, 8, 1]}, "blocks must be three positive ints"),
+        ({"device": "gpu", "blocks": [1, 1, 1], "threads_per_block": [8, 0, 1]}, "threads_per_block must be three"),
+        (
+            {"device": "gpu", "blocks": [1, 1, 1], "threads_per_block": [8, 8, 1], "batch_processing": True},
+            "batch_processing is not supported with device='gpu'",
+        ),
         ({"blocks": [1, 1, 1]}, "blocks and threads_per_block are for device='gpu' only"),
         ({"outs_ndim": [3, 1]}, "one type and one number of dimensions per output and per input"),
         ({"out_types": [types.UINT8, types.INT64], "outs_ndim": [3, 1]}, "without setup_fn output i takes input i's"),
@@ -254,6 +260,56 @@ def test_a_bad_shape_from_setup_fn_is_named():
     }
     with pytest.raises(rp.SampleError, match=r"setup_fn gave output 0 of sample 0 the shape \[-1, 0, 0\]"):
         _ours(1, {**args, "setup_fn": _bad_setup})
+
+
+def inverted_kernel(out0, in0):
+    """DALI's GPU example: one thread per pixel row and column."""
+    y, x = cuda.grid(2)
+    if y < out0.shape[0] and x < out0.shape[1]:
+        for c in range(out0.shape[2]):
+            out0[y, x, c] = 255 - in0[y, x, c]
+
+
+def half_height_shapes(out_shapes, in_shapes):
+    for s in range(len(out_shapes[0])):
+        out_shapes[0][s][:] = in_shapes[0][s]
+        out_shapes[0][s][0] = in_shapes[0][s][0] // 2
+
+
+GPU_ARGS = {"out_types": [types.UINT8], "in_types": [types.UINT8], "outs_ndim": [3], "ins_ndim": [3]}
+LAUNCH = {"device": "gpu", "blocks": [2, 1, 1], "threads_per_block": [4, 4, 1]}
+
+
+def _on_gpu(kwargs: dict) -> list[np.ndarray]:
+    @rp.pipeline_def(batch_size=len(IMAGES), num_threads=1, device_id=0, seed=0)
+    def pipe():
+        x = fn.external_source(source=lambda: list(IMAGES), batch=True, layout="HWC").gpu()
+        return numba_function(x, **kwargs)
+
+    with pipe() as p:
+        (out,) = p.run()
+    return [np.asarray(out.as_cpu().at(i)) for i in range(len(IMAGES))]
+
+
+@pytest.mark.skipif(gpu_available(), reason="runs the GPU stage in the CUDA simulator, on a machine without a GPU")
+def test_a_cuda_kernel_runs_per_sample_in_the_gpu_stage(monkeypatch):
+    """``device="gpu"``: ``run_fn`` is a CUDA kernel launched per sample on ``blocks`` x ``threads_per_block``
+    (here in numba's CUDA simulator), outputs shaped as the inputs or by ``setup_fn``."""
+    monkeypatch.setenv("RAYPIPE_DEVICE", "simulator")
+    got = _on_gpu({"run_fn": inverted_kernel, **GPU_ARGS, **LAUNCH})
+    for image, out in zip(IMAGES, got, strict=True):
+        np.testing.assert_array_equal(out, 255 - image)
+    got = _on_gpu({"run_fn": inverted_kernel, "setup_fn": half_height_shapes, **GPU_ARGS, **LAUNCH})
+    for image, out in zip(IMAGES, got, strict=True):
+        np.testing.assert_array_equal(out, 255 - image[: image.shape[0] // 2])
+
+
+@pytest.mark.skipif(gpu_available(), reason="the host of a machine without a GPU")
+def test_a_cuda_kernel_without_a_gpu_says_why_it_cannot_run(monkeypatch):
+    monkeypatch.setenv("RAYPIPE_DEVICE", "cpu")
+    message = "device='gpu' runs run_fn as a CUDA kernel, and no GPU is usable here"
+    with pytest.warns(GpuUnavailableWarning), pytest.raises(rp.SampleError, match=message):
+        _on_gpu({"run_fn": inverted_kernel, **GPU_ARGS, **LAUNCH})
 
 
 def test_without_numba_the_error_says_how_to_install_it(monkeypatch):

@@ -14,8 +14,11 @@ compiles it too; any function Numba compiles runs as Python alike). The inputs' 
 dimensions must be ``in_types`` and ``ins_ndim``, as in DALI. Numba is needed
 (``pip install 'raypipe[numba]'``).
 
-DALI's ``device="gpu"`` (``run_fn`` a CUDA kernel launched with ``blocks`` and
-``threads_per_block``) is not supported: such a pipeline is refused when it is defined.
+With ``device="gpu"``, as in DALI, ``run_fn`` is a CUDA kernel (``numba.cuda.jit``) launched per
+sample on ``blocks`` x ``threads_per_block`` (three positive extents each) with the sample's device
+arrays, on the pipeline's CUDA stream; ``batch_processing`` is not available there, as in DALI. It
+needs a GPU (or, for tests, numba's CUDA simulator with ``RAYPIPE_DEVICE=simulator``): where none is
+usable the first sample fails saying so, since a CUDA kernel does not run on the host.
 """
 
 from __future__ import annotations
@@ -25,6 +28,7 @@ from typing import Any
 
 import numpy as np
 
+from ...backend import gpu_unavailable_reason, simulated
 from ...errors import ArgumentError
 from ...kernels.launch import Packed
 from ...operator import Operator, Schema, register
@@ -55,6 +59,14 @@ def _ndims(name: str, value: Any) -> list[int]:
     return [int(n) for n in ndims]
 
 
+def _extents(name: str, value: Any) -> tuple[int, int, int]:
+    """``blocks`` / ``threads_per_block``: three positive ints, as DALI checks them."""
+    values = _as_list(value) if value is not None else []
+    if len(values) != 3 or any(isinstance(v, bool) or not isinstance(v, (int, np.integer)) or v < 1 for v in values):
+        raise ArgumentError(f"{OP}: {name} must be three positive ints with device='gpu', got {value!r}")
+    return int(values[0]), int(values[1]), int(values[2])
+
+
 def _read_only(array: np.ndarray) -> np.ndarray:
     """A C-contiguous read-only view of ``array``: every input has one Numba type, whatever its source."""
     view = np.ascontiguousarray(array).view()
@@ -81,11 +93,10 @@ class NumbaFunction(Operator):
         threads_per_block: Sequence[int] | None = None,
     ) -> None:
         if self.device == "gpu":
-            raise ArgumentError(
-                f"{OP}: device='gpu' (run_fn as a CUDA kernel launched with blocks and threads_per_block) is not "
-                "supported; run it on the host with device='cpu' and a run_fn written for numba.njit"
-            )
-        if blocks is not None or threads_per_block is not None:
+            self.launch = (_extents("blocks", blocks), _extents("threads_per_block", threads_per_block))
+            if batch_processing:
+                raise ArgumentError(f"{OP}: batch_processing is not supported with device='gpu', as in DALI")
+        elif blocks is not None or threads_per_block is not None:
             raise ArgumentError(f"{OP}: blocks and threads_per_block are for device='gpu' only, as in DALI")
         _numba()
         if not callable(run_fn):
@@ -141,11 +152,18 @@ class NumbaFunction(Operator):
 
     def _compiled(self) -> Any:
         if self._jitted is None:
-            self._jitted = _numba().njit(nogil=True)(self.run_fn)
+            numba = _numba()
+            if self.device == "gpu":
+                from numba import cuda
+
+                self._jitted = cuda.jit(self.run_fn)
+            else:
+                self._jitted = numba.njit(nogil=True)(self.run_fn)
         return self._jitted
 
-    def _checked(self, k: int, sample: np.ndarray, index: int) -> np.ndarray:
-        """Input ``k`` of sample ``index``, read-only, after DALI's checks of its type and dimensions."""
+    def _checked(self, k: int, sample: Any, index: int) -> Any:
+        """Input ``k`` of sample ``index`` after DALI's checks of its type and dimensions: on the host
+        read-only, on the device contiguous."""
         if sample.dtype != self.in_types[k]:
             raise ValueError(
                 f"{OP}: input {k} of sample {index} is {sample.dtype}, but in_types[{k}] is {self.in_types[k]}"
@@ -155,6 +173,8 @@ class NumbaFunction(Operator):
                 f"{OP}: input {k} of sample {index} has {sample.ndim} dimensions, but ins_ndim[{k}] is "
                 f"{self.ins_ndim[k]}"
             )
+        if self.device == "gpu":
+            return sample if sample.flags.c_contiguous else sample.copy()
         return _read_only(sample)
 
     def _results(self, outs: list[list[np.ndarray]]) -> Any:
@@ -162,25 +182,52 @@ class NumbaFunction(Operator):
         return outs[0] if len(outs) == 1 else tuple(outs)
 
     def run_sample(self, inputs, args, ctx):
+        if self.device == "gpu":
+            raise ValueError(
+                f"{OP}: device='gpu' runs run_fn as a CUDA kernel, and no GPU is usable here "
+                f"({gpu_unavailable_reason() or 'the pipeline runs on the host'}); use device='cpu' with a run_fn "
+                "written for numba.njit"
+            )
         ins = [self._checked(k, np.asarray(x), ctx.sample_index) for k, x in enumerate(inputs)]
         outs = [np.empty(ins[k].shape, dtype) for k, dtype in enumerate(self.out_types)]
         self._compiled()(*outs, *ins)
         return outs[0] if len(outs) == 1 else tuple(outs)
 
     def run_batch(self, xp, inputs, args, ctxs):
+        if self.device == "gpu" and xp is np and not simulated():
+            return self.run_sample(inputs, args, ctxs[0] if ctxs else None)  # says why it cannot run
         inputs = [i.samples() if isinstance(i, Packed) else i for i in inputs]
-        ins = [[self._checked(k, np.asarray(s), i) for i, s in enumerate(batch)] for k, batch in enumerate(inputs)]
+        host = self.device != "gpu"
+        ins = [
+            [self._checked(k, np.asarray(s) if host else s, i) for i, s in enumerate(batch)]
+            for k, batch in enumerate(inputs)
+        ]
         count = len(ctxs)
         shapes = self._shapes(ins, count)
-        outs = [[np.empty(tuple(shape), dtype) for shape in shapes[k]] for k, dtype in enumerate(self.out_types)]
+        outs = [
+            [xp.empty(tuple(shape.tolist()), dtype) for shape in shapes[k]] for k, dtype in enumerate(self.out_types)
+        ]
         run = self._compiled()
-        if self.batch_processing:
+        if not host:
+            kernel = run[(self.launch[0], self.launch[1], *self._stream(xp))]
+            for s in range(count):
+                kernel(*[o[s] for o in outs], *[i[s] for i in ins])
+        elif self.batch_processing:
             typed = _numba().typed.List
             run(*[typed(o) for o in outs], *[typed(i) for i in ins])
         else:
             for s in range(count):
                 run(*[o[s] for o in outs], *[i[s] for i in ins])
         return self._results(outs)
+
+    @staticmethod
+    def _stream(xp: Any) -> tuple:
+        """The launch's stream: the pipeline's current CUDA stream on a GPU (none in the simulator)."""
+        if xp is np:
+            return ()
+        from numba import cuda
+
+        return (cuda.external_stream(xp.cuda.get_current_stream().ptr),)
 
     def _shapes(self, ins: list[list[np.ndarray]], count: int) -> list[list[np.ndarray]]:
         """Every output's shape per sample: input ``i``'s for output ``i``, or as ``setup_fn`` sets them."""
