@@ -1,7 +1,7 @@
 """DALI's Numba plugin (``nvidia.dali.plugin.numba``): ``NumbaFunction``, the class of the operator
-``fn.numba_function`` places (:mod:`.function`), which runs a Numba-compiled function on the
-host, or a CUDA kernel on the GPU. Importing this package registers it (also as ``ops.NumbaFunction``); Numba is needed when
-one is defined (``pip install 'raypipe[numba]'``)."""
+``fn.numba_function`` places (:mod:`.function`), which runs a Numba-compiled function on the host,
+or a CUDA kernel on the GPU. Importing this package registers it (also as ``ops.NumbaFunction``);
+Numba is needed when one is defined (``pip install 'raypipe[numba]'``)."""
 
 from __future__ import annotations
 
