@@ -638,19 +638,31 @@ class Pipeline:
                 f"deserialize: {unknown[0]!r} is not a pipeline argument{did_you_mean(unknown[0], PIPELINE_ARGS)}"
             )
         pipe = Pipeline(**{**definition.arguments, **kwargs})
+        pipe._define_from(definition)
+        return pipe
+
+    def deserialize_and_build(self, serialized_pipeline: bytes | str) -> None:
+        """DALI's older form: this pipeline, with its own arguments, takes the graph of a serialized
+        pipeline (:meth:`serialize`) and is built."""
+        if self._engine is not None or self._defines_its_graph() or self._graph_outputs is not None:
+            raise PipelineDefinitionError("deserialize_and_build(): the pipeline already has a graph")
+        self._define_from(pipeline_serial.load(serialized_pipeline))
+        self.build()
+
+    def _define_from(self, definition: pipeline_serial.Definition) -> None:
+        """Replay a serialized definition's calls into this pipeline's graph and set its outputs."""
         made: list[list[DataNode]] = []
 
         def resolved(value: Any) -> Any:
             return made[value.call][value.output] if isinstance(value, pipeline_serial.Ref) else value
 
-        with pipe:
+        with self:
             graph = current_graph("Pipeline.deserialize")
             for call in definition.calls:
                 inputs = [resolved(v) for v in call.inputs]
-                kwargs_ = {k: resolved(v) for k, v in call.kwargs.items()}
-                made.append(graph.add(call.op_name, inputs, kwargs_, call.device))
-            pipe.set_outputs(*[resolved(ref) for ref in definition.outputs])
-        return pipe
+                kwargs = {k: resolved(v) for k, v in call.kwargs.items()}
+                made.append(graph.add(call.op_name, inputs, kwargs, call.device))
+            self.set_outputs(*[resolved(ref) for ref in definition.outputs])
 
     def save_graph_to_dot_file(
         self, filename: str | os.PathLike, *, show_tensors: bool = False, show_ids: Any = None, use_colors: bool = False

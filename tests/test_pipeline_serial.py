@@ -79,6 +79,17 @@ def test_another_process_runs_it_without_the_code_that_defined_it(defined, jpeg_
     assert run.stdout.split() == [b.hex() for b in expected[0]]
 
 
+def test_deserialize_and_build_gives_a_pipeline_the_graph_with_its_own_arguments(defined, jpeg_files):
+    expected = _batches(rp.pipeline_def(batch_size=4, num_threads=2, device_id=None, seed=7)(training)(jpeg_files[:8]))
+    pipe = Pipeline(batch_size=4, num_threads=1, device_id=None, seed=7)
+    pipe.deserialize_and_build(defined.serialize())
+    assert pipe.num_threads == 1 and _batches(pipe) == expected
+    with pytest.raises(
+        rp.PipelineDefinitionError, match="deserialize_and_build\\(\\): the pipeline already has a graph"
+    ):
+        pipe.deserialize_and_build(defined.serialize())
+
+
 def test_a_with_block_pipeline_and_a_given_define_graph_serialize_alike(jpeg_files):
     pipe = Pipeline(batch_size=4, num_threads=2, device_id=None, seed=7)
     with pipe:
