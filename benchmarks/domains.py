@@ -7,7 +7,8 @@ helpers would take on).
 Each domain registers itself below (:func:`domain`) with its data, its pipeline written once for
 both libraries (``fn`` and ``types`` of either), the GPU-stage device and its rate's unit: detection
 (NVIDIA's SSD pipeline, img/s), speech (Jasper's feature pipeline, seconds of audio per second),
-volumes (nnU-Net's biased crop, Mvoxel/s of image volumes read), video (8-frame clips decoded from VP9
+volumes (nnU-Net's biased crop, Mvoxel/s of image volumes read), a user's Numba function in the
+ResNet-50 pipeline (``numba_function``, img/s), video (8-frame clips decoded from VP9
 files, cropped and laid out for a 3-D CNN, frames/s) and automatic augmentation (the
 ResNet-50 training pipeline with AutoAugment, RandAugment or TrivialAugment Wide, img/s). The rate
 is samples (or the domain's unit) per second on the CPU only, everything on ``device="cpu"``, after
@@ -259,6 +260,36 @@ for _policy in ("none", "auto_augment", "rand_augment", "trivial_augment"):
             conditionals=True,
         )
     )
+
+
+def _gamma(out0, in0):
+    """A per-pixel loop of the kind users hand to Numba: gamma 0.8 on every channel value."""
+    for y in range(in0.shape[0]):
+        for x in range(in0.shape[1]):
+            for c in range(in0.shape[2]):
+                out0[y, x, c] = np.uint8(255.0 * (in0[y, x, c] / 255.0) ** 0.8 + 0.5)
+
+
+def _numba_augmented(fn, types, gpu: str, file_root: str) -> tuple:
+    """The ResNet-50 training pipeline with a user's Numba function (``fn``'s library's Numba plugin)
+    after the resize: ``run_fn`` compiled by Numba in both libraries, the rest as in ``no_augment``."""
+    import importlib
+
+    plugin = importlib.import_module(fn.__name__.rpartition(".")[0] + ".plugin.numba.fn")
+    jpegs, labels = fn.readers.file(file_root=file_root, random_shuffle=True, name="Reader")
+    images = fn.decoders.image_random_crop(jpegs, output_type=types.RGB, random_area=[0.08, 1.0])
+    images = fn.resize(images, size=[224, 224])
+    images = plugin.numba_function(
+        images, run_fn=_gamma, out_types=[types.UINT8], in_types=[types.UINT8], outs_ndim=[3], ins_ndim=[3]
+    )
+    images = fn.crop_mirror_normalize(
+        images, device=gpu, dtype=types.FLOAT, output_layout="CHW", mirror=fn.random.coin_flip(),
+        mean=[0.485 * 255, 0.456 * 255, 0.406 * 255], std=[0.229 * 255, 0.224 * 255, 0.225 * 255],
+    )  # fmt: skip
+    return images, labels
+
+
+domain(Domain("numba_function", "img/s", _jpegs, _numba_augmented))
 
 
 def _simclr_view(fn, types, gpu: str, file_root: str) -> tuple:
