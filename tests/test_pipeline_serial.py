@@ -114,6 +114,17 @@ def test_a_tfrecord_feature_and_declared_outputs_are_kept(tmp_path):
     assert Pipeline.deserialize(data).serialize() == data
 
 
+def test_an_external_source_fed_by_name_survives_as_in_dali():
+    """DALI's serialized pipelines keep external sources without a ``source`` (fed with ``feed_input``)."""
+    pipe = Pipeline(batch_size=2, num_threads=1, device_id=None)
+    with pipe:
+        pipe.set_outputs(fn.external_source(name="x", dtype=types.FLOAT, ndim=1) * 2)
+    again = Pipeline.deserialize(pipe.serialize())
+    with again:
+        (out,) = again.run(x=[np.ones(3, np.float32), np.zeros(2, np.float32)])
+    assert [np.asarray(out[i]).tolist() for i in range(2)] == [[2.0, 2.0, 2.0], [0.0, 0.0]]
+
+
 def _brighten(image):
     return image
 
