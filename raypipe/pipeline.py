@@ -28,6 +28,7 @@ from .graph import DataNode, OpNode, StagedGraph, current_graph, defining
 from .graph_context import RecordedGraph, Recording
 from .graph_dot import dot_text
 from .operator import Operator
+from .operators.get_property import origin_reader
 from .pipeline_options import DECLARATIONS, parse
 from .position import make_state, read_state
 from .source_feed import SourceFeeder, feeder_for
@@ -79,6 +80,11 @@ class PipelineSettings:
     def max_batch_size(self) -> int:
         """DALI's name for the batch size."""
         return self.batch_size
+
+
+def _sources_of(reader: Any, sample_indices: Sequence[int]) -> Callable[[int], str]:
+    """Each row's ``source_info`` from ``reader``, made when asked for."""
+    return lambda row: reader.source_info(sample_indices[row])
 
 
 def _defined_as_current(settings: PipelineSettings, graph_fn: Callable[[], Any]) -> Any:
@@ -292,6 +298,8 @@ class Pipeline:
         self._device_report = device_report(engine.device, engine.staged, self.device_id, engine.cpu_threads)
         self._per_output = _per_output(self._declared, len(engine.staged.outputs))
         self._staged, self._engine = engine.staged, engine
+        #: the reader each output's data began as (its samples' source_info), None for the others
+        self._origins = [origin_reader(out) for out in engine.staged.outputs]
         if self._checkpoint is not None:
             try:
                 self._epoch, self._first_batch = self._position(self._checkpoint, strict=True)
@@ -430,6 +438,9 @@ class Pipeline:
         self._skipped.extend(result.skipped)
         if self._declared:
             _check_outputs(result.outputs, self._per_output)
+        for out, origin in zip(result.outputs, self._origins, strict=True):
+            if origin is not None:
+                out.set_source_info(_sources_of(origin, result.sample_indices))
         return result.outputs
 
     def share_outputs(self) -> tuple[TensorList, ...]:

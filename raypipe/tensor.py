@@ -3,9 +3,10 @@ and ``tl.as_reshaped_tensor()`` give it.
 
 It is a numpy array, so numpy and torch code takes it as one, that also answers the Tensor methods
 DALI scripts call: ``shape()`` (a list) besides the attribute ``.shape`` (a tuple), ``layout()``,
-``data_ptr()``, ``copy_to_external(ptr)`` (the bytes copied to an address, as a script's own
-``feed_ndarray`` does into a torch tensor) and ``as_cpu()``. Its ``dtype`` stays numpy's (DALI's is
-a ``types.DALIDataType``; ``plugin.pytorch.to_torch_type`` takes either). What numpy's functions
+``source_info()`` and ``get_property(key)`` (where a pipeline output's sample came from, as DALI
+gives it), ``data_ptr()``, ``copy_to_external(ptr)`` (the bytes copied to an address, as a script's
+own ``feed_ndarray`` does into a torch tensor) and ``as_cpu()``. Its ``dtype`` stays numpy's (DALI's
+is a ``types.DALIDataType``; ``plugin.pytorch.to_torch_type`` takes either). What numpy's functions
 compute from it (arithmetic, reductions) is a plain array; views and copies of it stay tensors.
 """
 
@@ -28,16 +29,19 @@ class TensorCPU(np.ndarray):
     """A host array with DALI's ``TensorCPU`` methods (see the module's docstring)."""
 
     _layout = ""
+    _source_info = ""
 
     @classmethod
-    def of(cls, array: np.ndarray, layout: str = "") -> TensorCPU:
-        """``array`` viewed as a tensor of ``layout`` (no copy)."""
+    def of(cls, array: np.ndarray, layout: str = "", source_info: str = "") -> TensorCPU:
+        """``array`` viewed as a tensor of ``layout`` (no copy), from ``source_info``."""
         tensor = array.view(cls)
         tensor._layout = layout
+        tensor._source_info = source_info
         return tensor
 
     def __array_finalize__(self, obj: Any) -> None:
         self._layout = getattr(obj, "_layout", "")
+        self._source_info = getattr(obj, "_source_info", "")
 
     def __array_wrap__(self, array: np.ndarray, context: Any = None, return_scalar: bool = False) -> Any:
         result = array.view(np.ndarray)
@@ -54,6 +58,15 @@ class TensorCPU(np.ndarray):
     def layout(self) -> str:
         """The layout, such as ``"HWC"`` (``""`` when it has none)."""
         return self._layout
+
+    def source_info(self) -> str:
+        """Where the sample's data came from, as ``fn.get_property(key="source_info")`` gives it (a
+        file reader's path as listed); ``""`` when it did not come from a reader's data."""
+        return self._source_info
+
+    def get_property(self, key: str) -> str | None:
+        """DALI's properties of the tensor: ``"source_info"`` and ``"layout"``; None where unset."""
+        return {"source_info": self._source_info, "layout": self._layout}.get(key) or None
 
     def data_ptr(self) -> int:
         """The address of the first element."""

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import operator
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from typing import Any
 
 import numpy as np
@@ -39,6 +39,7 @@ class TensorList:
             self._samples = None
         self.device = device
         self._layout = layout
+        self._source_info: Callable[[int], str] | None = None  # a sample's source_info by its row
 
     @classmethod
     def from_samples(
@@ -75,12 +76,22 @@ class TensorList:
 
     def __getitem__(self, index: int) -> Any:
         """Sample ``index`` (negative counts from the end; IndexError out of range, as in DALI): on
-        the host a :class:`~raypipe.tensor.TensorCPU`, as DALI's ``tl[i]`` is a Tensor."""
-        return self._tensor(self.at(index))
+        the host a :class:`~raypipe.tensor.TensorCPU` (with its ``source_info()``), as DALI's ``tl[i]``
+        is a Tensor."""
+        array = self.at(index)
+        if not isinstance(array, np.ndarray):
+            return array
+        source = self._source_info(operator.index(index) % len(self)) if self._source_info is not None else ""
+        return TensorCPU.of(array, self._layout, source)
 
     def _tensor(self, array: Any) -> Any:
         """A host array as a ``TensorCPU`` of this batch's layout; a device array as it is."""
         return TensorCPU.of(array, self._layout) if isinstance(array, np.ndarray) else array
+
+    def set_source_info(self, source_info: Callable[[int], str] | None) -> TensorList:
+        """Where each sample came from, by its row (what ``tl[i].source_info()`` gives); itself."""
+        self._source_info = source_info
+        return self
 
     def __iter__(self) -> Iterator[Any]:
         """Every sample in order."""
@@ -200,11 +211,13 @@ class TensorList:
         if self.device == "cpu":
             return self
         if self._dense is not None:
-            return TensorList(to_host(self._dense), "cpu", self._layout)
-        if isinstance(self._samples, Packed):
+            host = TensorList(to_host(self._dense), "cpu", self._layout)
+        elif isinstance(self._samples, Packed):
             packed = self._samples
-            return TensorList(Packed(to_host(packed.data), packed.shapes, packed.offsets), "cpu", self._layout)
-        return TensorList([to_host(s) for s in self._samples], "cpu", self._layout)
+            host = TensorList(Packed(to_host(packed.data), packed.shapes, packed.offsets), "cpu", self._layout)
+        else:
+            host = TensorList([to_host(s) for s in self._samples], "cpu", self._layout)
+        return host.set_source_info(self._source_info)
 
     def as_array(self) -> np.ndarray:
         """The dense batch as a host numpy array."""

@@ -24,6 +24,16 @@ OP = "get_property"
 KEYS = ("source_info", "layout")
 
 
+def origin_reader(data: Any) -> ShardedReader | None:
+    """The reader whose first output ``data`` (a data node) began as, following each operator's first
+    input back, as DALI's ``source_info`` follows it; None when it began elsewhere."""
+    node = data
+    while node.producer.inputs:
+        node = node.producer.inputs[0]
+    op = node.producer.op
+    return op if isinstance(op, ShardedReader) and node.index == 0 else None
+
+
 @register
 class GetProperty(Operator):
     """A property of each sample of the input, as bytes."""
@@ -38,11 +48,7 @@ class GetProperty(Operator):
         self.layout = ""
 
     def bind_upstream(self, inputs: Sequence[Any]) -> None:
-        node = inputs[0]
-        while node.producer.inputs:
-            node = node.producer.inputs[0]
-        op = node.producer.op
-        self.origin = op if isinstance(op, ShardedReader) and node.index == 0 else None
+        self.origin = origin_reader(inputs[0])
 
     def output_layout(self, input_layouts: Sequence[str]) -> str:
         self.layout = input_layouts[0] if input_layouts else ""

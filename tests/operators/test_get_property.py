@@ -108,3 +108,57 @@ def test_a_bad_key_fails_when_the_pipeline_is_built(key):
 
     with pytest.raises(ArgumentError, match=r"get_property: key must be one of \['source_info', 'layout'\]"):
         pipe().build()
+
+
+def _tensor_graph(f, reader_kwargs: dict):
+    jpegs, labels = f.readers.file(**reader_kwargs)
+    images = f.decoders.image(jpegs)
+    return f.resize(images, resize_x=8, resize_y=6), labels, images * 2
+
+
+def _tensor_properties(outputs) -> list[list[tuple]]:
+    return [
+        [(t.source_info(), t.get_property("source_info"), t.get_property("layout")) for t in (out[i] for i in range(4))]
+        for out in outputs
+    ]
+
+
+@pytest.mark.parametrize("source", ["files", "file_root"])
+def test_a_pipeline_outputs_samples_know_their_source_as_dalis_tensors(jpeg_root, jpeg_files, tmp_path, source):
+    """DALI's ``tl[i].source_info()`` and ``get_property(key)`` on a pipeline's outputs: a file reader's
+    data and what is computed from it name the file; labels name nothing (``get_property`` gives None)."""
+    dali = pytest.importorskip("nvidia.dali")
+    reader = _reader_args(source, jpeg_root, jpeg_files, tmp_path)
+
+    @rp.pipeline_def(batch_size=4, num_threads=1, seed=0)
+    def ours():
+        return _tensor_graph(fn, reader)
+
+    @dali.pipeline_def(batch_size=4, num_threads=1, device_id=None, seed=0)
+    def theirs():
+        return _tensor_graph(dali.fn, reader)
+
+    with ours() as p:
+        mine = _tensor_properties(p.run())
+    pipe = theirs()
+    pipe.build()
+    assert mine == _tensor_properties(pipe.run())
+    assert mine[1] == [("", None, None)] * 4 and [layout for _, _, layout in mine[0]] == ["HWC"] * 4
+
+
+def test_each_output_row_names_the_file_its_bytes_came_from(jpeg_files):
+    """Shuffled and on the GPU side of a pipeline too (``as_cpu()`` keeps it): a row's ``source_info()``
+    is the file whose bytes the reader gave that row."""
+
+    @rp.pipeline_def(batch_size=4, num_threads=2, seed=5)
+    def pipe():
+        jpegs, _ = fn.readers.file(files=jpeg_files[:8], random_shuffle=True, initial_fill=8)
+        return jpegs, fn.decoders.image(jpegs).gpu()
+
+    with pipe() as p:
+        for _ in range(3):
+            raw, images = p.run()
+            for i in range(4):
+                source = raw[i].source_info()
+                assert open(source, "rb").read() == np.asarray(raw[i]).tobytes()
+                assert images.as_cpu()[i].source_info() == source
