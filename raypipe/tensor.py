@@ -59,6 +59,12 @@ class TensorCPU(np.ndarray):
         """The layout, such as ``"HWC"`` (``""`` when it has none)."""
         return self._layout
 
+    def set_layout(self, layout: str | None) -> None:
+        """Set the layout (DALI's ``Tensor.set_layout``): a string, or None for none."""
+        if layout is not None and not isinstance(layout, str):
+            raise TypeError(f"set_layout: a layout is a string such as 'HWC', got {layout!r}")
+        self._layout = layout or ""
+
     def source_info(self) -> str:
         """Where the sample's data came from, as ``fn.get_property(key="source_info")`` gives it (a
         file reader's path as listed); ``""`` when it did not come from a reader's data."""

@@ -88,6 +88,12 @@ class TensorList:
         """A host array as a ``TensorCPU`` of this batch's layout; a device array as it is."""
         return TensorCPU.of(array, self._layout) if isinstance(array, np.ndarray) else array
 
+    def set_layout(self, layout: str | None) -> None:
+        """Set the samples' layout (DALI's ``TensorList.set_layout``): a string, or None for none."""
+        if layout is not None and not isinstance(layout, str):
+            raise TypeError(f"set_layout: a layout is a string such as 'HWC', got {layout!r}")
+        self._layout = layout or ""
+
     def set_source_info(self, source_info: Callable[[int], str] | None) -> TensorList:
         """Where each sample came from, by its row (what ``tl[i].source_info()`` gives); itself."""
         self._source_info = source_info

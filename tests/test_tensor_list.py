@@ -183,3 +183,14 @@ def test_dalis_tensor_methods_on_host_samples_and_batches(batch):
     assert not isinstance(tensor, TensorGPU) and not isinstance(dense, TensorCPU)
     with pytest.raises(ValueError, match="null"):
         tensor.copy_to_external(ctypes.c_void_p(0))
+
+
+def test_set_layout_sets_the_layout_of_the_batch_and_of_a_sample():
+    batch = TensorList([np.zeros((2, 3, 1), np.uint8), np.ones((4, 3, 1), np.uint8)], "cpu", "HWC")
+    batch.set_layout("CHW")
+    assert batch.layout() == "CHW" and batch[1].layout() == "CHW"
+    sample = batch[0]
+    sample.set_layout(None)
+    assert sample.layout() == "" and batch.layout() == "CHW"
+    with pytest.raises(TypeError, match="a layout is a string"):
+        batch.set_layout(3)
