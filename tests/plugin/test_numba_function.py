@@ -58,43 +58,23 @@ def sum_and_rows(out0, out1, in0, in1):
     out1[0] = in0.shape[0]
 
 
+def _image_args(t, run_fn, out_type="UINT8", **extra) -> dict:
+    """numba_function's arguments for one 3-D image in and one out, with DALI's ``types`` ``t``."""
+    return {
+        "run_fn": run_fn,
+        "out_types": [getattr(t, out_type)],
+        "in_types": [t.UINT8],
+        "outs_ndim": [3],
+        "ins_ndim": [3],
+        **extra,
+    }
+
+
 #: case -> (inputs, numba_function arguments given DALI's ``types``, the expected outputs per sample)
 CASES = {
-    "per sample": (
-        1,
-        lambda t: {
-            "run_fn": inverted,
-            "out_types": [t.UINT8],
-            "in_types": [t.UINT8],
-            "outs_ndim": [3],
-            "ins_ndim": [3],
-        },
-        lambda x: [255 - x],
-    ),
-    "setup_fn": (
-        1,
-        lambda t: {
-            "run_fn": swap_hw,
-            "setup_fn": swap_hw_shapes,
-            "out_types": [t.UINT8],
-            "in_types": [t.UINT8],
-            "outs_ndim": [3],
-            "ins_ndim": [3],
-        },
-        lambda x: [x.transpose(1, 0, 2)],
-    ),
-    "batch_processing": (
-        1,
-        lambda t: {
-            "run_fn": doubled_batch,
-            "out_types": [t.UINT8],
-            "in_types": [t.UINT8],
-            "outs_ndim": [3],
-            "ins_ndim": [3],
-            "batch_processing": True,
-        },
-        lambda x: [x * 2],
-    ),
+    "per sample": (1, lambda t: _image_args(t, inverted), lambda x: [255 - x]),
+    "setup_fn": (1, lambda t: _image_args(t, swap_hw, setup_fn=swap_hw_shapes), lambda x: [x.transpose(1, 0, 2)]),
+    "batch_processing": (1, lambda t: _image_args(t, doubled_batch, batch_processing=True), lambda x: [x * 2]),
     "two outputs and inputs": (
         2,
         lambda t: {
@@ -107,17 +87,7 @@ CASES = {
         },
         lambda x: [x + x, np.array([x.shape[0]], np.int64)],
     ),
-    "float output": (
-        1,
-        lambda t: {
-            "run_fn": inverted,
-            "out_types": [t.FLOAT],
-            "in_types": [t.UINT8],
-            "outs_ndim": [3],
-            "ins_ndim": [3],
-        },
-        lambda x: [255 - x.astype(np.float32)],
-    ),
+    "float output": (1, lambda t: _image_args(t, inverted, "FLOAT"), lambda x: [255 - x.astype(np.float32)]),
 }
 
 
@@ -239,25 +209,13 @@ def _bad_setup(out_shapes, in_shapes):
     ],
 )
 def test_bad_arguments_are_refused_when_the_pipeline_is_defined(kwargs, message):
-    args = {
-        "run_fn": inverted,
-        "out_types": [types.UINT8],
-        "in_types": [types.UINT8],
-        "outs_ndim": [3],
-        "ins_ndim": [3],
-    }
+    args = _image_args(types, inverted)
     with pytest.raises(rp.ArgumentError, match=message):
         _ours(1, {**args, **kwargs})
 
 
 def test_a_bad_shape_from_setup_fn_is_named():
-    args = {
-        "run_fn": inverted,
-        "out_types": [types.UINT8],
-        "in_types": [types.UINT8],
-        "outs_ndim": [3],
-        "ins_ndim": [3],
-    }
+    args = _image_args(types, inverted)
     with pytest.raises(rp.SampleError, match=r"setup_fn gave output 0 of sample 0 the shape \[-1, 0, 0\]"):
         _ours(1, {**args, "setup_fn": _bad_setup})
 
@@ -276,7 +234,6 @@ def half_height_shapes(out_shapes, in_shapes):
         out_shapes[0][s][0] = in_shapes[0][s][0] // 2
 
 
-GPU_ARGS = {"out_types": [types.UINT8], "in_types": [types.UINT8], "outs_ndim": [3], "ins_ndim": [3]}
 LAUNCH = {"device": "gpu", "blocks": [2, 1, 1], "threads_per_block": [4, 4, 1]}
 
 
@@ -296,10 +253,10 @@ def test_a_cuda_kernel_runs_per_sample_in_the_gpu_stage(monkeypatch):
     """``device="gpu"``: ``run_fn`` is a CUDA kernel launched per sample on ``blocks`` x ``threads_per_block``
     (here in numba's CUDA simulator), outputs shaped as the inputs or by ``setup_fn``."""
     monkeypatch.setenv("RAYPIPE_DEVICE", "simulator")
-    got = _on_gpu({"run_fn": inverted_kernel, **GPU_ARGS, **LAUNCH})
+    got = _on_gpu(_image_args(types, inverted_kernel, **LAUNCH))
     for image, out in zip(IMAGES, got, strict=True):
         np.testing.assert_array_equal(out, 255 - image)
-    got = _on_gpu({"run_fn": inverted_kernel, "setup_fn": half_height_shapes, **GPU_ARGS, **LAUNCH})
+    got = _on_gpu(_image_args(types, inverted_kernel, setup_fn=half_height_shapes, **LAUNCH))
     for image, out in zip(IMAGES, got, strict=True):
         np.testing.assert_array_equal(out, 255 - image[: image.shape[0] // 2])
 
@@ -309,17 +266,11 @@ def test_a_cuda_kernel_without_a_gpu_says_why_it_cannot_run(monkeypatch):
     monkeypatch.setenv("RAYPIPE_DEVICE", "cpu")
     message = "device='gpu' runs run_fn as a CUDA kernel, and no GPU is usable here"
     with pytest.warns(GpuUnavailableWarning), pytest.raises(rp.SampleError, match=message):
-        _on_gpu({"run_fn": inverted_kernel, **GPU_ARGS, **LAUNCH})
+        _on_gpu(_image_args(types, inverted_kernel, **LAUNCH))
 
 
 def test_without_numba_the_error_says_how_to_install_it(monkeypatch):
     monkeypatch.setitem(sys.modules, "numba", None)  # import numba raises ImportError
-    args = {
-        "run_fn": inverted,
-        "out_types": [types.UINT8],
-        "in_types": [types.UINT8],
-        "outs_ndim": [3],
-        "ins_ndim": [3],
-    }
+    args = _image_args(types, inverted)
     with pytest.raises(rp.ArgumentError, match=r"needs Numba .*pip install 'raypipe\[numba\]'"):
         _ours(1, args)

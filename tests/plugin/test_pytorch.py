@@ -502,28 +502,30 @@ def test_bad_arguments_raise_argument_error(jpeg_files):
     early.close()
 
 
+def _take(it, n):
+    """``n`` steps' labels per pipeline, across epochs (``auto_reset``)."""
+    out = []
+    while len(out) < n:
+        try:
+            out.append([labels_of(batch) for batch in next(it)])
+        except StopIteration:
+            continue  # auto_reset started the next epoch
+    return out
+
+
 def test_state_of_several_pipelines_resumes_at_the_same_step(jpeg_files):
     def make():
         pipes = [label_pipe(jpeg_files, shard_id=i, num_shards=2, random_shuffle=True) for i in (0, 1)]
         return DALIGenericIterator(pipes, ["labels"], reader_name="Reader", auto_reset=True)
 
-    def take(it, n):
-        out = []
-        while len(out) < n:
-            try:
-                out.append([labels_of(batch) for batch in next(it)])
-            except StopIteration:
-                continue  # auto_reset started the next epoch
-        return out
-
     first = make()
-    take(first, 4)  # epoch 0 and the first step of epoch 1
+    _take(first, 4)  # epoch 0 and the first step of epoch 1
     state = first.state_dict()
     assert (state["epoch"], state["offset"]) == (1, 5) and len(state["pipelines"]) == 2
-    expected = take(first, 4)
+    expected = _take(first, 4)
     second = make()
     second.load_state_dict(state)
-    assert take(second, 4) == expected
+    assert _take(second, 4) == expected
     with label_pipe(jpeg_files) as single:
         with pytest.raises(ArgumentError, match="saved for another order"):
             DALIGenericIterator(single, ["labels"], reader_name="Reader").load_state_dict(state)
@@ -794,17 +796,6 @@ def test_an_older_positional_call_and_a_subclass_taking_the_first_batch(jpeg_fil
             labels = [step[0]["labels"].flatten().tolist() for step in iterator]
             assert iterator._first_batch is None and len(labels) == len(iterator) == 2
             assert sorted(sum(labels, [])) == list(range(8)) and len(labels[1]) == 3
-
-
-def _take(it, n):
-    """``n`` steps' labels per pipeline, across epochs (``auto_reset``)."""
-    out = []
-    while len(out) < n:
-        try:
-            out.append([labels_of(batch) for batch in next(it)])
-        except StopIteration:
-            continue
-    return out
 
 
 @pytest.mark.parametrize("shards", [1, 2])

@@ -23,6 +23,7 @@ usable the first sample fails saying so, since a CUDA kernel does not run on the
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Callable, Sequence
 from typing import Any
 
@@ -65,6 +66,18 @@ def _extents(name: str, value: Any) -> tuple[int, int, int]:
     if len(values) != 3 or any(isinstance(v, bool) or not isinstance(v, (int, np.integer)) or v < 1 for v in values):
         raise ArgumentError(f"{OP}: {name} must be three positive ints with device='gpu', got {value!r}")
     return int(values[0]), int(values[1]), int(values[2])
+
+
+@functools.lru_cache(maxsize=32)
+def _compile(run_fn: Callable[..., None], cuda_kernel: bool) -> Any:
+    """``run_fn`` as Numba compiles it, once per process for every operator of the same function (a
+    pipeline built again, one per rank): a CUDA kernel, or a host function that releases the GIL."""
+    numba = _numba()
+    if cuda_kernel:
+        from numba import cuda
+
+        return cuda.jit(run_fn)
+    return numba.njit(nogil=True)(run_fn)
 
 
 def _read_only(array: np.ndarray) -> np.ndarray:
@@ -152,13 +165,7 @@ class NumbaFunction(Operator):
 
     def _compiled(self) -> Any:
         if self._jitted is None:
-            numba = _numba()
-            if self.device == "gpu":
-                from numba import cuda
-
-                self._jitted = cuda.jit(self.run_fn)
-            else:
-                self._jitted = numba.njit(nogil=True)(self.run_fn)
+            self._jitted = _compile(self.run_fn, self.device == "gpu")
         return self._jitted
 
     def _checked(self, k: int, sample: Any, index: int) -> Any:
