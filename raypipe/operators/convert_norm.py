@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from ..kernels.launch import Packed
 from ..operator import Operator, Schema, register
 from .cast import round_half_away
 
@@ -24,6 +25,16 @@ class ConvertNorm(Operator):
 
     def configure(self, dtype: np.dtype) -> None:
         self.dtype = np.dtype(dtype)
+
+    def run_batch(self, xp, inputs, args, ctxs):
+        """The whole batch in one pass: elementwise, so a dense batch array or a packed buffer (the
+        GPU stage's batches) converts at once, whatever the batch size; a list sample by sample."""
+        batch = inputs[0]
+        if isinstance(batch, Packed):
+            return Packed(self.compute(xp, [batch.data], args, None), batch.shapes, batch.offsets)
+        if isinstance(batch, (list, tuple)):
+            return [self.compute(xp, [sample], args, None) for sample in batch]
+        return self.compute(xp, [batch], args, None)
 
     def compute(self, xp, inputs, args, ctx):
         image = inputs[0]

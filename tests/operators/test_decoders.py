@@ -10,10 +10,12 @@ from PIL import Image
 
 import raypipe as rp
 from raypipe import fn, types
+from raypipe.backend import gpu_available
 from raypipe.decode_plan import DecodePlan
 from raypipe.exif import ExifOrientationWarning
 from raypipe.gpu_decode import nvimgcodec_available
 from raypipe.keyed_random import SampleContext, keyed_uniforms
+from raypipe.operators.convert_norm import ConvertNorm
 from raypipe.operators.crop_window import DRAWS, random_crop_window
 from raypipe.operators.decoders import EncodedImage, ImageDecoder, ImageRandomCropDecoder
 
@@ -510,3 +512,32 @@ def test_a_random_crop_with_a_dtype_is_resized_from_its_converted_window(jpeg_fi
 def test_a_dtype_dali_decoders_do_not_give_is_refused(jpeg_files):
     with pytest.raises(rp.ArgumentError, match="decoders.image: dtype must be one of uint8, .* got float16"):
         decode(jpeg_files[:1], dtype=types.FLOAT16).build()
+
+
+@pytest.mark.skipif(gpu_available(), reason="runs the GPU stage in the CUDA simulator, on a machine without a GPU")
+def test_a_dtype_after_a_mixed_decoder_converts_the_gpu_batch_in_one_pass(monkeypatch, jpeg_files):
+    """In the GPU stage (``device_id=0``, the simulator) the conversion takes the decoded batch whole (here
+    one packed buffer of images of several sizes) and gives what the host gives."""
+    monkeypatch.setenv("RAYPIPE_DEVICE", "simulator")
+    calls = []
+    compute = ConvertNorm.compute
+
+    def counted(self, xp, inputs, args, ctx):
+        calls.append(inputs[0].shape)
+        return compute(self, xp, inputs, args, ctx)
+
+    monkeypatch.setattr(ConvertNorm, "compute", counted)
+    batches = {}
+    for device_id in (None, 0):
+
+        @rp.pipeline_def(batch_size=4, num_threads=1, device_id=device_id, seed=0)
+        def pipe():
+            jpegs, _ = fn.readers.file(files=jpeg_files[:4])
+            return fn.decoders.image(jpegs, device="mixed", dtype=types.FLOAT)
+
+        with pipe() as p:
+            (out,) = p.run()
+            batches[device_id] = [np.asarray(out.as_cpu().at(i)) for i in range(4)]
+    assert any(len(shape) == 1 for shape in calls)  # the GPU stage's packed batch, converted in one pass
+    for host, device in zip(batches[None], batches[0], strict=True):
+        np.testing.assert_array_equal(host, device)
