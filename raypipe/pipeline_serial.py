@@ -141,9 +141,7 @@ def load(data: bytes | str) -> Definition:
 
 
 def _encode(value: Any, refs: dict[int, list[int]]) -> Any:
-    if value is None or isinstance(value, (bool, str)):
-        return value
-    if isinstance(value, (int, float)):
+    if value is None or isinstance(value, (bool, str, int, float)):
         return value
     if isinstance(value, DataNode):
         if id(value) not in refs:

@@ -84,10 +84,6 @@ class TensorList:
         source = self._source_info(operator.index(index) % len(self)) if self._source_info is not None else ""
         return TensorCPU.of(array, self._layout, source)
 
-    def _tensor(self, array: Any) -> Any:
-        """A host array as a ``TensorCPU`` of this batch's layout; a device array as it is."""
-        return TensorCPU.of(array, self._layout) if isinstance(array, np.ndarray) else array
-
     def set_layout(self, layout: str | None) -> None:
         """Set the samples' layout (DALI's ``TensorList.set_layout``): a string, or None for none."""
         if layout is not None and not isinstance(layout, str):

@@ -184,10 +184,6 @@ class NumbaFunction(Operator):
             return sample if sample.flags.c_contiguous else sample.copy()
         return _read_only(sample)
 
-    def _results(self, outs: list[list[np.ndarray]]) -> Any:
-        """Per-output lists of samples as the batch step returns them."""
-        return outs[0] if len(outs) == 1 else tuple(outs)
-
     def run_sample(self, inputs, args, ctx):
         if self.device == "gpu":
             raise ValueError(
@@ -225,7 +221,7 @@ class NumbaFunction(Operator):
         else:
             for s in range(count):
                 run(*[o[s] for o in outs], *[i[s] for i in ins])
-        return self._results(outs)
+        return outs[0] if len(outs) == 1 else tuple(outs)
 
     @staticmethod
     def _stream(xp: Any) -> tuple:
