@@ -371,6 +371,22 @@ class StagedGraph:
     layouts: dict[DataNode, str] = field(default_factory=dict)
     decode_plans: dict[OpNode, DecodePlan] = field(default_factory=dict)
 
+    def relayout(self, changed: dict[DataNode, str]) -> None:
+        """Give the ``changed`` outputs (an external source's, as fed) their layouts, and every output
+        computed from them the layout its operator gives for those: layouts follow the data, as
+        DALI's do at run time."""
+        touched = set()
+        for d, layout in changed.items():
+            if self.layouts.get(d, "") != layout:
+                d._layout = self.layouts[d] = layout
+                touched.add(d)
+        for node in (*self.host_nodes, *self.gpu_nodes):
+            if touched and not touched.isdisjoint(node.inputs):
+                for d in node.outputs:
+                    d.__dict__.pop("_layout", None)
+                    self.layouts[d] = d.layout
+                    touched.add(d)
+
     @property
     def reader(self) -> OpNode | None:
         """The reader whose order every reader follows (the first in graph order); None without one."""

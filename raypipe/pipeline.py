@@ -370,15 +370,17 @@ class Pipeline:
         use_copy_kernel: bool = False,
     ) -> None:
         """Give an external source without a ``source`` (its output, or its ``name``) its next batch:
-        a list of samples or an array with the batch as outer dimension; ``layout`` sets its layout.
-        The data is copied; ``cuda_stream`` and ``use_copy_kernel`` are accepted hints."""
+        a list of samples or an array with the batch as outer dimension; ``layout`` sets its layout
+        (by default a fed ``TensorListCPU``'s own, as in DALI). The data is copied; ``cuda_stream``
+        and ``use_copy_kernel`` are accepted hints."""
         self.build()
         if self._feeder is None:
             raise ArgumentError("feed_input: the pipeline has no external source")
         self._feeder.feed_input(data_node, data)
+        if layout is None and isinstance(data, TensorList):
+            layout = data.layout() or None
         if layout is not None:
-            for d in self._feeder.node(data_node).outputs:
-                self._staged.layouts[d] = layout
+            self._staged.relayout(dict.fromkeys(self._feeder.node(data_node).outputs, layout))
 
     def fed_source_names(self) -> list[str]:
         """The names of the external sources :meth:`feed_input` feeds (those without a ``source``),

@@ -5,7 +5,13 @@ It is a numpy array, so numpy and torch code takes it as one, that also answers 
 DALI scripts call: ``shape()`` (a list) besides the attribute ``.shape`` (a tuple), ``layout()``,
 ``source_info()`` and ``get_property(key)`` (where a pipeline output's sample came from, as DALI
 gives it), ``data_ptr()``, ``copy_to_external(ptr)`` (the bytes copied to an address, as a script's
-own ``feed_ndarray`` does into a torch tensor) and ``as_cpu()``. Its ``dtype`` stays numpy's (DALI's
+own ``feed_ndarray`` does into a torch tensor), ``reinterpret(type)`` and ``as_cpu()``. Scripts
+make one as DALI's, ``TensorCPU(array, layout)``, viewing the array's memory.
+
+``TensorListCPU(data, layout)`` and ``TensorListGPU`` make a
+:class:`~raypipe.tensor_list.TensorList` (to feed an external source, say) as DALI's
+constructors do, and ``isinstance`` tells what a pipeline gave by them; ``TensorGPU(array)`` makes
+a cupy array, the GPU stage's tensor. Its ``dtype`` stays numpy's (DALI's
 is a ``types.DALIDataType``; ``plugin.pytorch.to_torch_type`` takes either). What numpy's functions
 compute from it (arithmetic, reductions) is a plain array; views and copies of it stay tensors.
 """
@@ -13,6 +19,7 @@ compute from it (arithmetic, reductions) is a plain array; views and copies of i
 from __future__ import annotations
 
 import ctypes
+from collections.abc import Sequence
 from typing import Any
 
 import numpy as np
@@ -30,6 +37,14 @@ class TensorCPU(np.ndarray):
 
     _layout = ""
     _source_info = ""
+
+    def __new__(cls, data: Any, layout: str | None = None, is_pinned: bool = False) -> TensorCPU:
+        """DALI's ``TensorCPU(array, layout)``: ``data`` (an array, or what numpy takes as one) viewed
+        without a copy; ``layout`` has one letter per dimension. ``is_pinned`` (page-locked memory
+        in DALI) is accepted: a host array here is an ordinary one."""
+        array = np.asarray(data)
+        layout = check_layout("TensorCPU", layout if layout is not None else getattr(data, "_layout", ""), array.ndim)
+        return cls.of(array, layout)
 
     @classmethod
     def of(cls, array: np.ndarray, layout: str = "", source_info: str = "") -> TensorCPU:
@@ -84,9 +99,37 @@ class TensorCPU(np.ndarray):
         source = np.ascontiguousarray(self)
         ctypes.memmove(address, source.ctypes.data, source.nbytes)
 
+    def reinterpret(self, new_type: Any) -> None:
+        """The same bytes read as ``new_type`` (a ``types.DALIDataType`` or numpy dtype) of the same
+        element size, in place, as DALI's; ValueError for another size."""
+        self.dtype = reinterpreted_dtype(self.dtype, new_type)
+
     def as_cpu(self) -> TensorCPU:
         """Itself: it is in host memory already."""
         return self
+
+
+def check_layout(kind: str, layout: Any, ndim: int) -> str:
+    """``layout`` when it is a string naming ``ndim`` dimensions or empty; ValueError (TypeError
+    for a non-string) naming ``kind`` otherwise."""
+    if not isinstance(layout, str):
+        raise TypeError(f"{kind}: a layout is a string such as 'HWC', got {layout!r}")
+    if layout and len(layout) != ndim:
+        raise ValueError(f"{kind}: layout {layout!r} names {len(layout)} dimensions, the samples have {ndim}")
+    return layout
+
+
+def reinterpreted_dtype(dtype: np.dtype, new_type: Any) -> np.dtype:
+    """The numpy dtype of ``new_type``, which must have ``dtype``'s element size (``reinterpret``)."""
+    from .types import to_dali_type, to_numpy_dtype
+
+    new = to_numpy_dtype(new_type)
+    if new.itemsize != dtype.itemsize:
+        raise ValueError(
+            f"reinterpret: {to_dali_type(new).name} has {new.itemsize}-byte elements, "
+            f"the data {to_dali_type(dtype).name} {dtype.itemsize}-byte ones; the element size cannot change"
+        )
+    return new
 
 
 def destination_address(ptr: Any) -> int:
@@ -99,10 +142,14 @@ def destination_address(ptr: Any) -> int:
 
 
 class _Kind(type):
-    """A class that stands for a kind of raypipe object in ``isinstance`` (DALI's backend classes)."""
+    """A class that stands for a kind of raypipe object in ``isinstance`` (DALI's backend classes),
+    and makes one when called, as DALI's constructors do."""
 
     def __instancecheck__(cls, obj: Any) -> bool:
         return cls._is_kind(obj)
+
+    def __call__(cls, *args: Any, **kwargs: Any) -> Any:
+        return cls._make(*args, **kwargs)
 
 
 class TensorGPU(metaclass=_Kind):
@@ -114,6 +161,16 @@ class TensorGPU(metaclass=_Kind):
 
         return is_device_array(obj)
 
+    @staticmethod
+    def _make(data: Any, layout: str | None = None, device_id: int = -1) -> Any:
+        """DALI's ``TensorGPU(data, layout)``: ``data`` as a cupy array on the current GPU (no copy
+        when it is one; a GPU array has no layout here, so ``layout`` is only checked)."""
+        import cupy
+
+        array = cupy.asarray(data)
+        check_layout("TensorGPU", layout or "", array.ndim)
+        return array
+
 
 class TensorListCPU(metaclass=_Kind):
     """DALI's ``TensorListCPU`` for ``isinstance``: a :class:`~raypipe.tensor_list.TensorList` on the host."""
@@ -124,6 +181,29 @@ class TensorListCPU(metaclass=_Kind):
 
         return isinstance(obj, TensorList) and obj.device == "cpu"
 
+    @staticmethod
+    def _make(data: Any, layout: str | None = None, is_pinned: bool = False, contiguous: bool = True) -> Any:
+        """DALI's ``TensorListCPU(data, layout)``: a dense array (first dimension the batch, memory
+        shared), a list of samples (copied), or another host batch (its samples, a new layout)."""
+        from .tensor_list import TensorList
+
+        return TensorList.construct(data, "cpu", layout, contiguous)
+
+    @staticmethod
+    def broadcast(tensor: Any, num_samples: int) -> Any:
+        """A batch of ``num_samples`` copies of ``tensor``, with its layout (DALI's ``broadcast``)."""
+        from .tensor_list import TensorList
+
+        return TensorList.broadcast(tensor, num_samples, "cpu")
+
+    @staticmethod
+    def from_dlpack_list(list_of_objects: Sequence[Any], layout: str | None = None, contiguous: bool = False) -> Any:
+        """A host batch of objects that export DLPack (torch CPU tensors, say), viewing their memory
+        (copied into one buffer when ``contiguous``)."""
+        from .tensor_list import TensorList
+
+        return TensorList.construct([np.from_dlpack(o) for o in list_of_objects], "cpu", layout, contiguous)
+
 
 class TensorListGPU(metaclass=_Kind):
     """DALI's ``TensorListGPU`` for ``isinstance``: a :class:`~raypipe.tensor_list.TensorList` on the GPU."""
@@ -133,3 +213,28 @@ class TensorListGPU(metaclass=_Kind):
         from .tensor_list import TensorList
 
         return isinstance(obj, TensorList) and obj.device == "gpu"
+
+    @staticmethod
+    def _make(data: Any, layout: str | None = None, device_id: int = -1, contiguous: bool = True) -> Any:
+        """DALI's ``TensorListGPU(data, layout)``: as ``TensorListCPU``'s, of cupy arrays."""
+        from .tensor_list import TensorList
+
+        return TensorList.construct(data, "gpu", layout, contiguous)
+
+    @staticmethod
+    def broadcast(tensor: Any, num_samples: int) -> Any:
+        """A GPU batch of ``num_samples`` copies of ``tensor`` (DALI's ``broadcast``)."""
+        from .tensor_list import TensorList
+
+        return TensorList.broadcast(tensor, num_samples, "gpu")
+
+    @staticmethod
+    def from_dlpack_list(
+        list_of_objects: Sequence[Any], layout: str | None = None, stream: Any = None, contiguous: bool = False
+    ) -> Any:
+        """A GPU batch of objects that export DLPack on the GPU (torch CUDA tensors, say)."""
+        import cupy
+
+        from .tensor_list import TensorList
+
+        return TensorList.construct([cupy.from_dlpack(o) for o in list_of_objects], "gpu", layout, contiguous)

@@ -11,7 +11,7 @@ import numpy as np
 from .backend import is_device_array, to_host
 from .batch_buffers import Allocator
 from .kernels.launch import Packed
-from .tensor import TensorCPU, destination_address
+from .tensor import TensorCPU, check_layout, destination_address, reinterpreted_dtype
 from .types import DALIDataType, to_dali_type
 
 
@@ -70,6 +70,72 @@ class TensorList:
             np.concatenate(samples, axis=None, out=out.reshape(-1))  # one call, as np.stack is one per sample
             return cls(out, device, layout)
         return cls(list(samples), device, layout)
+
+    @classmethod
+    def construct(cls, data: Any, device: str, layout: str | None = None, contiguous: bool = True) -> TensorList:
+        """What DALI's ``TensorListCPU(data, layout)`` / ``TensorListGPU`` make: from a batch of this
+        device (its samples; its layout unless one is given), a dense array whose first dimension is
+        the batch (memory shared), or a list of samples of one type and number of dimensions (copied
+        into one buffer when ``contiguous``, viewed otherwise; the first's layout unless one is given)."""
+        kind = "TensorListCPU" if device == "cpu" else "TensorListGPU"
+        if isinstance(data, TensorList):
+            if data.device != device:
+                raise TypeError(
+                    f"{kind}: the batch given lives on the {data.device}; use as_cpu() or a {kind} of its own"
+                )
+            layout = data.layout() if layout is None else layout
+            tl = cls(data._samples if data._dense is None else data._dense, device)
+        elif isinstance(data, (list, tuple)):
+            tl = cls._of_samples(kind, data, device, contiguous)
+            layout = (getattr(data[0], "_layout", "") if data else "") if layout is None else layout
+        else:
+            array = np.asarray(data) if device == "cpu" else _cupy().asarray(data)
+            if array.ndim == 0:
+                raise ValueError(f"{kind}: a 0-dim array is not a batch; its first dimension is the batch's")
+            tl = cls(array, device)
+        tl._layout = check_layout(kind, layout or "", tl.ndim())
+        return tl
+
+    @classmethod
+    def _of_samples(cls, kind: str, data: Sequence[Any], device: str, contiguous: bool) -> TensorList:
+        """A batch of ``data``'s samples; TypeError naming the first sample whose type or number of
+        dimensions differs from the first's."""
+        xp = np if device == "cpu" else _cupy()
+        samples = [xp.asarray(sample) for sample in data]
+        for i, sample in enumerate(samples[1:], 1):
+            if sample.dtype != samples[0].dtype:
+                raise TypeError(f"{kind}: sample {i} has type {sample.dtype}, sample 0 {samples[0].dtype}")
+            if sample.ndim != samples[0].ndim:
+                raise TypeError(f"{kind}: sample {i} has {sample.ndim} dimensions, sample 0 {samples[0].ndim}")
+        if not contiguous:
+            return cls(samples, device)
+        if samples and _uniform(samples):
+            return cls(xp.stack(samples), device)
+        return cls([xp.array(sample) for sample in samples], device)
+
+    @classmethod
+    def broadcast(cls, tensor: Any, num_samples: int, device: str) -> TensorList:
+        """``num_samples`` copies of ``tensor`` as one dense batch, with its layout (DALI's
+        ``TensorListCPU.broadcast``)."""
+        count = operator.index(num_samples)
+        if count < 0:
+            raise ValueError(f"broadcast: the number of samples cannot be negative, got {count}")
+        xp = np if device == "cpu" else _cupy()
+        array = xp.asarray(tensor)
+        return cls(xp.repeat(array[None], count, axis=0), device, getattr(tensor, "_layout", ""))
+
+    def reinterpret(self, new_type: Any) -> None:
+        """The same bytes read as ``new_type`` (a ``types.DALIDataType`` or numpy dtype) of the same
+        element size, in place, as DALI's; ValueError for another size."""
+        if self._dense is not None:
+            self._dense = self._dense.view(reinterpreted_dtype(self._dense.dtype, new_type))
+        elif isinstance(self._samples, Packed):
+            packed = self._samples
+            data = packed.data.view(reinterpreted_dtype(packed.dtype, new_type))
+            self._samples = Packed(data, packed.shapes, packed.offsets)
+        elif self._samples:
+            dtype = reinterpreted_dtype(self._samples[0].dtype, new_type)
+            self._samples = [sample.view(dtype) for sample in self._samples]
 
     def __len__(self) -> int:
         return len(self._dense) if self._dense is not None else len(self._samples)
@@ -251,9 +317,11 @@ def _same_shapes(shapes: Any) -> bool:
     return bool((shapes == shapes[0]).all())
 
 
-def _module_of(array: Any):
-    if is_device_array(array):
-        import cupy
+def _cupy():
+    import cupy
 
-        return cupy
-    return np
+    return cupy
+
+
+def _module_of(array: Any):
+    return _cupy() if is_device_array(array) else np

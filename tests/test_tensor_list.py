@@ -10,7 +10,7 @@ import pytest
 import torch
 
 import raypipe as rp
-from raypipe import fn, types
+from raypipe import fn, tensors, types
 from raypipe.backend import TensorCPU, TensorGPU, TensorListCPU, TensorListGPU
 from raypipe.kernels import launch
 from raypipe.plugin.pytorch import to_torch_type
@@ -194,3 +194,114 @@ def test_set_layout_sets_the_layout_of_the_batch_and_of_a_sample():
     assert sample.layout() == "" and batch.layout() == "CHW"
     with pytest.raises(TypeError, match="a layout is a string"):
         batch.set_layout(3)
+
+
+def _made(tensors):
+    """The batches of DALI's constructor cases made by ``tensors`` (raypipe's or DALI's module)."""
+    dense = np.arange(24, dtype=np.float32).reshape(2, 3, 4)
+    return {
+        "dense": tensors.TensorListCPU(dense, "HW"),
+        "ragged": tensors.TensorListCPU([np.zeros((2, 2), np.uint8), np.ones((3, 1), np.uint8)], "HW"),
+        "uniform list": tensors.TensorListCPU([np.arange(3), np.arange(3) + 10], "X"),
+        "of tensors": tensors.TensorListCPU(
+            [tensors.TensorCPU(np.arange(2), "X"), tensors.TensorCPU(np.arange(3), "X")]
+        ),
+        "of a batch": tensors.TensorListCPU(tensors.TensorListCPU(dense, "HW")),
+        "broadcast": tensors.TensorListCPU.broadcast(tensors.TensorCPU(np.arange(6).reshape(2, 3), "AB"), 3),
+        "dlpack": tensors.TensorListCPU.from_dlpack_list([torch.arange(3), torch.arange(5)], "X"),
+        "empty": tensors.TensorListCPU([]),
+    }
+
+
+def _described(tl):
+    samples = [np.asarray(tl[i]).tolist() for i in range(len(tl))]
+    return len(tl), tl.layout(), [tuple(s) for s in tl.shape()], samples, tl.dtype.name if len(tl) else None
+
+
+def test_dalis_constructors_make_batches_and_tensors():
+    """``TensorListCPU(data, layout)``, ``TensorCPU(array, layout)``, ``broadcast`` and
+    ``from_dlpack_list``, as scripts call them to feed external sources (the values DALI 2.4 gives)."""
+    made = {name: _described(tl) for name, tl in _made(tensors).items()}
+    assert made["dense"][:3] == (2, "HW", [(3, 4), (3, 4)]) and made["dense"][4] == "FLOAT"
+    assert made["ragged"] == (2, "HW", [(2, 2), (3, 1)], [[[0, 0], [0, 0]], [[1], [1], [1]]], "UINT8")
+    assert made["uniform list"] == (2, "X", [(3,), (3,)], [[0, 1, 2], [10, 11, 12]], "INT64")
+    assert made["of tensors"][:3] == (2, "X", [(2,), (3,)]), "the samples' layout when none is given"
+    assert made["of a batch"][:3] == made["dense"][:3]
+    assert made["broadcast"] == (3, "AB", [(2, 3)] * 3, [[[0, 1, 2], [3, 4, 5]]] * 3, "INT64")
+    assert made["dlpack"] == (2, "X", [(3,), (5,)], [[0, 1, 2], [0, 1, 2, 3, 4]], "INT64")
+    assert made["empty"][0] == 0
+    assert all(isinstance(tl, TensorListCPU) and not isinstance(tl, TensorListGPU) for tl in _made(tensors).values())
+    tensor = TensorCPU(np.arange(6).reshape(2, 3), "AB")
+    assert isinstance(tensor, TensorCPU) and tensor.layout() == "AB" and tensor.shape() == [2, 3]
+
+
+def test_dalis_constructors_share_an_array_and_copy_a_list():
+    array = np.arange(6, dtype=np.int32).reshape(2, 3)
+    batch, tensor = TensorListCPU(array), TensorCPU(array[0])
+    samples = [np.arange(3), np.arange(3) + 10]
+    listed = TensorListCPU(samples)
+    viewed = TensorListCPU.from_dlpack_list(samples)  # contiguous=False: views, as DALI's
+    array[0, 0] = samples[0][0] = 99
+    assert batch[0][0] == 99 and tensor[0] == 99
+    assert listed[0][0] == 0 and viewed[0][0] == 99
+
+
+def test_dalis_constructors_match_dalis():
+    dali_tensors = pytest.importorskip("nvidia.dali.tensors")
+    ours, theirs = _made(tensors), _made(dali_tensors)
+    for name in ours:
+        assert _described(ours[name]) == _described(theirs[name]), name
+
+
+@pytest.mark.parametrize(
+    ("make", "error", "message"),
+    [
+        (
+            lambda: TensorListCPU(np.zeros((2, 2)), "AB"),
+            ValueError,
+            "layout 'AB' names 2 dimensions, the samples have 1",
+        ),
+        (lambda: TensorListCPU(np.float32(3)), ValueError, "a 0-dim array is not a batch"),
+        (lambda: TensorListCPU([np.zeros(2, np.uint8), np.zeros(2, np.int16)]), TypeError, "sample 1 has type int16"),
+        (lambda: TensorListCPU([np.zeros(2), np.zeros((2, 1))]), TypeError, "sample 1 has 2 dimensions, sample 0 1"),
+        (lambda: TensorCPU(np.zeros((2, 2)), "HWC"), ValueError, "TensorCPU: layout 'HWC' names 3 dimensions"),
+        (lambda: TensorListCPU(np.zeros((2, 2)), 3), TypeError, "a layout is a string"),
+        (lambda: TensorListCPU.broadcast(TensorCPU(np.zeros(2)), -1), ValueError, "cannot be negative"),
+    ],
+)
+def test_dalis_constructors_refuse_what_dali_refuses(make, error, message):
+    with pytest.raises(error, match=message):
+        make()
+
+
+def test_reinterpret_reads_the_same_bytes_as_another_type_of_the_same_size():
+    for batch in (
+        TensorListCPU(np.arange(8, dtype=np.int32).reshape(2, 4)),
+        TensorListCPU([np.arange(3, dtype=np.int32), np.arange(4, dtype=np.int32)]),
+        TensorList(launch.Packed(np.arange(7, dtype=np.int32), np.array([[3], [4]]), np.array([0, 3])), "cpu"),
+    ):
+        before = [np.asarray(s).tolist() for s in batch]
+        batch.reinterpret(types.FLOAT)
+        assert batch.dtype == types.FLOAT
+        assert [np.asarray(s).view(np.int32).tolist() for s in batch] == before
+        with pytest.raises(ValueError, match="INT64 has 8-byte elements, the data FLOAT 4-byte ones"):
+            batch.reinterpret(types.INT64)
+    tensor = TensorCPU(np.zeros((2, 2)))
+    tensor.reinterpret(types.INT64)
+    assert tensor.dtype == np.int64 and tensor.tolist() == [[0, 0], [0, 0]]
+
+
+def test_a_fed_batch_brings_its_layout_to_what_is_computed_from_it():
+    """As in DALI, ``feed_input`` of a ``TensorListCPU`` with a layout gives the external source that
+    layout, and the outputs computed from it theirs."""
+
+    @rp.pipeline_def(batch_size=2, num_threads=1, device_id=None)
+    def doubled():
+        x = fn.external_source(name="x")
+        return x, x * 2, fn.transpose(x, perm=[1, 0])
+
+    with doubled() as pipe:
+        pipe.feed_input("x", TensorListCPU(np.arange(12, dtype=np.int32).reshape(2, 3, 2), "AB"))
+        fed, twice, swapped = pipe.run()
+    assert (fed.layout(), twice.layout(), swapped.layout()) == ("AB", "AB", "BA")
+    assert np.asarray(twice).tolist() == (np.arange(12).reshape(2, 3, 2) * 2).tolist()
