@@ -39,6 +39,7 @@ class RecordedGraph(Graph):
     def __init__(self):
         super().__init__()
         self.calls: list[_Call] = []
+        self.sinks: list[DataNode] = []  # outputs kept although no pipeline output needs them (add_sink)
         self._depth = 0  # adds in progress: only the outermost is recorded
 
     def add(
@@ -74,6 +75,8 @@ class RecordedGraph(Graph):
             inputs = [mapped(d) for d in call.inputs]
             kwargs = {key: mapped(value) for key, value in call.kwargs.items()}
             made.update(zip(call.outputs, graph.add(call.op_name, inputs, kwargs, call.device)))
+        for sink in self.sinks:
+            made[sink].producer.op.preserve = True
         return tuple(made[d] for d in outputs)
 
 

@@ -58,6 +58,13 @@ class BatchInfo:
         return sum(self.is_pad)
 
 
+def keep(edge: DataNode) -> None:
+    """Keep ``edge``'s operator in the graph although no output needs it (``add_sink``)."""
+    if not isinstance(edge, DataNode):
+        raise TypeError(f"add_sink: the sink must be an operator's output (a DataNode), got {edge!r}")
+    edge.producer.op.preserve = True
+
+
 @dataclass(frozen=True)
 class PipelineSettings:
     """What :meth:`Pipeline.current` gives while a pipeline's graph is being defined: the pipeline's
@@ -80,6 +87,11 @@ class PipelineSettings:
     def max_batch_size(self) -> int:
         """DALI's name for the batch size."""
         return self.batch_size
+
+    @staticmethod
+    def add_sink(edge: DataNode) -> None:
+        """``Pipeline.add_sink`` while the graph is being defined (``Pipeline.current().add_sink``)."""
+        keep(edge)
 
 
 def _sources_of(reader: Any, sample_indices: Sequence[int]) -> Callable[[int], str]:
@@ -166,10 +178,15 @@ class Pipeline:
         self.prefetch_queue_depth = options.prefetch_queue_depth
         self.cpu_queue_depth = options.cpu_queue_depth
         self.gpu_queue_depth = options.gpu_queue_depth
-        self.exec_dynamic = options.exec_dynamic
+        separated = isinstance(prefetch_queue_depth, dict)
+        self.exec_separated = separated  # DALI's: separate CPU and GPU prefetch queues
+        # DALI's dynamic executor is its default where it can run: pipelined, asynchronous, one queue depth
+        default_dynamic = True if exec_pipelined and exec_async and not separated else None
+        self.exec_dynamic = options.exec_dynamic if options.exec_dynamic is not None else default_dynamic
+        self.stream_policy = self.concurrency = None  # only their default is taken
         self.bytes_per_sample = options.bytes_per_sample
         self.set_affinity = options.set_affinity
-        self.max_streams = options.max_streams
+        self.max_streams = -1  # deprecated and unused in DALI, which reports -1 whatever was given
         self.default_cuda_stream_priority = options.default_cuda_stream_priority
         self.enable_memory_stats = options.enable_memory_stats
         self.enable_checkpointing = options.enable_checkpointing
@@ -709,6 +726,39 @@ class Pipeline:
         (batched kernels, per-sample cupy, or the host), each with the start-up check's detail."""
         self.build()
         return copy.deepcopy(self._device_report)
+
+    def add_sink(self, edge: DataNode) -> None:
+        """DALI's: keep the operator that makes ``edge`` running, and what it needs, although no
+        output needs it (as ``preserve=True`` on that operator does)."""
+        keep(edge)
+        if self._records() and self._recorded.owns(edge):
+            self._recorded.sinks.append(edge)
+
+    def enable_api_check(self, enable: bool) -> None:
+        """DALI's switch of its run-time check that ``run()`` and ``schedule_run()`` are not mixed
+        with ``outputs()`` wrongly. raypipe counts scheduled runs in any mix (see
+        :meth:`schedule_run`), so there is nothing to switch; ``enable`` must be a bool."""
+        if not isinstance(enable, bool):
+            raise ArgumentError(f"enable_api_check: enable must be a bool, got {enable!r}")
+
+    def executor_statistics(self) -> dict[str, Any]:
+        """DALI's per-operator memory figures of its older executors: ``{}`` as DALI 2.4's dynamic
+        executor, its default, gives them. raypipe's memory figures are :meth:`memory_stats`
+        (the GPU pool, staging and decoder memory) and its time per operator :meth:`profile`."""
+        return {}
+
+    def external_source_shm_statistics(self) -> dict[str, list[int]]:
+        """DALI's shared-memory figures of the parallel external sources' worker processes:
+        ``capacities`` (bytes) and ``per_sample_capacities``, the most one result of a source's
+        share of a batch took (see :meth:`raypipe.source_workers.SourceWorkerPool.shm_statistics`);
+        empty lists without parallel sources or before their first batch."""
+        pool = self._feeder.pool if self._feeder is not None else None
+        return pool.shm_statistics() if pool is not None else {"capacities": [], "per_sample_capacities": []}
+
+    def output_stream(self) -> Any:
+        """The CUDA stream the GPU stage makes its outputs on (a ``cupy.cuda.Stream``); None where
+        the pipeline runs on the host."""
+        return self.engine.device.compute_stream
 
     def memory_stats(self) -> dict[str, Any]:
         """This pipeline's GPU memory as a plain dict: ``pool_used_mb`` (held by live arrays),

@@ -95,6 +95,8 @@ def dump(arguments: dict[str, Any], calls: Sequence[Any], outputs: Sequence[Data
                     f"serialize: {label} argument {key!r} cannot be serialized: {exc} (a definition keeps values, "
                     "not code, as DALI's does)"
                 ) from None
+        if call.outputs and call.outputs[0].producer.op.preserve:  # also kept by add_sink, which no call records
+            kwargs["preserve"] = True
         encoded_calls.append({"op": call.op_name, "device": call.device, "inputs": inputs, "kwargs": kwargs})
         for k, out in enumerate(call.outputs):
             refs[id(out)] = [index, k]

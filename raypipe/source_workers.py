@@ -89,6 +89,7 @@ class SourceWorkerPool:
         self._discarded: set[int] = set()
         self._scheduled: list[dict[int, list[int]]] = [{} for _ in ops]  # per source: iteration -> task ids
         self._epoch = 0
+        self._largest: dict[tuple[int, int], tuple[int, int]] = {}  # (source, share) -> most bytes, their samples
         self._finalizer = weakref.finalize(self, _shut_down, self._procs, self._conns, self._results)
         _LIVE.add(self)
 
@@ -129,8 +130,22 @@ class SourceWorkerPool:
                     self._discard(tasks_after)
                 scheduled.clear()
             raise StopIteration
+        for share, reply in enumerate(replies):
+            size = _segment_bytes(reply[2])
+            if size > self._largest.get((k, share), (0, 0))[0]:
+                self._largest[k, share] = size, max(len(samples) for samples in reply[2])
         parts = [_read_segment(r[1], r[2]) for r in replies]
         return [[s for part in parts for s in part[o]] for o in range(len(parts[0]))]
+
+    def shm_statistics(self) -> dict[str, list[int]]:
+        """DALI's ``external_source_shm_statistics``: per source and share of a batch a worker
+        computes, the most shared memory one result took (``capacities``, bytes) and that per sample
+        (``per_sample_capacities``). A result's segment is made for it and freed once read."""
+        largest = [self._largest[key] for key in sorted(self._largest)]
+        return {
+            "capacities": [size for size, _ in largest],
+            "per_sample_capacities": [size // max(1, samples) for size, samples in largest],
+        }
 
     def _schedule(self, k: int, iteration: int, first: int) -> list[int]:
         """Send batch ``iteration`` of source ``k`` to the workers; the ids of its tasks."""
@@ -291,6 +306,11 @@ def _write_segment(outputs: Outputs) -> tuple[str, list]:
         layout.append(entries)
     segment.close()
     return segment.name, layout
+
+
+def _segment_bytes(layout: list) -> int:
+    """The bytes of the arrays a segment written by :func:`_write_segment` holds."""
+    return sum(int(np.prod(shape)) * np.dtype(dtype).itemsize for out in layout for _, shape, dtype in out)
 
 
 def _read_segment(name: str, layout: list) -> Outputs:

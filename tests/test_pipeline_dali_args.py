@@ -41,14 +41,26 @@ def reference(jpeg_files):
 @pytest.mark.parametrize(
     "kwargs, attrs",
     [
-        ({"exec_pipelined": False}, {"exec_pipelined": False, "cpu_queue_depth": 1, "gpu_queue_depth": 1}),
-        ({"exec_async": False}, {"exec_async": False, "cpu_queue_depth": 1, "gpu_queue_depth": 1}),
+        # exec_dynamic, exec_separated and max_streams as DALI 2.4 reports them
+        ({}, {"exec_dynamic": True, "exec_separated": False, "concurrency": None, "stream_policy": None}),
+        (
+            {"exec_pipelined": False},
+            {"exec_pipelined": False, "cpu_queue_depth": 1, "gpu_queue_depth": 1, "exec_dynamic": None},
+        ),
+        (
+            {"exec_async": False},
+            {"exec_async": False, "cpu_queue_depth": 1, "gpu_queue_depth": 1, "exec_dynamic": None},
+        ),
         ({"exec_async": True, "prefetch_queue_depth": 3}, {"cpu_queue_depth": 3, "gpu_queue_depth": 3}),
+        (
+            {"prefetch_queue_depth": {"cpu_size": 2, "gpu_size": 3}},
+            {"cpu_queue_size": 2, "gpu_queue_size": 3, "exec_separated": True, "exec_dynamic": None},
+        ),
         ({"exec_dynamic": False}, {"exec_dynamic": False}),
         ({"experimental_exec_dynamic": True}, {"exec_dynamic": True}),
         ({"bytes_per_sample": 1 << 20}, {"bytes_per_sample": 1 << 20}),
         ({"set_affinity": True}, {"set_affinity": True}),
-        ({"max_streams": 4}, {"max_streams": 4}),
+        ({"max_streams": 4}, {"max_streams": -1}),
         ({"default_cuda_stream_priority": -1}, {"default_cuda_stream_priority": -1}),
         ({"enable_memory_stats": True}, {"enable_memory_stats": True}),
         ({"enable_checkpointing": True}, {"enable_checkpointing": True}),
@@ -545,3 +557,66 @@ def test_run_feeds_named_inputs():
             np.testing.assert_array_equal(np.asarray(out), batch[:, :, ::-1])
         with pytest.raises(rp.ArgumentError, match="nowhere"):
             pipe.run(nowhere=batch)
+
+
+def _sinked(files, sink):
+    """A pipeline whose output is a random draw, beside a reader no output needs, kept by ``add_sink``."""
+    pipe = rp.Pipeline(batch_size=2, num_threads=1, device_id=None, seed=3)
+    with pipe:
+        jpegs, _ = fn.readers.file(files=files, name="Kept")
+        if sink:
+            pipe.add_sink(jpegs)
+        pipe.set_outputs(fn.random.uniform(range=[0.0, 1.0]))
+    return pipe
+
+
+def test_add_sink_keeps_an_operator_no_output_needs(jpeg_files):
+    """The reader is kept (the pipeline has it), in a ``with`` block, in a ``pipeline_def`` (``Pipeline.current().add_sink``) and once deserialized."""
+    with _sinked(jpeg_files[:3], sink=False) as pipe:
+        pipe.run()
+        with pytest.raises(rp.PipelineDefinitionError, match="no reader"):
+            pipe.reader_meta()
+
+    @rp.pipeline_def(batch_size=2, num_threads=1, device_id=None, seed=3)
+    def defined():
+        jpegs, _ = fn.readers.file(files=jpeg_files[:3], name="Kept")
+        rp.Pipeline.current().add_sink(jpegs)
+        return fn.random.uniform(range=[0.0, 1.0])
+
+    sinked = _sinked(jpeg_files[:3], sink=True)
+    for pipe in (sinked, defined(), rp.Pipeline.deserialize(sinked.serialize())):
+        with pipe:
+            assert pipe.reader_meta("Kept")["epoch_size"] == 3
+            assert [np.asarray(pipe.run()[0]).shape for _ in range(3)] == [(2,)] * 3
+    with pytest.raises(TypeError, match="must be an operator's output"):
+        rp.Pipeline(batch_size=1, num_threads=1).add_sink(np.zeros(2))
+
+
+def test_dalis_executor_queries_on_the_host(jpeg_files):
+    """``executor_statistics`` is empty as DALI 2.4's default executor gives it, ``output_stream``
+    is None without a GPU stage, and ``enable_api_check`` takes a bool."""
+    with train(jpeg_files[:8], enable_memory_stats=True) as pipe:
+        pipe.run()
+        assert pipe.executor_statistics() == {}
+        assert pipe.output_stream() is None
+        assert pipe.external_source_shm_statistics() == {"capacities": [], "per_sample_capacities": []}
+        pipe.enable_api_check(False)
+        with pytest.raises(rp.ArgumentError, match="enable must be a bool"):
+            pipe.enable_api_check("no")
+
+
+def _ten_floats(info):
+    return np.full(10, info.idx_in_epoch, np.float32)
+
+
+def test_external_source_shm_statistics_give_the_workers_largest_results():
+    """Two workers each compute half of a batch of 4 samples of 40 bytes: 80 bytes per result."""
+
+    @rp.pipeline_def(batch_size=4, num_threads=1, device_id=None, py_num_workers=2, py_start_method="fork")
+    def parallel():
+        return fn.external_source(source=_ten_floats, batch=False, parallel=True)
+
+    with parallel() as pipe:
+        (out,) = pipe.run()
+        assert np.asarray(out)[:, 0].tolist() == [0, 1, 2, 3]
+        assert pipe.external_source_shm_statistics() == {"capacities": [80, 80], "per_sample_capacities": [40, 40]}
