@@ -571,7 +571,8 @@ def _sinked(files, sink):
 
 
 def test_add_sink_keeps_an_operator_no_output_needs(jpeg_files):
-    """The reader is kept (the pipeline has it), in a ``with`` block, in a ``pipeline_def`` (``Pipeline.current().add_sink``) and once deserialized."""
+    """The reader is kept (the pipeline has it), in a ``with`` block, in a ``pipeline_def``
+    (``Pipeline.current().add_sink``) and once deserialized."""
     with _sinked(jpeg_files[:3], sink=False) as pipe:
         pipe.run()
         with pytest.raises(rp.PipelineDefinitionError, match="no reader"):

@@ -85,7 +85,9 @@ def check_position(op: str, name: str, value: Any) -> float:
 
 
 def _crop_size(crop: Any, crop_d: Any, crop_h: Any, crop_w: Any) -> tuple[int, ...]:
-    """``(h, w)``, or ``(d, h, w)`` for a 3-D crop (three values, or ``crop_d``)."""
+    """``(h, w)``, or ``(d, h, w)`` for a 3-D crop (three values, or ``crop_d``; 0 is not set, as in DALI)."""
+    if crop_d is not None and not isinstance(crop_d, bool) and crop_d == 0:
+        crop_d = None
     if crop is not None and (crop_d is not None or crop_h is not None or crop_w is not None):
         raise ArgumentError("crop: give either crop=(h, w) / (d, h, w) or crop_h and crop_w (and crop_d), not both")
     if crop is None:
@@ -122,7 +124,7 @@ def spatial_axes(layout: str, ndim: int) -> dict[str, int]:
 @register
 class Crop(Operator):
     """Cut a ``crop`` = (h, w) window out of images (HWC, CHW or HW), or a (d, h, w) window out of
-    volumes (DHWC or CDHW), the axes named by the input's layout.
+    volumes (DHWC or CDHW; an (h, w) one keeps their depth), the axes named by the input's layout.
 
     The window's anchor follows :func:`crop_window` along each axis (``crop_pos_z`` for depth). A
     window larger than the sample is an error naming both sizes unless ``out_of_bounds_policy="pad"``,
@@ -213,7 +215,7 @@ class Crop(Operator):
         axes = spatial_axes(self.layout, image.ndim)
         size = self._sample_size(args)
         names = "DHW"[3 - len(size) :]
-        if set(names) != set(axes):
+        if not set(names) <= set(axes):  # a 2-D crop of a volume keeps its depth, as DALI's
             kind = "a 3-D (d, h, w)" if len(size) == 3 else "a 2-D (h, w)"
             raise ValueError(f"crop: {kind} crop does not fit a sample of shape {tuple(image.shape)}")
         positions = {"D": "crop_pos_z", "H": "crop_pos_y", "W": "crop_pos_x"}

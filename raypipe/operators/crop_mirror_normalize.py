@@ -3,7 +3,9 @@
 ``out = (in - mean) / std * scale + shift``, converted to ``dtype`` (rounded and
 saturated for integer types) and written as ``output_layout`` ("CHW", DALI's default,
 or "HWC"). Sequences of frames (``FHWC``) take one window and one mirror flag per sample for all
-their frames and are written as "FCHW", "FHWC" or "CFHW", as DALI's. This is the last step of
+their frames and are written as "FCHW", "FHWC" or "CFHW", as DALI's. Volumes (``DHWC``) are cut
+along depth too (``crop_d``, ``crop_pos_z``), then go as sequences of their depth slices, written
+as "DHWC", "CDHW" or "DCHW". This is the last step of
 every ImageNet training pipeline, so the host path reads the input exactly once: crop and mirror
 are slicing views, the layout change is a transposed view, and ``np.subtract`` writes the float32
 result straight into the output buffer, which is then scaled in place (about 8x faster than the
@@ -25,7 +27,7 @@ from ..operator import Operator, Schema, as_scalar, check_number, register
 from ..types import FLOAT, DALIDataType, DALIImageType
 from .batch_args import batch_values
 from .cast import parse_dtype, saturate_cast
-from .crop import check_position, check_rounding, crop_anchors, crop_window
+from .crop import anchor, check_position, check_rounding, crop_anchors, crop_window
 from .frames import as_frames, as_sequences, per_frame
 
 _OP = "crop_mirror_normalize"
@@ -33,6 +35,8 @@ _POLICIES = ("error", "pad", "trim_to_shape")
 _LAYOUTS = ("CHW", "HWC")
 #: the output layouts of a sequence (``FHWC`` input), each with the layout of its frames
 _SEQUENCE_LAYOUTS = {"FCHW": "CHW", "FHWC": "HWC", "CFHW": "CHW"}
+#: the output layouts of a volume (``DHWC`` input), each with the sequence layout it is made as
+_VOLUME_LAYOUTS = {"DCHW": "FCHW", "DHWC": "FHWC", "CDHW": "CFHW"}
 
 
 def _uniform_rank(batch: Any) -> bool:
@@ -42,17 +46,20 @@ def _uniform_rank(batch: Any) -> bool:
     return len({sample.ndim for sample in batch}) == 1
 
 
-def _crop_size(crop: Any) -> tuple[int, int]:
-    """``(height, width)`` from a pair of sizes, fractional ones truncated, as DALI's."""
+def _crop_size(crop: Any) -> tuple[int, ...]:
+    """``(height, width)`` or ``(depth, height, width)`` from two or three sizes, fractional ones
+    truncated, as DALI's."""
     if (
         not isinstance(crop, Sequence)
-        or len(crop) != 2
+        or len(crop) not in (2, 3)
         or not all(
             isinstance(v, (int, float, np.integer, np.floating)) and not isinstance(v, bool) and v >= 1 for v in crop
         )
     ):
-        raise ArgumentError(f"{_OP}: crop must be a pair of positive ints (height, width), got {crop!r}")
-    return int(crop[0]), int(crop[1])
+        raise ArgumentError(
+            f"{_OP}: crop must be two positive ints (height, width) or three (depth, height, width), got {crop!r}"
+        )
+    return tuple(int(v) for v in crop)
 
 
 def channel_values(name: str, value: Any, op: str = _OP) -> np.ndarray:
@@ -81,9 +88,10 @@ def _padded_channels_of(channels: np.ndarray) -> np.ndarray:
 class CropMirrorNormalize(Operator):
     """Crop to ``crop`` (h, w) at ``crop_pos_x``/``crop_pos_y``, flip horizontally when
     ``mirror``, compute ``(in - mean) / std * scale + shift`` and write ``dtype`` in
-    ``output_layout``; ``pad_output`` pads the channels with zeros to a power of two."""
+    ``output_layout``; ``pad_output`` pads the channels with zeros to a power of two. A volume's
+    window is ``crop_d`` deep at ``crop_pos_z`` (images ignore both, as DALI's)."""
 
-    schema = Schema(_OP, devices=("cpu", "gpu"), arg_inputs=("mirror", "crop_pos_x", "crop_pos_y"))
+    schema = Schema(_OP, devices=("cpu", "gpu"), arg_inputs=("mirror", "crop_pos_x", "crop_pos_y", "crop_pos_z"))
 
     def configure(
         self,
@@ -92,6 +100,8 @@ class CropMirrorNormalize(Operator):
         crop_w: int | None = None,
         crop_pos_x: float = 0.5,
         crop_pos_y: float = 0.5,
+        crop_d: int | None = None,
+        crop_pos_z: float = 0.5,
         mirror: int = 0,
         mean: float | Sequence[float] = 0.0,
         std: float | Sequence[float] = 1.0,
@@ -117,14 +127,20 @@ class CropMirrorNormalize(Operator):
         if image_type is not None and not isinstance(image_type, DALIImageType):
             raise ArgumentError(f"{_OP}: image_type must be a types.DALIImageType, got {image_type!r}")
         dtype = dtype if dtype is not None else output_dtype if output_dtype is not None else FLOAT
+        crop_d = None if crop_d is None or (not isinstance(crop_d, bool) and crop_d == 0) else crop_d  # 0: not set
         if crop_h is not None or crop_w is not None:
             if crop is not None or crop_h is None or crop_w is None:
                 raise ArgumentError(f"{_OP}: give crop=(h, w) or both crop_h and crop_w, not a mix")
-            crop = (crop_h, crop_w)
-        self.crop = None if crop is None else _crop_size(crop)
+            crop = (crop_h, crop_w) if crop_d is None else (crop_d, crop_h, crop_w)
+        elif crop_d is not None:
+            raise ArgumentError(f"{_OP}: crop_d needs crop_h and crop_w (or crop=(d, h, w))")
+        sizes = None if crop is None else _crop_size(crop)
+        self.crop = None if sizes is None else sizes[-2:]
+        self.crop_d = sizes[0] if sizes is not None and len(sizes) == 3 else None
         self.rounding = check_rounding(_OP, rounding)
         self.crop_pos_x = check_position(_OP, "crop_pos_x", crop_pos_x)
         self.crop_pos_y = check_position(_OP, "crop_pos_y", crop_pos_y)
+        self.crop_pos_z = check_position(_OP, "crop_pos_z", crop_pos_z)
         if mirror not in (0, 1):
             raise ArgumentError(f"{_OP}: mirror must be 0 or 1, got {mirror!r}")
         self.mirror = bool(mirror)
@@ -136,13 +152,16 @@ class CropMirrorNormalize(Operator):
             raise ArgumentError(f"{_OP}: mean has {mean.size} values but std has {std.size}")
         self.shift = check_number(_OP, "shift", shift)
         self.dtype = parse_dtype(_OP, "dtype", dtype)
-        if output_layout not in (*_LAYOUTS, *_SEQUENCE_LAYOUTS):
+        if output_layout not in (*_LAYOUTS, *_SEQUENCE_LAYOUTS, *_VOLUME_LAYOUTS):
             raise ArgumentError(
-                f"{_OP}: output_layout must be one of {(*_LAYOUTS, *_SEQUENCE_LAYOUTS)}, got {output_layout!r}"
+                f"{_OP}: output_layout must be one of {(*_LAYOUTS, *_SEQUENCE_LAYOUTS, *_VOLUME_LAYOUTS)}, "
+                f"got {output_layout!r}"
             )
-        self.layout = output_layout
-        self.frame_layout = _SEQUENCE_LAYOUTS.get(output_layout, output_layout)  # what _normalize writes per image
-        self.sequence = output_layout in _SEQUENCE_LAYOUTS
+        self.declared_layout = output_layout
+        self.volume = output_layout in _VOLUME_LAYOUTS  # made as a sequence of its depth slices
+        self.layout = _VOLUME_LAYOUTS.get(output_layout, output_layout)
+        self.frame_layout = _SEQUENCE_LAYOUTS.get(self.layout, self.layout)  # what _normalize writes per image
+        self.sequence = self.layout in _SEQUENCE_LAYOUTS
         channel_shape = (-1, 1, 1) if self.frame_layout == "CHW" else (-1,)
         self.mean = mean.reshape(channel_shape)
         self.inv_std = (np.float64(check_number(_OP, "scale", scale)) / std).astype(np.float32).reshape(channel_shape)
@@ -154,18 +173,32 @@ class CropMirrorNormalize(Operator):
         self._identity = not self.shift and not np.any(self.mean) and bool(np.all(self.inv_std == 1))
 
     def output_layout(self, input_layouts: Sequence[str]) -> str:
-        """``output_layout``; a sequence (``FHWC``) needs one with ``F``, an image one without, as DALI."""
+        """``output_layout``; a sequence (``FHWC``) needs one with ``F``, a volume (``DHWC``) one
+        with ``D``, an image one without, as DALI."""
         given = input_layouts[0] if input_layouts else ""
+        for kind, layout, allowed, ours in (
+            ("a sequence", "FHWC", _SEQUENCE_LAYOUTS, self.sequence and not self.volume),
+            ("a volume", "DHWC", _VOLUME_LAYOUTS, self.volume),
+        ):
+            if given == layout and not ours:
+                raise ArgumentError(
+                    f"{_OP}: the input is {kind} ({given}): output_layout must be one of {tuple(allowed)}, "
+                    f"got {self.declared_layout!r}"
+                )
+            if given and given != layout and ours:
+                raise ArgumentError(
+                    f"{_OP}: output_layout {self.declared_layout!r} needs {layout} input, got layout {given!r}"
+                )
         if given.startswith("F") and not self.sequence:
             raise ArgumentError(
                 f"{_OP}: the input is a sequence ({given}): output_layout must be one of {tuple(_SEQUENCE_LAYOUTS)}, "
-                f"got {self.layout!r}"
+                f"got {self.declared_layout!r}"
             )
-        if given and given != "FHWC" and self.sequence:
-            raise ArgumentError(f"{_OP}: output_layout {self.layout!r} needs FHWC sequences, got layout {given!r}")
-        return self.layout
+        return self.declared_layout
 
     def compute(self, xp: ModuleType, inputs, args, ctx) -> Any:
+        if self.volume:
+            return self._volume(xp, inputs[0], args)
         if self.policy != "error" and not self._fits(inputs[0], args):
             return self._out_of_bounds(xp, inputs[0], args)
         if self.sequence:
@@ -173,11 +206,50 @@ class CropMirrorNormalize(Operator):
         return self._normalize(xp, self._crop(inputs[0], args)[None], 0 if self._mirrored(args) else 1)[0]
 
     def run_sample(self, inputs, args, ctx) -> np.ndarray:
+        if self.volume:
+            return self._volume(np, inputs[0], args)
         if self.policy != "error" and not self._fits(inputs[0], args):
             return self._out_of_bounds(np, inputs[0], args)
         if self.sequence:
             return self._sequence(np, inputs[0], args)
         return self.run_sample_into(inputs, args, ctx, lambda shape, dtype: None)
+
+    def _volume(self, xp: ModuleType, volume: Any, args: dict[str, Any]) -> Any:
+        """One ``DHWC`` sample: its depth window's slices as a sequence (:meth:`_sequence`, or
+        :meth:`_out_of_bounds` for a window outside them across), with ``"pad"``'s fill slices
+        before and after where the window is deeper than the volume."""
+        if volume.ndim != 4 or not volume.shape[0]:
+            raise ValueError(f"{_OP}: expects DHWC volumes, got a sample of shape {tuple(volume.shape)}")
+        depth = volume.shape[0]
+        z0, deep = 0, depth
+        if self.crop_d is not None:
+            deep = self.crop_d
+            pos_z = check_position(_OP, "crop_pos_z", as_scalar(args.get("crop_pos_z", self.crop_pos_z)))
+            z0 = anchor(pos_z, depth - deep, self.rounding)
+            if deep > depth and self.policy == "error":
+                raise ValueError(
+                    f"{_OP}: crop depth {deep} exceeds the volume's {depth} (out_of_bounds_policy='pad' or "
+                    "'trim_to_shape' take it)"
+                )
+        front, back = max(z0, 0), min(z0 + deep, depth)
+        inside = volume[front:back]
+        if self.policy != "error" and not self._fits(inside, args):
+            out = self._out_of_bounds(xp, inside, args)
+        else:
+            out = self._sequence(xp, inside, args)
+        if self.policy != "pad" or (front - z0, z0 + deep - back) == (0, 0):
+            return out
+        axis = 1 if self.layout == "CFHW" else 0  # where the depth slices lie in the output
+        channel_axis = self.layout.index("C")
+        fill = xp.asarray(
+            self._fill(out.shape[channel_axis]).reshape([-1 if a == channel_axis else 1 for a in range(4)])
+        )
+        pads = []
+        for count in (front - z0, z0 + deep - back):
+            shape = list(out.shape)
+            shape[axis] = count
+            pads.append(xp.broadcast_to(fill, shape))
+        return xp.concatenate([pads[0], out, pads[1]], axis=axis)
 
     def _sequence(self, xp: ModuleType, frames: Any, args: dict[str, Any]) -> Any:
         """One ``FHWC`` sample: every frame through the sample's window and mirror flag."""
@@ -236,6 +308,8 @@ class CropMirrorNormalize(Operator):
         """
         if self.policy != "error" and not self._all_fit(inputs[0], args):
             return Operator.run_batch(self, xp, inputs, args, ctxs)
+        if self.volume:
+            return self._volume_batch(xp, inputs, args, ctxs)
         if self.sequence:
             return self._sequence_batch(xp, inputs, args, ctxs)
         batch = inputs[0]
@@ -274,22 +348,50 @@ class CropMirrorNormalize(Operator):
             out_channels,
         )
 
-    def _sequence_batch(self, xp: ModuleType, inputs, args, ctxs) -> Any:
-        """FHWC sequences: every frame of the batch through the fused kernel at once, each with its
-        sample's window and mirror flag (FCHW and FHWC outputs), else sample by sample."""
+    def _volume_batch(self, xp: ModuleType, inputs, args, ctxs) -> Any:
+        """DHWC volumes: each one's depth window (a view), then all their slices as sequences
+        through the fused kernel at once where it takes them (:meth:`_sequence_batch`), else sample
+        by sample (also where a window is deeper than its volume)."""
         batch = inputs[0]
+        if not self._frames_fuse(xp, batch):
+            return Operator.run_batch(self, xp, inputs, args, ctxs)
+        volumes = batch.samples() if isinstance(batch, launch.Packed) else list(batch)
+        depths = launch.shapes_of(batch)[:, 0]
+        if self.crop_d is None:
+            starts, deep = np.zeros_like(depths), depths
+        else:
+            if (depths < self.crop_d).any():
+                return Operator.run_batch(self, xp, inputs, args, ctxs)
+            pos_z = self._positions(args, "crop_pos_z", self.crop_pos_z, len(depths))
+            starts = np.array(
+                [anchor(p, d - self.crop_d, self.rounding) for p, d in zip(pos_z.tolist(), depths.tolist())]
+            )
+            deep = np.full_like(depths, self.crop_d)
+        windows = [v[z : z + d] for v, z, d in zip(volumes, starts.tolist(), deep.tolist())]
+        return self._sequence_batch(xp, [windows, *inputs[1:]], args, ctxs)
+
+    def _frames_fuse(self, xp: ModuleType, batch: Any) -> bool:
+        """Whether the fused kernel takes ``batch``'s samples as sequences of frames."""
         shapes = launch.shapes_of(batch) if _uniform_rank(batch) else None
         dtype = launch.uniform_dtype(batch)
-        if (
+        return not (
             self.layout == "CFHW"
             or shapes is None
             or shapes.shape[1] != 4
+            or not shapes[:, 0].all()
             or dtype is None
             or dtype.kind not in "iuf"
             or launch.store_rule(self.dtype) is None
             or not launch.available(xp, 2 * launch.elements(batch))
-        ):
+        )
+
+    def _sequence_batch(self, xp: ModuleType, inputs, args, ctxs) -> Any:
+        """FHWC sequences: every frame of the batch through the fused kernel at once, each with its
+        sample's window and mirror flag (FCHW and FHWC outputs), else sample by sample."""
+        batch = inputs[0]
+        if not self._frames_fuse(xp, batch):
             return super().run_batch(xp, inputs, args, ctxs)
+        shapes = launch.shapes_of(batch)
         for c in np.unique(shapes[:, 3]).tolist():
             self._check_channels(c)
         frames, counts = as_frames(xp, batch, _OP)
@@ -418,12 +520,7 @@ class CropMirrorNormalize(Operator):
         else:
             chw = self.frame_layout == "CHW"
             out_channels = inner.shape[1] if chw else inner.shape[3]
-            if self.fill_values.size not in (1, out_channels):
-                raise ValueError(
-                    f"{_OP}: fill_values has {self.fill_values.size} values for an output of {out_channels} channels "
-                    "(one, or one per output channel: pad_output's added ones too)"
-                )
-            fill = saturate_cast(np, np.broadcast_to(self.fill_values, (out_channels,)).copy(), self.dtype)
+            fill = self._fill(out_channels)
             shape = (len(frames), out_channels, crop_h, crop_w) if chw else (len(frames), crop_h, crop_w, out_channels)
             out = xp.empty(shape, self.dtype)
             out[...] = xp.asarray(fill.reshape((-1, 1, 1) if chw else (-1,)))
@@ -437,6 +534,16 @@ class CropMirrorNormalize(Operator):
         if sample.ndim == 3:
             return out[0]
         return xp.ascontiguousarray(out.transpose(1, 0, 2, 3)) if self.layout == "CFHW" else out
+
+    def _fill(self, out_channels: int) -> np.ndarray:
+        """``fill_values`` for each of ``out_channels`` output channels in the output type; ValueError
+        unless there is one value or one per channel."""
+        if self.fill_values.size not in (1, out_channels):
+            raise ValueError(
+                f"{_OP}: fill_values has {self.fill_values.size} values for an output of {out_channels} channels "
+                "(one, or one per output channel: pad_output's added ones too)"
+            )
+        return saturate_cast(np, np.broadcast_to(self.fill_values, (out_channels,)).copy(), self.dtype)
 
     def _check_channels(self, channels: int) -> None:
         """Raise a ValueError unless ``mean`` and ``std`` fit an image of ``channels`` channels."""

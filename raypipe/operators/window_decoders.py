@@ -66,20 +66,22 @@ class _WindowDecoder(_Decoder):
         ]
 
 
-def crop_size(op: str, crop: Any, crop_h: Any, crop_w: Any) -> tuple[int, int]:
-    """``(h, w)`` from ``crop`` (a pair, as DALI requires) or ``crop_h`` and ``crop_w``."""
-    if crop is not None and (crop_h is not None or crop_w is not None):
-        raise ArgumentError(f"{op}: give either crop=(h, w) or crop_h and crop_w, not both")
+def crop_size(op: str, crop: Any, crop_h: Any, crop_w: Any, crop_d: Any = None, depth: bool = False) -> tuple[int, int]:
+    """``(h, w)`` from ``crop`` (a pair; with ``depth``, also DALI's (d, h, w), whose depth an image
+    does not have) or ``crop_h`` and ``crop_w``; ``crop_d`` goes with those (0 is not set)."""
+    if crop is not None and (crop_h is not None or crop_w is not None or crop_d):
+        raise ArgumentError(f"{op}: give either crop=(h, w) or crop_h and crop_w (and crop_d), not both")
     if crop is None:
         if crop_h is None or crop_w is None:
             raise ArgumentError(f"{op}: give crop=(h, w), or both crop_h and crop_w")
         crop = (crop_h, crop_w)
     sizes = tuple(crop) if isinstance(crop, (list, tuple, np.ndarray)) else ()
-    if len(sizes) != 2 or any(
+    if len(sizes) not in ((2, 3) if depth else (2,)) or any(
         isinstance(s, bool) or not isinstance(s, (int, float, np.integer, np.floating)) or int(s) < 1 for s in sizes
     ):
-        raise ArgumentError(f"{op}: crop must be a pair of positive sizes (h, w), got {crop!r}")
-    return int(sizes[0]), int(sizes[1])
+        triple = " or a triple (d, h, w)" if depth else ""
+        raise ArgumentError(f"{op}: crop must be a pair of positive sizes (h, w){triple}, got {crop!r}")
+    return int(sizes[-2]), int(sizes[-1])
 
 
 @register
@@ -101,13 +103,18 @@ class ImageCropDecoder(_WindowDecoder):
         use_fast_idct: bool = False,
         adjust_orientation: bool | None = None,
         rounding: str = "round",
+        crop_d: float | None = None,
+        crop_pos_z: float = 0.5,
         **hints: Any,
     ) -> None:
+        """``crop_d`` and ``crop_pos_z`` (a volume's depth window in DALI's schema) are validated;
+        an image has no depth, so they change nothing, as in DALI."""
         self._configure_common(output_type, on_error, use_fast_idct, adjust_orientation, hints)
         self.rounding = check_rounding(self.schema.name, rounding)
-        self.crop_h, self.crop_w = crop_size(self.schema.name, crop, crop_h, crop_w)
+        self.crop_h, self.crop_w = crop_size(self.schema.name, crop, crop_h, crop_w, crop_d, depth=True)
         self.crop_pos_x = check_position(self.schema.name, "crop_pos_x", crop_pos_x)
         self.crop_pos_y = check_position(self.schema.name, "crop_pos_y", crop_pos_y)
+        check_position(self.schema.name, "crop_pos_z", crop_pos_z)
 
     def place(self, width: int, height: int, inputs: Sequence[Any], args: dict[str, Any]) -> Window:
         pos = {

@@ -125,3 +125,22 @@ def test_jpegs_on_the_gpu_match_the_host(cp, jpeg_images):
         assert isinstance(out, cp.ndarray) and out.dtype == dtype
         for i, image in enumerate(jpeg_images):
             assert_within_tolerance(to_host(out[i]), op.run_sample([image], per_sample(args, i), ctxs[i]))
+
+
+@pytest.mark.parametrize("layout", ["CDHW", "DHWC", "DCHW"])
+def test_volumes_go_through_the_fused_kernel_with_each_samples_depth_window(xp, monkeypatch, layout):
+    """DHWC volumes of different depths: each one's depth window (``crop_pos_z`` per sample), then
+    every slice of the batch in one launch (the run on the host checks the values)."""
+    from raypipe.kernels import crop_mirror_normalize as kernels
+
+    rng = np.random.default_rng(5)
+    volumes = [rng.integers(0, 256, (d, 7 + d, 9, 3), dtype=np.uint8) for d in (4, 6, 5)]
+    launches = []
+    fused = kernels.crop_mirror_normalize_batch
+    monkeypatch.setattr(kernels, "crop_mirror_normalize_batch", lambda *a, **k: launches.append(a[1]) or fused(*a, **k))
+    op = CropMirrorNormalize("gpu", 0, crop=(3, 5, 4), mean=MEAN, std=STD, output_layout=layout, dtype=np.float16)
+    args = {**ARGS, "crop_pos_z": [np.array(p, np.float32) for p in (0.0, 1.0, 0.4)]}
+    got = _check(xp, op, volumes, args)
+    assert [g.shape for g in got] == [tuple({"C": 3, "D": 3, "H": 5, "W": 4}[a] for a in layout)] * 3
+    # one launch for the 9 slices of the batch (the channel-first CDHW goes sample by sample, as CFHW does)
+    assert [len(frames) for frames in launches] == ([] if layout == "CDHW" else [9])

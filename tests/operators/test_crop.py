@@ -244,9 +244,9 @@ def test_per_sample_depth_position(ours):
         np.testing.assert_array_equal(got, volume[z0 : z0 + 2])
 
 
-def test_a_2d_crop_of_a_volume_and_a_3d_crop_of_an_image_are_named(ours):
-    with pytest.raises(rp.SampleError, match=r"a 2-D \(h, w\) crop does not fit a sample of shape \(6, 9, 11, 2\)"):
-        ours([VOLUME_DHWC], lambda x: fn.crop(x, crop=(3, 4)), "DHWC")
+def test_a_3d_crop_of_an_image_is_named(ours, images):
+    with pytest.raises(rp.SampleError, match=r"a 3-D \(d, h, w\) crop does not fit a sample of shape"):
+        ours(images[:1], lambda x: fn.crop(x, crop=(3, 4, 5)), "HWC")
     with pytest.raises(rp.ArgumentError, match="crop: dtype and its deprecated alias output_dtype cannot be used"):
         Crop("cpu", 0, crop=(2, 2), dtype=types.FLOAT, output_dtype=types.FLOAT)
     with pytest.raises(rp.ArgumentError, match="crop: image_type must be a types.DALIImageType"):
@@ -303,3 +303,18 @@ def test_an_unknown_rounding_is_named(ours, op):
     image = np.zeros((6, 6, 3), np.uint8)
     with pytest.raises(rp.ArgumentError, match=f"{op}: rounding must be one of"):
         ours([image], lambda x: getattr(fn, op)(x, crop=(2, 2), rounding="floor", **extra), "HWC")
+
+
+@pytest.mark.parametrize(
+    ("build", "expected"),
+    [
+        # crop_d=0 is not set, as in DALI; anchors round(0.5 * 5) = 3 (2.5 away from zero), round(0.5 * 6) = 3
+        (lambda x, fn, types: fn.crop(x, crop_h=4, crop_w=5, crop_d=0), VOLUME_DHWC[:, 3:7, 3:8]),
+        (lambda x, fn, types: fn.crop(x, crop_h=4, crop_w=5, crop_pos_x=0.2), VOLUME_DHWC[:, 3:7, 1:6]),
+    ],
+)
+def test_a_2d_window_of_a_volume_keeps_its_depth(ours, dali, build, expected):
+    mine = ours([VOLUME_DHWC], lambda x: build(x, fn, types), "DHWC")
+    np.testing.assert_array_equal(mine[0][0][0], expected)
+    theirs = dali([VOLUME_DHWC], build, "DHWC")
+    np.testing.assert_array_equal(mine[0][0][0], theirs[0][0][0])

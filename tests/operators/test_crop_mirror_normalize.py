@@ -167,8 +167,10 @@ def test_mean_length_must_match_channels(jpeg_files):
 @pytest.mark.parametrize(
     ("kwargs", "match"),
     [
-        ({"crop": (224,)}, "crop must be a pair of positive ints"),
-        ({"crop": (0, 10)}, "crop must be a pair of positive ints"),
+        ({"crop": (224,)}, r"crop must be two positive ints \(height, width\) or three"),
+        ({"crop": (0, 10)}, "crop must be two positive ints"),
+        ({"crop_d": 3}, "crop_d needs crop_h and crop_w"),
+        ({"crop_pos_z": -0.5}, r"crop_pos_z must be in \[0, 1\]"),
         ({"crop_pos_x": 1.5}, r"crop_pos_x must be in \[0, 1\]"),
         ({"crop_pos_y": "top"}, "crop_pos_y must be a number"),
         ({"mirror": 2}, "mirror must be 0 or 1"),
@@ -362,3 +364,109 @@ def test_fractional_crop_sizes_are_truncated_as_dali(ours, dali):
     mine = ours([image], lambda x: build(x, fn, types), "HWC")
     assert mine[0][0][0].shape == theirs[0][0][0].shape == (20, 30, 3)
     np.testing.assert_array_equal(mine[0][0][0], theirs[0][0][0])
+
+
+_RNG = np.random.default_rng(4)
+VOLUMES = [_RNG.integers(0, 256, (6, 5, 4, 3), dtype=np.uint8), _RNG.integers(0, 256, (7, 6, 5, 3), dtype=np.uint8)]
+
+
+def volume_reference(volume, crop=None, pos=(0.5, 0.5, 0.5), mirror=False, mean=0.0, std=1.0, layout="CDHW"):
+    """A (d, h, w) window at ``round(pos * (size - crop))`` per axis (pos as (z, y, x)), flipped
+    along the width, normalized in float64 and laid out as ``layout``."""
+    if crop is not None:
+        starts = [math.floor(p * (n - c) + 0.5) for p, n, c in zip(pos, volume.shape[:3], crop)]
+        volume = volume[tuple(slice(s, s + c) for s, c in zip(starts, crop))]
+    if mirror:
+        volume = volume[:, :, ::-1]
+    out = (volume.astype(np.float64) - np.asarray(mean, np.float64)) / np.asarray(std, np.float64)
+    return out.transpose(["DHWC".index(axis) for axis in layout])
+
+
+VOLUME_CASES = [
+    ({"crop_d": 3, "crop_h": 2, "crop_w": 2, "output_layout": "CDHW"}, {"crop": (3, 2, 2)}),
+    (
+        {"crop": (3, 2, 2), "crop_pos_z": 0.0, "crop_pos_x": 1.0, "output_layout": "DHWC"},
+        {"crop": (3, 2, 2), "pos": (0.0, 0.5, 1.0), "layout": "DHWC"},
+    ),
+    (
+        {"crop_d": 4, "crop_h": 3, "crop_w": 2, "mirror": 1, "output_layout": "DCHW", "mean": [1, 2, 3], "std": 2},
+        {"crop": (4, 3, 2), "mirror": True, "mean": [1, 2, 3], "std": 2, "layout": "DCHW"},
+    ),
+    ({"crop_h": 2, "crop_w": 3, "crop_pos_z": 0.9, "output_layout": "CDHW"}, {"crop": None}),  # no depth window
+    ({"output_layout": "CDHW", "mirror": 1}, {"mirror": True}),
+]
+
+
+@pytest.mark.parametrize("device", ["cpu", "gpu"])
+@pytest.mark.parametrize(("args", "expected"), VOLUME_CASES)
+def test_volumes_are_cut_in_depth_too_as_dalis(ours, device, args, expected):
+    """DHWC volumes: a (d, h, w) window (``crop_d``, ``crop_pos_z``), mirrored along the width,
+    normalized and written as CDHW, DHWC or DCHW, on both devices (DALI 2.4 gives these values)."""
+    mine = ours(VOLUMES, lambda x: fn.crop_mirror_normalize(x.gpu() if device == "gpu" else x, **args), "DHWC")
+    assert mine[0][1] == args["output_layout"]
+    for volume, out in zip(VOLUMES, mine[0][0], strict=True):
+        if expected.get("crop", 0) is None:  # 2-D window: the whole depth
+            reference = volume_reference(volume[:, :, :, :], crop=(volume.shape[0], 2, 3), pos=(0.5, 0.5, 0.5))
+        else:
+            reference = volume_reference(volume, **expected)
+        assert out.dtype == np.float32
+        np.testing.assert_allclose(out, reference, rtol=1e-6, atol=1e-5)
+
+
+@pytest.mark.parametrize(("args", "expected"), VOLUME_CASES)
+def test_volumes_against_dali(ours, dali, args, expected):
+    theirs = dali(VOLUMES, lambda x, f, t: f.crop_mirror_normalize(x, **args), "DHWC")
+    mine = ours(VOLUMES, lambda x: fn.crop_mirror_normalize(x, **args), "DHWC")
+    assert mine[0][1] == theirs[0][1]
+    for their, my in zip(theirs[0][0], mine[0][0], strict=True):
+        np.testing.assert_array_equal(my, their)
+
+
+@pytest.mark.parametrize("device", ["cpu", "gpu"])
+def test_a_window_deeper_than_the_volume_pads_trims_or_fails(ours, device):
+    def run(**args):
+        return ours(
+            VOLUMES,
+            lambda x: fn.crop_mirror_normalize(
+                x.gpu() if device == "gpu" else x, crop_d=9, crop_h=2, crop_w=2, output_layout="CDHW", **args
+            ),
+            "DHWC",
+        )[0][0]
+
+    padded = run(out_of_bounds_policy="pad", fill_values=[7, 8, 9])
+    trimmed = run(out_of_bounds_policy="trim_to_shape")
+    for volume, pad, trim in zip(VOLUMES, padded, trimmed, strict=True):
+        depth = volume.shape[0]
+        inside = volume_reference(volume, crop=(depth, 2, 2))
+        np.testing.assert_allclose(trim, inside, rtol=1e-6)
+        before = math.floor(0.5 * (9 - depth) + 0.5)  # the window's start is -before: round(0.5 * (depth - 9))
+        assert pad.shape == (3, 9, 2, 2)
+        np.testing.assert_allclose(pad[:, before : before + depth], inside, rtol=1e-6)
+        fill = np.array([7, 8, 9], np.float32).reshape(3, 1, 1, 1)
+        np.testing.assert_array_equal(pad[:, :before], np.broadcast_to(fill, (3, before, 2, 2)))
+        np.testing.assert_array_equal(pad[:, before + depth :], np.broadcast_to(fill, (3, 9 - before - depth, 2, 2)))
+    with pytest.raises(rp.SampleError, match="crop depth 9 exceeds the volume's 6"):
+        run()
+
+
+def test_images_ignore_the_depth_window_as_dalis(ours):
+    images = [volume[0] for volume in VOLUMES]
+    plain = ours(images, lambda x: fn.crop_mirror_normalize(x, crop=(2, 2)), "HWC")
+    for args in ({"crop_d": 3, "crop_h": 2, "crop_w": 2, "crop_pos_z": 0.1}, {"crop_h": 2, "crop_w": 2, "crop_d": 0}):
+        same = ours(images, lambda x, args=args: fn.crop_mirror_normalize(x, **args), "HWC")
+        for mine, theirs in zip(same[0][0], plain[0][0], strict=True):
+            np.testing.assert_array_equal(mine, theirs)
+
+
+@pytest.mark.parametrize(
+    ("layout", "args", "match"),
+    [
+        ("DHWC", {}, r"the input is a volume \(DHWC\): output_layout must be one of \('DCHW', 'DHWC', 'CDHW'\)"),
+        ("HWC", {"output_layout": "CDHW"}, "output_layout 'CDHW' needs DHWC input, got layout 'HWC'"),
+        ("DHWC", {"crop_d": 3, "output_layout": "CDHW"}, "crop_d needs crop_h and crop_w"),
+    ],
+)
+def test_volume_layouts_are_checked_when_the_graph_is_built(ours, layout, args, match):
+    samples = VOLUMES if layout == "DHWC" else [volume[0] for volume in VOLUMES]
+    with pytest.raises(rp.ArgumentError, match=match):
+        ours(samples, lambda x: fn.crop_mirror_normalize(x, **args), layout)
