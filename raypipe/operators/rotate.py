@@ -9,7 +9,7 @@ take ``fill_value``). Without ``fill_value``, as in DALI, the source coordinates
 border pixels repeat (the array path on the host too, as Pillow has no such border; bilinear,
 it runs in torch's ``grid_sample`` where torch is installed, ``RAYPIPE_HOST_WARP=numpy`` aside).
 DALI's rotate takes only nearest and linear interpolation (it refuses ``INTERP_CUBIC``), and so
-does this one.
+does this one. ``DHWC`` volumes turn about an ``axis`` (:mod:`raypipe.operators.volume_rotation`).
 """
 
 from __future__ import annotations
@@ -28,6 +28,7 @@ from ..operator import Operator, Schema, as_scalar, register
 from ..types import DALIInterpType
 from .cast import dtype_or_alias, parse_dtype, round_half_away
 from .resample import interp_kind
+from .volume_rotation import rotate_volume, rotated_shape, rotation_matrix
 from .warp_affine import host_torch, torch_warp
 
 #: The interpolations DALI's rotate (its warp) takes.
@@ -147,14 +148,14 @@ def _fill(dtype: np.dtype, fill_value: float) -> np.ndarray:
 @register
 class Rotate(Operator):
     """Rotate HWC images, or every frame of FHWC sequences alike, by ``angle`` degrees
-    counter-clockwise (per sample when an argument input).
+    counter-clockwise (per sample when an argument input); ``DHWC`` volumes about ``axis``.
 
     By default the output grows to fit the rotated image; ``keep_size=True`` keeps the
     input size. Uncovered pixels take ``fill_value``, or, left out, as in DALI, the nearest border
     pixel's value.
     """
 
-    schema = Schema("rotate", devices=("cpu", "gpu"), arg_inputs=("angle", "size"))
+    schema = Schema("rotate", devices=("cpu", "gpu"), arg_inputs=("angle", "size", "axis"))
     per_frame_args = frozenset(schema.arg_inputs)
 
     def configure(
@@ -166,16 +167,22 @@ class Rotate(Operator):
         size: Sequence[float] | None = None,
         dtype=None,
         output_dtype=None,
+        axis: Sequence[float] | None = None,
     ) -> None:
         """``interp_type``: ``types.INTERP_LINEAR`` (the default) or ``types.INTERP_NN``; ``size``:
         the output's ``(height, width)`` (rounded), the rotated image centred in it; ``dtype``: the
         input's type (the default) or ``types.FLOAT``, which rotates the input's values as floats
-        (unrounded), as DALI's; ``output_dtype`` is DALI's deprecated alias of ``dtype``."""
+        (unrounded), as DALI's; ``output_dtype`` is DALI's deprecated alias of ``dtype``; ``axis``:
+        ``(x, y, z)``, what a volume turns about (images and sequences ignore it, as DALI's), with
+        ``size`` then ``(depth, height, width)``."""
         dtype = dtype_or_alias("rotate", dtype, output_dtype)
         self.dtype = None if dtype is None else parse_dtype("rotate", "dtype", dtype)
         self.angle = None if angle is None else self._angle(angle)
         self.keep_size = bool(keep_size)
-        self.size = None if size is None or len(size) == 0 else self._size(size)
+        self.axis = None if axis is None else self._axis(axis)
+        self.layout = ""  # the input's, once the graph is built (output_layout)
+        self.given_size = size
+        self.size = None if size is None or len(size) in (0, 3) else self._size(size)
         if self.size is not None and self.keep_size:
             raise ArgumentError("rotate: give size or keep_size=True, not both")
         if fill_value is not None and (
@@ -205,9 +212,61 @@ class Rotate(Operator):
             raise ArgumentError(f"rotate: size must be positive, got {value!r}")
         return round(height), round(width)
 
+    @staticmethod
+    def _axis(value: Any) -> np.ndarray:
+        try:
+            axis = np.asarray(value, dtype=np.float64).reshape(-1)
+            rotation_matrix(axis, 0.0)
+        except (TypeError, ValueError):
+            raise ArgumentError(
+                f"rotate: axis must be three numbers (x, y, z) of non-zero length, got {value!r}"
+            ) from None
+        return axis
+
+    def output_layout(self, input_layouts: Sequence[str]) -> str:
+        """The input's; a ``DHWC`` (or ``CDHW``-less, four-dimensional with ``axis``) input is a volume."""
+        self.layout = input_layouts[0] if input_layouts else ""
+        return self.layout
+
+    def _is_volume(self, sample: Any, args: dict[str, Any]) -> bool:
+        """Whether ``sample`` is a volume: a ``DHWC`` or ``DHW`` layout, or four dimensions, no layout
+        and an axis."""
+        if self.layout:
+            return self.layout in ("DHWC", "DHW")
+        return sample.ndim == 4 and (self.axis is not None or "axis" in args)
+
     def _sample_size(self, args: dict[str, Any]) -> tuple[int, int] | None:
         """This sample's output ``(height, width)``; None: the rotation's own (or the input's)."""
-        return self._size(args["size"]) if "size" in args else self.size
+        if "size" in args:
+            return self._size(args["size"])
+        if self.size is None and self.given_size is not None and len(self.given_size):
+            raise ValueError("rotate: size (depth, height, width) is a volume's; an image's is (height, width)")
+        return self.size
+
+    def _volume(self, xp: ModuleType, volume: Any, args: dict[str, Any]) -> Any:
+        """A ``DHWC`` (or ``DHW``) volume turned by the sample's angle about its axis (:mod:`.volume_rotation`)."""
+        if volume.ndim == 3:
+            return self._volume(xp, volume[..., None], args)[..., 0]
+        if volume.ndim != 4:
+            raise ValueError(f"rotate: expects a DHWC or DHW volume, got a sample of shape {tuple(volume.shape)}")
+        axis = self._axis(args["axis"]) if "axis" in args else self.axis
+        if axis is None:
+            raise ValueError("rotate: a volume (DHWC) needs axis=(x, y, z), the axis to turn it about")
+        matrix = rotation_matrix(axis, self._sample_angle(args))
+        depth, height, width = volume.shape[:3]
+        given = args.get("size", self.given_size)
+        if given is not None and len(np.ravel(given)):
+            sizes = np.asarray(given, dtype=np.float64).reshape(-1)
+            if sizes.size != 3 or not np.all(np.isfinite(sizes)) or np.any(np.rint(sizes) < 1):
+                raise ValueError(f"rotate: a volume's size is (depth, height, width), positive, got {list(sizes)}")
+            shape = tuple(int(v) for v in round_half_away(np, sizes))
+        elif self.keep_size:
+            shape = (depth, height, width)
+        else:
+            shape = rotated_shape(depth, height, width, matrix)
+        out_dtype = self.dtype if self.dtype is not None else volume.dtype
+        self._typed(volume)  # the input's type or float, as in DALI
+        return rotate_volume(xp, volume, shape, matrix, self._fill_for(volume.dtype), self.kind, out_dtype)
 
     def bind_inputs(self, count, arg_inputs) -> None:
         if "size" in arg_inputs and self.keep_size:
@@ -252,6 +311,8 @@ class Rotate(Operator):
 
     def compute(self, xp, inputs, args, ctx):
         image = inputs[0]
+        if self._is_volume(image, args):
+            return self._volume(xp, image, args)
         if image.ndim == 4:  # a sequence (FHWC): every frame by the sample's angle, as DALI
             return xp.stack([self.compute(xp, [frame], args, ctx) for frame in image])
         if image.ndim != 3:
@@ -290,6 +351,8 @@ class Rotate(Operator):
 
     def run_sample(self, inputs, args, ctx):
         image = inputs[0]
+        if self._is_volume(image, args):
+            return self._volume(np, image, args)
         if self.dtype is not None and self.dtype != image.dtype:
             return self.compute(np, inputs, args, ctx)
         if image.ndim == 4:  # a sequence (FHWC): every frame by the sample's angle, as DALI

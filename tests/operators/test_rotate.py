@@ -310,3 +310,123 @@ def test_output_dtype_is_dalis_deprecated_alias_of_dtype(ours):
     np.testing.assert_array_equal(alias[0], dtype[0])
     with pytest.raises(rp.ArgumentError, match="rotate: dtype and its deprecated alias output_dtype cannot be used"):
         Rotate("cpu", 0, angle=1.0, dtype=types.FLOAT, output_dtype=types.FLOAT)
+
+
+_VOLUME = np.random.default_rng(1).integers(0, 256, (5, 6, 7, 2), dtype=np.uint8)
+
+#: (arguments, output shape): DALI 2.4's shapes for the (5, 6, 7, 2) volume
+VOLUME_CASES = [
+    ({"angle": 30, "axis": [1, 1, 0]}, (9, 8, 9, 2)),
+    ({"angle": 45, "axis": [0, 1, 0], "interp_type": types.INTERP_NN}, (9, 6, 9, 2)),
+    ({"angle": 20, "axis": [1, 0, 1], "keep_size": True, "fill_value": 9}, (5, 6, 7, 2)),
+    ({"angle": 20, "axis": [1, 0, 1], "size": [4, 9, 8]}, (4, 9, 8, 2)),
+    ({"angle": 33, "axis": [0.3, -1, 2], "dtype": types.FLOAT}, (7, 10, 11, 2)),
+    ({"angle": 90, "axis": [1, 0, 0]}, (6, 5, 7, 2)),
+]
+
+
+def _turned(volume, angle, axis, shape, fill=None, nearest=False):
+    """The rotation voxel by voxel: each output centre turned back about the centres, then the 8
+    voxels around it weighed (nearest: the voxel under it); outside, ``fill`` or the border voxel."""
+    x, y, z = np.asarray(axis, float) / np.linalg.norm(axis)
+    k = np.array([[0, -z, y], [z, 0, -x], [-y, x, 0]])
+    theta = np.radians(angle)
+    turn = np.eye(3) + np.sin(theta) * k + (1 - np.cos(theta)) * k @ k
+    depth, height, width, channels = volume.shape
+    out = np.empty((*shape, channels))
+    for d, h, w in np.ndindex(*shape):
+        point = np.array([w + 0.5 - shape[2] / 2, h + 0.5 - shape[1] / 2, d + 0.5 - shape[0] / 2])
+        sx, sy, sz = turn.T @ point + np.array([width, height, depth]) / 2
+        if nearest:
+            corners = [((int(np.floor(sz)), int(np.floor(sy)), int(np.floor(sx))), 1.0)]
+        else:
+            z0, y0, x0 = np.floor(sz - 0.5), np.floor(sy - 0.5), np.floor(sx - 0.5)
+            fz, fy, fx = sz - 0.5 - z0, sy - 0.5 - y0, sx - 0.5 - x0
+            corners = [
+                (
+                    (int(z0) + a, int(y0) + b, int(x0) + c),
+                    (fz if a else 1 - fz) * (fy if b else 1 - fy) * (fx if c else 1 - fx),
+                )
+                for a in (0, 1)
+                for b in (0, 1)
+                for c in (0, 1)
+            ]
+        total = np.zeros(channels)
+        for (i, j, m), weight in corners:
+            inside = 0 <= i < depth and 0 <= j < height and 0 <= m < width
+            if fill is not None and not inside:
+                total += fill * weight
+            else:
+                total += (
+                    volume[min(max(i, 0), depth - 1), min(max(j, 0), height - 1), min(max(m, 0), width - 1)] * weight
+                )
+        out[d, h, w] = total
+    return out
+
+
+@pytest.mark.parametrize("device", ["cpu", "gpu"])
+@pytest.mark.parametrize(("args", "shape"), VOLUME_CASES)
+def test_volumes_turn_about_an_axis_as_dalis(ours, device, args, shape):
+    """DALI 2.4's output shapes (the rotated extent, its parity kept), and a voxel-by-voxel
+    reference: integers within one level (a float rounding tie), floats within float32 rounding."""
+    ((mine, layout),) = ours([_VOLUME], lambda x: fn.rotate(x.gpu() if device == "gpu" else x, **args), "DHWC")
+    assert layout == "DHWC" and mine[0].shape == shape
+    expected = _turned(
+        _VOLUME,
+        args["angle"],
+        args["axis"],
+        shape[:3],
+        fill=args.get("fill_value"),
+        nearest=args.get("interp_type") == types.INTERP_NN,
+    )
+    if "dtype" in args:
+        assert mine[0].dtype == np.float32
+        np.testing.assert_allclose(mine[0], expected, rtol=1e-5, atol=1e-3)
+    else:
+        assert mine[0].dtype == np.uint8
+        assert np.abs(mine[0].astype(float) - np.clip(np.rint(expected), 0, 255)).max() <= 1
+
+
+@pytest.mark.parametrize(("args", "shape"), VOLUME_CASES)
+def test_volumes_against_dali(ours, dali, args, shape):
+    def theirs_args(t):  # the same arguments with DALI's own enums
+        named = {"interp_type": "DALIInterpType", "dtype": "DALIDataType"}
+        return {k: getattr(getattr(t, named[k]), v.name) if k in named else v for k, v in args.items()}
+
+    theirs = dali([_VOLUME], lambda x, f, t: f.rotate(x, **theirs_args(t)), "DHWC")
+    mine = ours([_VOLUME], lambda x: fn.rotate(x, **args), "DHWC")
+    assert mine[0][1] == theirs[0][1]
+    np.testing.assert_allclose(mine[0][0][0], theirs[0][0][0], rtol=1e-5, atol=1e-3)
+
+
+@pytest.mark.parametrize(
+    ("axis", "axes", "turns"), [([0, 0, 1], (1, 2), -1), ([1, 0, 0], (0, 1), -1), ([0, 1, 0], (0, 2), 1)]
+)
+def test_a_quarter_turn_of_a_volume_moves_its_voxels_exactly(ours, axis, axes, turns):
+    """90 degrees about z turns each depth slice (height and width swap), about x the depth and
+    height, about y the depth and width; ``DHW`` volumes (no channels) too."""
+    for volume, layout in ((_VOLUME, "DHWC"), (_VOLUME[..., 0], "DHW")):
+        ((mine, _),) = ours([volume], lambda x: fn.rotate(x, angle=90, axis=axis), layout)
+        np.testing.assert_array_equal(mine[0], np.rot90(volume, turns, axes=axes))
+
+
+def test_per_sample_angles_and_axes_and_what_a_volume_needs(ours):
+    angles, axes = [np.float32(90), np.float32(90)], [np.array([0, 0, 1], np.float32), np.array([1, 0, 0], np.float32)]
+    ((mine, _),) = ours(
+        [_VOLUME, _VOLUME],
+        lambda x, angle, axis: fn.rotate(x, angle=angle, axis=axis),
+        "DHWC",
+        per_sample=[angles, axes],
+    )
+    np.testing.assert_array_equal(mine[0], np.rot90(_VOLUME, -1, axes=(1, 2)))
+    np.testing.assert_array_equal(mine[1], np.rot90(_VOLUME, -1, axes=(0, 1)))
+    with pytest.raises(rp.SampleError, match=r"a volume \(DHWC\) needs axis=\(x, y, z\)"):
+        ours([_VOLUME], lambda x: fn.rotate(x, angle=30), "DHWC")
+    with pytest.raises(rp.ArgumentError, match="axis must be three numbers"):
+        ours([_VOLUME], lambda x: fn.rotate(x, angle=30, axis=[0, 0, 0]), "DHWC")
+    with pytest.raises(rp.SampleError, match=r"size \(depth, height, width\) is a volume's"):
+        ours([_VOLUME[0]], lambda x: fn.rotate(x, angle=30, size=[4, 5, 6]), "HWC")
+    image = _VOLUME[0, :, :, :1].repeat(3, axis=2)
+    ((turned, _),) = ours([image], lambda x: fn.rotate(x, angle=30, axis=[1, 0, 0]), "HWC")
+    ((plain, _),) = ours([image], lambda x: fn.rotate(x, angle=30), "HWC")
+    np.testing.assert_array_equal(turned[0], plain[0])  # an image ignores the axis, as DALI's
