@@ -177,17 +177,17 @@ class CropMirrorNormalize(Operator):
         with ``D``, an image one without, as DALI."""
         given = input_layouts[0] if input_layouts else ""
         for kind, layout, allowed, ours in (
-            ("a sequence", "FHWC", _SEQUENCE_LAYOUTS, self.sequence and not self.volume),
-            ("a volume", "DHWC", _VOLUME_LAYOUTS, self.volume),
+            ("sequences", "FHWC", _SEQUENCE_LAYOUTS, self.sequence and not self.volume),
+            ("volumes", "DHWC", _VOLUME_LAYOUTS, self.volume),
         ):
             if given == layout and not ours:
                 raise ArgumentError(
-                    f"{_OP}: the input is {kind} ({given}): output_layout must be one of {tuple(allowed)}, "
+                    f"{_OP}: the input is a {kind[:-1]} ({given}): output_layout must be one of {tuple(allowed)}, "
                     f"got {self.declared_layout!r}"
                 )
             if given and given != layout and ours:
                 raise ArgumentError(
-                    f"{_OP}: output_layout {self.declared_layout!r} needs {layout} input, got layout {given!r}"
+                    f"{_OP}: output_layout {self.declared_layout!r} needs {layout} {kind}, got layout {given!r}"
                 )
         if given.startswith("F") and not self.sequence:
             raise ArgumentError(

@@ -462,7 +462,7 @@ def test_images_ignore_the_depth_window_as_dalis(ours):
     ("layout", "args", "match"),
     [
         ("DHWC", {}, r"the input is a volume \(DHWC\): output_layout must be one of \('DCHW', 'DHWC', 'CDHW'\)"),
-        ("HWC", {"output_layout": "CDHW"}, "output_layout 'CDHW' needs DHWC input, got layout 'HWC'"),
+        ("HWC", {"output_layout": "CDHW"}, "output_layout 'CDHW' needs DHWC volumes, got layout 'HWC'"),
         ("DHWC", {"crop_d": 3, "output_layout": "CDHW"}, "crop_d needs crop_h and crop_w"),
     ],
 )
