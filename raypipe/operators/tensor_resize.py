@@ -11,8 +11,13 @@ the centred source windows of rounded sizes are :func:`.volume_resize.volume_siz
 At most three consecutive axes may change, as in DALI; types are DALI's (uint8, int16, uint16,
 float32 in; the input's type or float32 out).
 
-Not here (an error naming them): ``max_size``, ``alignment``, ``roi_*``, ``subpixel_scale``,
-``minibatch_size``.
+A region of interest (``roi_start``, ``roi_end``, per resized axis, in elements or with
+``roi_relative`` in fractions of the extent; a start past its end flips the axis) is what the
+output shows; ``scales`` still size the output from the whole extent, as DALI's. ``max_size`` caps
+the output (the common scale in ``"not_larger"``/``"not_smaller"``, each extent otherwise).
+``alignment`` says which point of the region keeps its place when a rounded size moves the source
+window (0 its start, 0.5 its centre, 1 its end), and ``subpixel_scale=False`` maps the whole region
+to the rounded size instead. ``minibatch_size`` (DALI's kernel batching) changes no value.
 """
 
 from __future__ import annotations
@@ -26,7 +31,7 @@ from ..errors import ArgumentError
 from ..operator import Operator, Schema, register
 from ..types import to_numpy_dtype
 from .resample import RESIZE_FILTERS, interp_filters
-from .resize import MODES, check_temp_buffer_hint
+from .resize import MODES, check_minibatch_size, check_temp_buffer_hint
 from .volume_resize import ROUNDINGS, resize_volume, volume_size
 
 OP = "tensor_resize"
@@ -53,8 +58,16 @@ class TensorResize(Operator):
         mag_filter: Any = None,
         dtype: Any = None,
         temp_buffer_hint: int = 0,
+        max_size: float | Sequence[float] | None = None,
+        alignment: float | Sequence[float] = 0.5,
+        roi_start: float | Sequence[float] | None = None,
+        roi_end: float | Sequence[float] | None = None,
+        roi_relative: bool = False,
+        subpixel_scale: bool = True,
+        minibatch_size: int = 32,
     ) -> None:
-        """``temp_buffer_hint`` (DALI's scratch-buffer size) is validated and changes nothing."""
+        """``temp_buffer_hint`` (DALI's scratch-buffer size) is validated and changes nothing; the
+        others are the module's."""
         if (sizes is None) == (scales is None):
             raise ArgumentError(f"{OP}: give one of sizes or scales, not both")
         self.values = _numbers("sizes" if scales is None else "scales", sizes if scales is None else scales)
@@ -78,6 +91,19 @@ class TensorResize(Operator):
         self.antialias = bool(antialias)
         self.filters = interp_filters(OP, RESIZE_FILTERS, interp_type, min_filter, mag_filter)
         check_temp_buffer_hint(OP, temp_buffer_hint)
+        check_minibatch_size(OP, minibatch_size)
+        self.max_size = None if max_size is None else _numbers("max_size", max_size)
+        if self.max_size is not None and not np.all(self.max_size > 0):
+            raise ArgumentError(f"{OP}: max_size must be positive, got {max_size!r}")
+        self.alignment = _numbers("alignment", alignment)
+        if (roi_start is None) != (roi_end is None):
+            raise ArgumentError(f"{OP}: give both roi_start and roi_end, or neither")
+        self.roi = None if roi_start is None else (_numbers("roi_start", roi_start), _numbers("roi_end", roi_end))
+        for name, flag in (("roi_relative", roi_relative), ("subpixel_scale", subpixel_scale)):
+            if not isinstance(flag, (bool, np.bool_)):
+                raise ArgumentError(f"{OP}: {name} must be a bool, got {flag!r}")
+        self.roi_relative = bool(roi_relative)
+        self.subpixel = bool(subpixel_scale)
         try:
             self.dtype = to_numpy_dtype(dtype) if dtype is not None else None
         except ValueError:
@@ -117,7 +143,8 @@ class TensorResize(Operator):
             raise ValueError(f"{OP}: {name} needs one value or {len(axes)} (one per axis), got {self.values.size}")
         values = np.broadcast_to(self.values, (len(axes),))
         wanted: list[float | None] = [float(n) for n in data.shape]
-        flips = []
+        roi, roi_flips = self._regions(data.shape, axes)
+        flips = list(roi_flips)
         for axis, value in zip(axes, values):
             if self.by_scale:
                 wanted[axis] = float(np.float32(data.shape[axis]) * np.float32(value))
@@ -125,12 +152,22 @@ class TensorResize(Operator):
                 wanted[axis] = abs(float(value)) if value else None
                 if value < 0:
                     flips.append(axis)
-        out_size, windows = volume_size(data.shape, wanted, self.mode, self.rounding)
+        out_size, windows = volume_size(
+            data.shape,
+            wanted,
+            self.mode,
+            self.rounding,
+            roi=roi,
+            alignment=self._per_axis("alignment", self.alignment, data.ndim, axes, 0.5, roi_flips),
+            subpixel=self.subpixel,
+            max_size=None if self.max_size is None else self._per_axis("max_size", self.max_size, data.ndim, axes),
+        )
         changed = [
             k
             for k, (n, w) in enumerate(zip(out_size, windows))
             if (n, w) != (data.shape[k], (0.0, float(data.shape[k])))
         ]
+        flips = sorted(a for a in set(flips) if flips.count(a) % 2)  # a region's flip and a negative size undo
         if changed and changed[-1] - changed[0] >= 3:
             raise ValueError(
                 f"{OP}: can resize at most 3 consecutive axes (as DALI), got a shape {tuple(data.shape)} "
@@ -146,6 +183,39 @@ class TensorResize(Operator):
         elif self.dtype is not None:
             out = data.astype(self.dtype)
         return xp.ascontiguousarray(xp.flip(out, axis=tuple(flips))) if flips else out
+
+    def _per_axis(
+        self, name: str, values: np.ndarray, ndim: int, axes: list[int], default: Any = None, mirrored: Any = ()
+    ) -> list[Any]:
+        """One value per axis of the sample from one value or one per resized axis (``default`` for
+        the others); an alignment of a flipped region is measured from its other end."""
+        if values.size not in (1, len(axes)):
+            raise ValueError(f"{OP}: {name} needs one value or {len(axes)} (one per resized axis), got {values.size}")
+        per_axis: list[Any] = [default] * ndim
+        for axis, value in zip(axes, np.broadcast_to(values, (len(axes),)).tolist()):
+            per_axis[axis] = 1.0 - value if axis in mirrored else value
+        return per_axis
+
+    def _regions(self, shape: Sequence[int], axes: list[int]) -> tuple[list[tuple[float, float]], list[int]]:
+        """Every axis's region ``(start, stop)`` with ``start <= stop`` (the whole axis where none is
+        given), and the axes whose region was given end first (flipped)."""
+        roi = [(0.0, float(n)) for n in shape]
+        if self.roi is None:
+            return roi, []
+        starts = self._per_axis("roi_start", self.roi[0], len(shape), axes)
+        ends = self._per_axis("roi_end", self.roi[1], len(shape), axes)
+        flipped = []
+        for axis in axes:
+            start, end = starts[axis], ends[axis]
+            if self.roi_relative:
+                start, end = start * shape[axis], end * shape[axis]
+            if start > end:
+                start, end = end, start
+                flipped.append(axis)
+            if start == end:
+                raise ValueError(f"{OP}: the region along axis {axis} is empty ({start} to {end})")
+            roi[axis] = (float(start), float(end))
+        return roi, flipped
 
 
 def _numbers(name: str, value: Any) -> np.ndarray:

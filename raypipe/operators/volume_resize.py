@@ -36,36 +36,61 @@ ROUNDINGS = {"round": lambda e: np.floor(e + np.float32(0.5)), "truncate": np.fl
 
 
 def volume_size(
-    in_size: Sequence[int], wanted: Sequence[float | None], mode: str = "default", rounding: str = "round"
+    in_size: Sequence[int],
+    wanted: Sequence[float | None],
+    mode: str = "default",
+    rounding: str = "round",
+    *,
+    roi: Sequence[tuple[float, float]] | None = None,
+    alignment: Sequence[float] | None = None,
+    subpixel: bool = True,
+    max_size: Sequence[float | None] | None = None,
 ) -> tuple[tuple[int, ...], tuple[tuple[float, float], ...]]:
     """The output ``(d, h, w)`` of a volume of ``in_size`` (or of any number of axes) for the ``wanted``
     extents (None: unset), and the source window ``(start, stop)`` of each axis.
 
-    As DALI computes them: the scales are float32 quotients, an extent computed from a scale is held
-    as float32, and where rounding (:data:`ROUNDINGS`) changes it the window is the span the rounded
-    size covers at that scale, centred on the axis (an extent given exactly maps the whole axis)."""
+    As DALI computes them: the scales are float32 quotients of the wanted extents and the regions
+    of interest (``roi``: ``(start, stop)`` per axis, the whole axis by default, ``start < stop``), an
+    extent computed from a scale is held as float32, and ``max_size`` (per axis, None: no limit)
+    lowers the common scale of ``"not_larger"``/``"not_smaller"`` and caps each extent otherwise.
+    Where rounding (:data:`ROUNDINGS`) changes an extent and ``subpixel`` holds, the window is the
+    span the rounded size covers at that scale, placed so that the point at ``alignment`` (0: the
+    region's start, 0.5 its centre, the default, 1 its end) keeps its place; otherwise it is the
+    whole region."""
     f32 = np.float32
-    sizes_in = [f32(n) for n in in_size]
+    roi = roi if roi is not None else [(0.0, float(n)) for n in in_size]
+    alignment = alignment if alignment is not None else [0.5] * len(in_size)
+    limits = max_size if max_size is not None else [None] * len(in_size)
+    sizes_in = [f32(stop) - f32(start) for start, stop in roi]
     scales = {k: f32(w) / sizes_in[k] for k, w in enumerate(wanted) if w is not None}
     exact = list(sizes_in)
     if scales and mode in ("not_larger", "not_smaller"):
         final = min(scales.values()) if mode == "not_larger" else max(scales.values())
+        capped = [f32(limit) / n for limit, n in zip(limits, sizes_in) if limit is not None]
+        if capped and min(capped) < final:
+            final = min(capped)
+            scales = {k: final for k in scales}
         exact = [
-            f32(wanted[k]) if scales.get(k) == final else f32(float(n) * float(final)) for k, n in enumerate(sizes_in)
-        ]
+            f32(wanted[k]) if scales.get(k) == final and wanted[k] is not None and f32(wanted[k]) / n == final
+            else f32(float(n) * float(final))
+            for k, n in enumerate(sizes_in)
+        ]  # fmt: skip
     elif scales:
         mean = math.prod(float(v) for v in scales.values()) ** (1.0 / len(scales))
         keep = mode == "stretch"
         exact = [f32(w) if w is not None else (n if keep else f32(float(n) * mean)) for w, n in zip(wanted, sizes_in)]
+    if mode not in ("not_larger", "not_smaller"):
+        exact = [e if limit is None else min(e, f32(limit)) for e, limit in zip(exact, limits)]
     sizes = tuple(max(1, int(ROUNDINGS[rounding](e))) for e in exact)
     windows = []
-    for n, e, size in zip(sizes_in, exact, sizes):
-        if e == size:
-            windows.append((0.0, float(n)))
+    for n, e, size, (start, stop), align in zip(sizes_in, exact, sizes, roi, alignment):
+        if e == size or not subpixel:
+            windows.append((float(start), float(stop)))
             continue
         span = f32(f32(size) / (e / n))
-        start = f32(n / f32(2) - span / f32(2))
-        windows.append((float(start), float(start + span)))
+        anchor = f32((1.0 - align) * start + align * stop)
+        first = f32(anchor - f32(align) * span)
+        windows.append((float(first), float(first + span)))
     return sizes, tuple(windows)
 
 

@@ -43,6 +43,16 @@ CASES = [
     ("u16", "HWC", {"sizes": [20, 3], "axis_names": "HW", "interp_type": "INTERP_NN"}),
     ("u16", "HWC", {"sizes": [4, 3], "axis_names": "HW", "interp_type": "INTERP_NN", "dtype": "FLOAT"}),
     ("i16", "", {"sizes": 24, "interp_type": "INTERP_NN"}),
+    # regions of interest, max_size, alignment, subpixel_scale, minibatch_size
+    ("3d", "", {"sizes": [4, 5], "axes": [1, 2], "roi_start": [1, 2], "roi_end": [5, 6.5]}),
+    ("3d", "", {"sizes": [4, 5], "axes": [1, 2], "roi_start": [0.8, 0.1], "roi_end": [0.1, 0.9], "roi_relative": True}),
+    ("3d", "", {"scales": [0.5, 2.0], "axes": [0, 2], "roi_start": [1, 6], "roi_end": [4, 0]}),
+    ("i16", "", {"sizes": [30, 0], "max_size": 20, "interp_type": "INTERP_NN"}),
+    ("i16", "", {"scales": [2.0, 2.0], "max_size": [15, 30], "interp_type": "INTERP_NN"}),
+    ("i16", "", {"sizes": [20, 30], "mode": "not_larger", "max_size": [15, 25]}),  # linear: NN has a tie here
+    ("i16", "", {"scales": [0.37, 0.5], "alignment": [1.0, 0.25], "interp_type": "INTERP_NN"}),
+    ("i16", "", {"scales": [0.37, 0.5], "alignment": 0.0, "subpixel_scale": False, "interp_type": "INTERP_NN"}),
+    ("1d", "", {"sizes": [3.4], "minibatch_size": 4, "interp_type": "INTERP_NN"}),
 ]
 
 
@@ -78,7 +88,7 @@ def test_images_match_dali(ours, dali, images, args):
     _check_close(mine, theirs, DALI_MAX_DIFF, DALI_MEAN_DIFF)
 
 
-@pytest.mark.parametrize(("tensors", "layout", "args"), CASES[:6] + CASES[13:])
+@pytest.mark.parametrize(("tensors", "layout", "args"), CASES[:6] + CASES[13:])  # the regions' cases too
 def test_gpu_gives_the_cpu_result(ours, tensors, layout, args):
     """The same float32 arithmetic on either device: within float32 rounding (nearest exactly)."""
     samples = TENSORS[tensors]
@@ -100,7 +110,10 @@ def test_gpu_gives_the_cpu_result(ours, tensors, layout, args):
         ({"sizes": 3, "mode": "fit"}, "mode must be one of"),
         ({"sizes": 3, "size_rounding": "floor"}, "size_rounding must be one of"),
         ({"sizes": 3, "interp_type": "gaussian"}, "interp_type types.INTERP_GAUSSIAN is not supported"),
-        ({"sizes": 3, "max_size": 4}, "unexpected keyword argument 'max_size'"),
+        ({"sizes": 3, "max_size": 0}, "max_size must be positive"),
+        ({"sizes": 3, "roi_start": [1]}, "give both roi_start and roi_end"),
+        ({"sizes": 3, "roi_start": [1], "roi_end": [2], "roi_relative": "yes"}, "roi_relative must be a bool"),
+        ({"sizes": 3, "minibatch_size": 0}, "minibatch_size must be a positive int"),
         ({"sizes": 3, "temp_buffer_hint": -1}, "temp_buffer_hint must be a non-negative int"),
     ],
 )
@@ -124,3 +137,30 @@ def test_bad_arguments_name_the_operator(ours, args, message):
 def test_bad_samples_name_the_operator(ours, sample, layout, args, message):
     with pytest.raises(rp.SampleError, match=f"tensor_resize: .*{message}"):
         ours([sample], lambda x: fn.tensor_resize(x, **args), layout)
+
+
+#: a 1-D ramp: a nearest-neighbour output's values are the source positions it took
+RAMP = np.arange(10, dtype=np.float32)
+
+
+@pytest.mark.parametrize(
+    ("args", "expected"),
+    [
+        # the region [2, 8) in 3 steps of 2: centres 3, 5, 7; flipped when given end first
+        ({"sizes": [3], "roi_start": [2], "roi_end": [8]}, [3, 5, 7]),
+        ({"sizes": [3], "roi_start": [8], "roi_end": [2]}, [7, 5, 3]),
+        ({"sizes": [3], "roi_start": [0.2], "roi_end": [0.8], "roi_relative": True}, [3, 5, 7]),
+        ({"sizes": [-3], "roi_start": [8], "roi_end": [2]}, [3, 5, 7]),  # two flips undo each other
+        # scales size the output from the whole extent (0.5 * 10 = 5) over the region: steps of 1.2
+        ({"scales": [0.5], "roi_start": [2], "roi_end": [8]}, [2, 3, 5, 6, 7]),
+        # 10 * 0.37 = 3.7, rounded to 4: a window of 4 / 0.37 = 10.81 placed by the alignment
+        ({"scales": [0.37], "alignment": 0.0}, [1, 4, 6, 9]),
+        ({"scales": [0.37], "alignment": 0.5}, [0, 3, 6, 9]),
+        ({"scales": [0.37], "alignment": 1.0}, [0, 3, 5, 8]),
+        ({"scales": [0.37], "subpixel_scale": False}, [1, 3, 6, 8]),  # the whole axis over 4: steps of 2.5
+        ({"sizes": [30], "max_size": 6}, [0, 2, 4, 5, 7, 9]),
+    ],
+)
+def test_regions_alignment_and_limits_pick_dalis_source_positions(ours, args, expected):
+    ((mine, _),) = ours([RAMP], lambda x: fn.tensor_resize(x, interp_type=types.INTERP_NN, **args))
+    assert mine[0].tolist() == expected
