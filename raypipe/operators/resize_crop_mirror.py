@@ -13,9 +13,13 @@ input onto the rounded size, as ``resize`` (DALI's ``subpixel_scale=False``: DAL
 sampled box by the rounding, up to a few grey levels). ``fast_resize_crop_mirror`` is DALI's deprecated alias with
 ``antialias=False`` by default.
 
-Not here (an error naming them): volumes, per-sample sizes, ``roi_*``, ``subpixel_scale`` and
-the depthwise mirror bit (4); ``minibatch_size`` (images per launch of DALI's GPU kernels) is
-validated and changes nothing.
+A region of interest (``roi_start``, ``roi_end``, ``roi_relative``, per sample too) is what is
+resized, as in ``resize``: the window is cut from the resized region (a region given end first
+flips it).
+
+Not here (an error naming them): volumes, per-sample sizes, ``subpixel_scale`` and the depthwise
+mirror bit (4); ``minibatch_size`` (images per launch of DALI's GPU kernels) is validated and
+changes nothing.
 """
 
 from __future__ import annotations
@@ -40,7 +44,11 @@ class ResizeCropMirror(Resize):
     """``resize`` of the ``crop`` window at ``crop_pos_x``/``crop_pos_y`` (per sample where they are
     argument inputs), flipped by ``mirror`` (per sample too); without ``crop`` the whole resized image."""
 
-    schema = Schema("resize_crop_mirror", devices=("cpu", "gpu"), arg_inputs=("crop_pos_x", "crop_pos_y", "mirror"))
+    schema = Schema(
+        "resize_crop_mirror",
+        devices=("cpu", "gpu"),
+        arg_inputs=("crop_pos_x", "crop_pos_y", "mirror", "roi_start", "roi_end"),
+    )
 
     def configure(
         self,
@@ -56,7 +64,7 @@ class ResizeCropMirror(Resize):
         """``resize_args``: :class:`.resize.Resize`'s arguments but ``save_attrs`` and ``image_type``,
         which DALI's operator does not take."""
         op = self.schema.name
-        refused = sorted({"save_attrs", "image_type", "roi_start", "roi_end", "roi_relative"} & resize_args.keys())
+        refused = sorted({"save_attrs", "image_type"} & resize_args.keys())
         if refused:
             raise ArgumentError(f"{op}: unexpected argument {refused[0]!r} (resize's, not {op}'s)")
         super().configure(**resize_args)
@@ -77,20 +85,24 @@ class ResizeCropMirror(Resize):
         """The output ``(width, height)``, the input box it resamples (None: the whole image) and
         this sample's mirror mask."""
         check_hwc(self.schema.name, image)
-        in_h, in_w = image.shape[:2]
-        width, height = self.target_size(in_w, in_h)
+        region, (region_y, region_x) = self._region(image, args)
+        left, top, right, bottom = region
+        width, height = self.target_size(right - left, bottom - top)
         mirror = _mirror(self.schema.name, as_scalar(args.get("mirror", self.mirror)))
-        flip_y, flip_x = self.flips  # a negative size flips the resized image before the crop, as in DALI
+        # a negative size, or a region given end first, flips the resized image before the crop, as in DALI
+        flip_y, flip_x = self.flips[0] != region_y, self.flips[1] != region_x
         mirror ^= (1 if flip_x else 0) | (2 if flip_y else 0)
+        whole = region == (0, 0, image.shape[1], image.shape[0])
         if self.crop is None:
-            return width, height, None, mirror
+            return width, height, None if whole else region, mirror
         crop_h, crop_w = self.crop
         pos_x = check_position(self.schema.name, "crop_pos_x", as_scalar(args.get("crop_pos_x", self.crop_pos_x)))
         pos_y = check_position(self.schema.name, "crop_pos_y", as_scalar(args.get("crop_pos_y", self.crop_pos_y)))
         y0, x0 = crop_window(height, width, crop_h, crop_w, pos_x, pos_y, self.rounding)
         x0, y0 = (width - crop_w - x0 if flip_x else x0), (height - crop_h - y0 if flip_y else y0)  # the flipped window
-        sx, sy = in_w / width, in_h / height
-        return crop_w, crop_h, (x0 * sx, y0 * sy, (x0 + crop_w) * sx, (y0 + crop_h) * sy), mirror
+        sx, sy = (right - left) / width, (bottom - top) / height
+        box = (left + x0 * sx, top + y0 * sy, left + (x0 + crop_w) * sx, top + (y0 + crop_h) * sy)
+        return crop_w, crop_h, box, mirror
 
     def compute(self, xp, inputs, args, ctx):
         width, height, box, mirror = self._plan(inputs[0], args)

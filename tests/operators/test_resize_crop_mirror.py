@@ -34,6 +34,24 @@ CASES = [
     # a negative size flips the resized image before the crop, as in DALI
     ("resize_crop_mirror", {"resize_x": -120, "resize_y": 90, "crop": (64, 70), "crop_pos_x": 0.2, "mirror": 1}),
     ("resize_crop_mirror", {"size": [-90, -120], "crop": (64, 70), "crop_pos_y": 0.1, "interp_type": "INTERP_NN"}),
+    # a region of interest is what is resized (given end first, it flips), then the window is cut from it
+    (
+        "resize_crop_mirror",
+        {"resize_x": 64, "resize_y": 48, "crop": (20, 30), "roi_start": [10, 20], "roi_end": [60, 90]},
+    ),
+    (
+        "resize_crop_mirror",
+        {
+            "resize_x": 64,
+            "resize_y": 48,
+            "crop": (20, 30),
+            "roi_start": [0.1, 0.2],
+            "roi_end": [0.6, 0.9],
+            "roi_relative": True,
+            "crop_pos_x": 0.1,
+        },
+    ),  # fmt: skip
+    ("resize_crop_mirror", {"resize_x": 64, "resize_y": 48, "roi_start": [10, 90], "roi_end": [60, 20], "mirror": 1}),
     ("fast_resize_crop_mirror", {"resize_x": 224, "resize_y": 224, "crop": (200, 180), "mirror": 1}),
     ("fast_resize_crop_mirror", {"resize_shorter": 128, "crop": (112, 112), "crop_pos_x": 0.3}),
     ("fast_resize_crop_mirror", {"resize_x": 90, "resize_y": 70, "crop": (48, 48), "interp_type": "INTERP_NN"}),
@@ -76,6 +94,18 @@ def test_a_negative_size_is_the_mirrored_window_mirrored(ours, images):
     _check_close(whole, ours(images, lambda x: fn.resize(x, resize_x=120, resize_y=90)), exact=True)
 
 
+@pytest.mark.parametrize("flip", [False, True])
+def test_a_region_is_resized_then_cropped(ours, images, flip):
+    """The window of the resized region is the window of ``resize``'s result for that region (within
+    ``resize``'s own bound: the fused path samples the window's box only); a region given end first
+    is the same region mirrored."""
+    start, end = ([30, 140], [130, 40]) if flip else ([30, 40], [130, 140])
+    region = {"resize_x": 120, "resize_y": 90, "roi_start": start, "roi_end": end}
+    fused = ours(images, lambda x: fn.resize_crop_mirror(x, crop=(50, 60), crop_pos_x=0.3, **region), "HWC")
+    apart = ours(images, lambda x: fn.crop(fn.resize(x, **region), crop=(50, 60), crop_pos_x=0.3), "HWC")
+    _check_close(fused, apart, exact=False)
+
+
 @pytest.mark.parametrize("interp", [None, "INTERP_NN"])
 def test_per_sample_positions_and_mirror_match_dali(ours, dali, images, interp):
     n = len(images)
@@ -92,7 +122,7 @@ def test_per_sample_positions_and_mirror_match_dali(ours, dali, images, interp):
     _check_close(mine, theirs, exact=interp is not None)
 
 
-@pytest.mark.parametrize(("name", "args"), CASES[:4] + CASES[8:11])
+@pytest.mark.parametrize(("name", "args"), CASES[:4] + CASES[8:14])
 def test_gpu_gives_the_cpu_result(ours, images, name, args):
     """The GPU stage's float32 matrix products against the host's Pillow resize: within ``resize``'s
     bound (two grey levels, rare); nearest and a host-only run exactly."""
