@@ -372,7 +372,7 @@ class StagedGraph:
     decode_plans: dict[OpNode, DecodePlan] = field(default_factory=dict)
 
     def relayout(self, changed: dict[DataNode, str]) -> None:
-        """Give the ``changed`` outputs (an external source's, as fed) their layouts, and every output
+        """Give the ``changed`` outputs (an external source's, as fed or returned) their layouts, and every output
         computed from them the layout its operator gives for those: layouts follow the data, as
         DALI's do at run time."""
         touched = set()
@@ -380,8 +380,10 @@ class StagedGraph:
             if self.layouts.get(d, "") != layout:
                 d._layout = self.layouts[d] = layout
                 touched.add(d)
+        if not touched:
+            return
         for node in (*self.host_nodes, *self.gpu_nodes):
-            if touched and not touched.isdisjoint(node.inputs):
+            if not touched.isdisjoint(node.inputs):
                 for d in node.outputs:
                     d.__dict__.pop("_layout", None)
                     self.layouts[d] = d.layout

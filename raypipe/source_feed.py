@@ -34,6 +34,7 @@ from .graph import DataNode, OpNode, StagedGraph
 from .operators.external_source import ExternalSource
 from .sample_info import SampleInfo
 from .source_workers import SourceWorkerPool
+from .tensor_list import TensorList
 
 _POLL = 0.05
 _END = object()
@@ -56,9 +57,16 @@ class SourceFeeder:
     """The external sources of one staged graph and the batches fed to them so far."""
 
     def __init__(
-        self, nodes: list[OpNode], batch_size: int, py_num_workers: int, py_start_method: str, reader: str | None = None
+        self,
+        nodes: list[OpNode],
+        batch_size: int,
+        py_num_workers: int,
+        py_start_method: str,
+        reader: str | None = None,
+        relayout: Callable[[dict[DataNode, str]], None] | None = None,
     ):
         self.nodes = nodes
+        self._relayout = relayout  # gives sources without a layout of their own that of the batches they return
         self.batch_size = batch_size
         self.reader = reader  # the label of the reader whose batches the sources go beside; None without one
         # sources with a callback, the parallel ones first (DALI's order of calls)
@@ -209,9 +217,24 @@ class SourceFeeder:
             return op.checked(self.pool.receive(op, self._iteration, self._first))
         callback = op.callback
         if callback.batch:
-            return op.batch_outputs(callback.next_batch(self._iteration, self.epoch))
+            data = callback.next_batch(self._iteration, self.epoch)
+            self._take_layouts(node, data)
+            return op.batch_outputs(data)
         infos = [SampleInfo(self._first + i, i, self._iteration, self.epoch) for i in range(self.batch_size)]
         return op.sample_outputs([callback.sample(info) for info in infos])
+
+    def _take_layouts(self, node: OpNode, data: Any) -> None:
+        """A returned ``TensorList``'s layout becomes its output's where the source gave none, as in DALI."""
+        if self._relayout is None:
+            return
+        batches = [data] if len(node.outputs) == 1 or not isinstance(data, (tuple, list)) else list(data)
+        given = {
+            out: batch.layout()
+            for out, batch, own in zip(node.outputs, batches, node.op.layouts)
+            if isinstance(batch, TensorList) and batch.layout() and not own
+        }
+        if given:
+            self._relayout(given)
 
     def _end(self) -> None:
         self.ended = True
@@ -317,4 +340,4 @@ def feeder_for(staged: StagedGraph, batch_size: int, py_num_workers: int, py_sta
     if not nodes:
         return None
     reader = staged.reader.label if staged.reader is not None else None
-    return SourceFeeder(nodes, batch_size, py_num_workers, py_start_method, reader)
+    return SourceFeeder(nodes, batch_size, py_num_workers, py_start_method, reader, staged.relayout)

@@ -305,3 +305,21 @@ def test_a_fed_batch_brings_its_layout_to_what_is_computed_from_it():
         fed, twice, swapped = pipe.run()
     assert (fed.layout(), twice.layout(), swapped.layout()) == ("AB", "AB", "BA")
     assert np.asarray(twice).tolist() == (np.arange(12).reshape(2, 3, 2) * 2).tolist()
+
+
+def test_a_returned_batch_brings_its_layout_unless_the_source_has_one():
+    """A ``source`` returning ``TensorListCPU`` batches with a layout gives the external source that
+    layout (and what is computed from it), as in DALI; a source's own ``layout=`` stays."""
+
+    def batches():
+        return TensorListCPU(np.ones((2, 3, 2), np.float32), "AB")
+
+    @rp.pipeline_def(batch_size=2, num_threads=1, device_id=None)
+    def returned(own):
+        x = fn.external_source(source=batches, layout=own)
+        return x, fn.transpose(x, perm=[1, 0])
+
+    with returned(None) as pipe:
+        assert [out.layout() for out in pipe.run()] == ["AB", "BA"]
+    with returned("XY") as pipe:
+        assert [out.layout() for out in pipe.run()] == ["XY", "YX"]
