@@ -159,6 +159,7 @@ class CropMirrorNormalize(Operator):
             )
         self.declared_layout = output_layout
         self.volume = output_layout in _VOLUME_LAYOUTS  # made as a sequence of its depth slices
+        self.channels_first = False  # a CDHW volume input (output_layout decides, seeing the input's layout)
         self.layout = _VOLUME_LAYOUTS.get(output_layout, output_layout)
         self.frame_layout = _SEQUENCE_LAYOUTS.get(self.layout, self.layout)  # what _normalize writes per image
         self.sequence = self.layout in _SEQUENCE_LAYOUTS
@@ -176,16 +177,17 @@ class CropMirrorNormalize(Operator):
         """``output_layout``; a sequence (``FHWC``) needs one with ``F``, a volume (``DHWC``) one
         with ``D``, an image one without, as DALI."""
         given = input_layouts[0] if input_layouts else ""
+        self.channels_first = self.volume and given == "CDHW"  # read as DHWC (a transposed view)
         for kind, layout, allowed, ours in (
             ("sequences", "FHWC", _SEQUENCE_LAYOUTS, self.sequence and not self.volume),
             ("volumes", "DHWC", _VOLUME_LAYOUTS, self.volume),
         ):
-            if given == layout and not ours:
+            if given in (layout, "CDHW" if layout == "DHWC" else layout) and not ours:
                 raise ArgumentError(
                     f"{_OP}: the input is a {kind[:-1]} ({given}): output_layout must be one of {tuple(allowed)}, "
                     f"got {self.declared_layout!r}"
                 )
-            if given and given != layout and ours:
+            if given and given != layout and ours and not self.channels_first:
                 raise ArgumentError(
                     f"{_OP}: output_layout {self.declared_layout!r} needs {layout} {kind}, got layout {given!r}"
                 )
@@ -220,6 +222,8 @@ class CropMirrorNormalize(Operator):
         before and after where the window is deeper than the volume."""
         if volume.ndim != 4 or not volume.shape[0]:
             raise ValueError(f"{_OP}: expects DHWC volumes, got a sample of shape {tuple(volume.shape)}")
+        if self.channels_first:
+            volume = volume.transpose(1, 2, 3, 0)
         depth = volume.shape[0]
         z0, deep = 0, depth
         if self.crop_d is not None:
@@ -353,7 +357,7 @@ class CropMirrorNormalize(Operator):
         through the fused kernel at once where it takes them (:meth:`_sequence_batch`), else sample
         by sample (also where a window is deeper than its volume)."""
         batch = inputs[0]
-        if not self._frames_fuse(xp, batch):
+        if self.channels_first or not self._frames_fuse(xp, batch):
             return Operator.run_batch(self, xp, inputs, args, ctxs)
         volumes = batch.samples() if isinstance(batch, launch.Packed) else list(batch)
         depths = launch.shapes_of(batch)[:, 0]

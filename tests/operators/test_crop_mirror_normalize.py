@@ -449,6 +449,17 @@ def test_a_window_deeper_than_the_volume_pads_trims_or_fails(ours, device):
         run()
 
 
+@pytest.mark.parametrize("device", ["cpu", "gpu"])
+def test_a_channel_first_volume_is_read_as_its_dhwc_view(ours, device):
+    """CDHW input, as DALI reads it: the same result as its DHWC transpose."""
+    args = {"crop_d": 3, "crop_h": 2, "crop_w": 2, "mirror": 1, "output_layout": "CDHW", "crop_pos_z": 0.2}
+    first = [np.ascontiguousarray(v.transpose(3, 0, 1, 2)) for v in VOLUMES]
+    mine = ours(first, lambda x: fn.crop_mirror_normalize(x.gpu() if device == "gpu" else x, **args), "CDHW")
+    last = ours(VOLUMES, lambda x: fn.crop_mirror_normalize(x, **args), "DHWC")
+    for a, b in zip(mine[0][0], last[0][0], strict=True):
+        np.testing.assert_array_equal(a, b)
+
+
 def test_images_ignore_the_depth_window_as_dalis(ours):
     images = [volume[0] for volume in VOLUMES]
     plain = ours(images, lambda x: fn.crop_mirror_normalize(x, crop=(2, 2)), "HWC")
