@@ -109,7 +109,8 @@ machine() {
 gpu_test_files() { grep -rl --include='test_*.py' -E 'mark\.gpu|pytestmark.*gpu' "$ROOT/tests" | sort; }
 
 pytest_args() {
-    local args=(-q -p no:cacheprovider)
+    # one process on the GPU machine (the project's addopts spread the suite over pytest-xdist workers)
+    local args=(-q -p no:cacheprovider -o addopts= -p no:xdist)
     "$PY" -c "import pytest_timeout" 2>/dev/null && args+=(--timeout=90)
     printf '%s\n' "${args[@]}"
 }

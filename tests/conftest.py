@@ -40,6 +40,28 @@ def pytest_configure(config: pytest.Config) -> None:
         compileall.compile_dir(os.path.join(ROOT, package), quiet=2, workers=1)
 
 
+#: What starts Ray (a local instance, a simulated cluster, a process that does): these run one after
+#: another in one pytest-xdist worker (the ``ray`` group), never beside each other or beside
+#: themselves; every other test goes to whichever worker is free. With 2 cores, that worker's Ray
+#: processes and the numeric tests of the other worker share the machine (the suite in about two
+#: thirds of its serial time).
+RAY_TESTS = (
+    "tests/cluster/",
+    "tests/bench/",
+    "tests/actors/",
+    "tests/plugin/test_lightning.py",
+    "tests/test_pipeline_lifecycle.py",
+)
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    for item in items:
+        path = os.path.relpath(str(item.path), ROOT).replace(os.sep, "/")
+        module = getattr(item, "module", None)
+        if path.startswith(RAY_TESTS) or (module is not None and "ray" in vars(module)):
+            item.add_marker(pytest.mark.xdist_group("ray"))
+
+
 _SESSION = pytest.StashKey["pytest.Session"]()
 
 
