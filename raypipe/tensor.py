@@ -6,14 +6,15 @@ DALI scripts call: ``shape()`` (a list) besides the attribute ``.shape`` (a tupl
 ``source_info()`` and ``get_property(key)`` (where a pipeline output's sample came from, as DALI
 gives it), ``data_ptr()``, ``copy_to_external(ptr)`` (the bytes copied to an address, as a script's
 own ``feed_ndarray`` does into a torch tensor), ``reinterpret(type)`` and ``as_cpu()``. Scripts
-make one as DALI's, ``TensorCPU(array, layout)``, viewing the array's memory.
+make one as DALI's, ``TensorCPU(array, layout)``, viewing the array's memory. Its ``dtype`` stays
+numpy's (DALI's is a ``types.DALIDataType``; ``plugin.pytorch.to_torch_type`` takes either). What
+numpy's functions compute from it (arithmetic, reductions) is a plain array; views and copies of it
+stay tensors.
 
 ``TensorListCPU(data, layout)`` and ``TensorListGPU`` make a
 :class:`~raypipe.tensor_list.TensorList` (to feed an external source, say) as DALI's
 constructors do, and ``isinstance`` tells what a pipeline gave by them; ``TensorGPU(array)`` makes
-a cupy array, the GPU stage's tensor. Its ``dtype`` stays numpy's (DALI's
-is a ``types.DALIDataType``; ``plugin.pytorch.to_torch_type`` takes either). What numpy's functions
-compute from it (arithmetic, reductions) is a plain array; views and copies of it stay tensors.
+a cupy array, the GPU stage's tensor.
 """
 
 from __future__ import annotations
