@@ -40,17 +40,18 @@ def pytest_configure(config: pytest.Config) -> None:
         compileall.compile_dir(os.path.join(ROOT, package), quiet=2, workers=1)
 
 
-#: What starts Ray (a local instance, a simulated cluster, a process that does): these run one after
-#: another in one pytest-xdist worker (the ``ray`` group), never beside each other or beside
-#: themselves; every other test goes to whichever worker is free. With 2 cores, that worker's Ray
-#: processes and the numeric tests of the other worker share the machine (the suite in about two
-#: thirds of its serial time).
+#: What starts Ray (a local instance, a simulated cluster, a process that does) or counts what all
+#: processes share (the shared-memory segments in /dev/shm): these run one after another in one
+#: pytest-xdist worker (the ``ray`` group), never beside each other; every other test goes to
+#: whichever worker is free. With 2 cores, that worker's Ray processes and the numeric tests of the
+#: other worker share the machine (the suite in about three quarters of its serial time).
 RAY_TESTS = (
     "tests/cluster/",
     "tests/bench/",
     "tests/actors/",
     "tests/plugin/test_lightning.py",
     "tests/test_pipeline_lifecycle.py",
+    "tests/test_source_workers.py",
 )
 
 

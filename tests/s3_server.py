@@ -39,9 +39,10 @@ ENV = {
 
 
 def set_env() -> None:
-    """Point the AWS variables of this process (and the processes it starts) at the test server."""
-    for name, value in ENV.items():
-        os.environ.setdefault(name, value)
+    """Point the AWS variables of this process (and the processes it starts) at the test server:
+    this process's own, also where they came from a parent (pytest-xdist's workers inherit the
+    controller's environment, and each worker serves on a port of its own)."""
+    os.environ.update(ENV)
 
 
 class S3Server:

@@ -126,9 +126,9 @@ def _ray_job(address: str, *args: str, timeout: float = 400) -> subprocess.Compl
 
 def _submit(address: str, command: list[str], timeout: float = 400, wait: bool = True) -> subprocess.CompletedProcess:
     """Submit ``command`` and wait for it (or only for its submission); the head's job agent may
-    answer a while after its job server does, so a submission it refuses as not ready is tried
-    again (for up to 60 s)."""
-    deadline = time.monotonic() + 60
+    answer a while after its job server does (a minute and more on a busy machine), so a
+    submission it refuses as not ready is tried again (for up to 180 s)."""
+    deadline = time.monotonic() + 180
     flags = [] if wait else ["--no-wait"]
     while True:
         proc = _ray_job(address, "submit", *flags, "--working-dir", ".", "--", *command, timeout=timeout)
