@@ -224,7 +224,7 @@ class Rotate(Operator):
         return axis
 
     def output_layout(self, input_layouts: Sequence[str]) -> str:
-        """The input's; a ``DHWC`` (or ``CDHW``-less, four-dimensional with ``axis``) input is a volume."""
+        """The input's, kept to tell volumes from images and sequences (:meth:`_is_volume`)."""
         self.layout = input_layouts[0] if input_layouts else ""
         return self.layout
 
