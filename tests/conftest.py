@@ -11,6 +11,7 @@ import compileall
 import faulthandler
 import os
 import sys
+from typing import Any
 
 import pytest
 
@@ -42,9 +43,9 @@ def pytest_configure(config: pytest.Config) -> None:
 
 #: What starts Ray (a local instance, a simulated cluster, a process that does) or counts what all
 #: processes share (the shared-memory segments in /dev/shm): these run one after another in one
-#: pytest-xdist worker (the ``ray`` group), never beside each other; every other test goes to
-#: whichever worker is free. With 2 cores, that worker's Ray processes and the numeric tests of the
-#: other worker share the machine (the suite in about three quarters of its serial time).
+#: pytest-xdist worker, never beside each other; every other test goes to whichever worker is free.
+#: With 2 cores, that worker's Ray processes and the numeric tests of the other worker share the
+#: machine (the suite in about three quarters of its serial time).
 RAY_TESTS = (
     "tests/cluster/",
     "tests/bench/",
@@ -55,12 +56,18 @@ RAY_TESTS = (
 )
 
 
-def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
-    for item in items:
-        path = os.path.relpath(str(item.path), ROOT).replace(os.sep, "/")
-        module = getattr(item, "module", None)
-        if path.startswith(RAY_TESTS) or (module is not None and "ray" in vars(module)):
-            item.add_marker(pytest.mark.xdist_group("ray"))
+@pytest.hookimpl(optionalhook=True, tryfirst=True)
+def pytest_xdist_make_scheduler(config: pytest.Config, log: Any) -> Any:
+    """pytest-xdist's scheduling by scope, :data:`RAY_TESTS` being one scope (one worker, in order)
+    and every other test a scope of its own. (Its ``xdist_group`` marks do not reach the scheduler
+    under pytest 9, which names tests by ``_id``.)"""
+    from xdist.scheduler import LoadScopeScheduling
+
+    class RayTestsInOrder(LoadScopeScheduling):
+        def _split_scope(self, nodeid: str) -> str:
+            return "ray" if nodeid.startswith(RAY_TESTS) else nodeid
+
+    return RayTestsInOrder(config, log)
 
 
 _SESSION = pytest.StashKey["pytest.Session"]()
