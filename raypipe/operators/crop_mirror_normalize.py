@@ -367,9 +367,8 @@ class CropMirrorNormalize(Operator):
             if (depths < self.crop_d).any():
                 return Operator.run_batch(self, xp, inputs, args, ctxs)
             pos_z = self._positions(args, "crop_pos_z", self.crop_pos_z, len(depths))
-            starts = np.array(
-                [anchor(p, d - self.crop_d, self.rounding) for p, d in zip(pos_z.tolist(), depths.tolist())]
-            )
+            # the depth axis as crop_anchors' rows (one computation for the batch); its columns unused
+            starts = crop_anchors(depths, depths, self.crop_d, self.crop_d, pos_z, pos_z, self.rounding)[0]
             deep = np.full_like(depths, self.crop_d)
         windows = [v[z : z + d] for v, z, d in zip(volumes, starts.tolist(), deep.tolist())]
         return self._sequence_batch(xp, [windows, *inputs[1:]], args, ctxs)
